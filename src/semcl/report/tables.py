@@ -1,0 +1,127 @@
+"""Paper-vs-ours tables: all run records -> one long pandas table -> Markdown / LaTeX / CSV.
+
+Per cell: ours as mean ± sample std (ddof=1) with n seeds, the paper's value ("—" when
+unknown), and the difference. A missing seed lowers n; it never breaks the table.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from semcl.registry import Table
+from semcl.runs import Store, plan_runs
+
+DASH = "—"
+
+
+def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
+    """One line per (row, column, seed) with a finished value: table, row, column, seed, value, run_id."""
+    runs = plan_runs(table, profile)
+    records = store.records([r.run_id for r in runs])
+    subst = table.profile(profile).substitute
+    lines = []
+    for run in runs:
+        rec = records.get(run.run_id)
+        if rec is None:
+            continue
+        for col in table.columns:
+            key = col.metric(subst)
+            if key is not None and key in rec["metrics"]:
+                lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
+                              "value": float(rec["metrics"][key]), "run_id": run.run_id})
+    return pd.DataFrame(lines, columns=["table", "row", "column", "seed", "value", "run_id"])
+
+
+def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
+    """One line per (row, column): paper, provenance, mean, std, n, delta."""
+    stats = long.groupby(["row", "column"])["value"].agg(["mean", "std", "count"]) if len(long) else None
+    out = []
+    for row in table.rows:
+        for col in table.columns:
+            rep = row.reported.get(col.key)
+            mean = std = float("nan")
+            n = 0
+            if stats is not None and (row.label, col.key) in stats.index:
+                s = stats.loc[(row.label, col.key)]
+                mean, std, n = float(s["mean"]), float(s["std"]), int(s["count"])  # pandas std: ddof=1
+            paper = rep.value if rep else float("nan")
+            out.append({"row": row.label, "column": col.key, "implemented": row.implemented,
+                        "paper": paper, "provenance": rep.provenance if rep else "", "mean": mean,
+                        "std": std, "n": n, "delta": mean - paper})
+    return pd.DataFrame(out)
+
+
+def _num(x: float) -> str:
+    return DASH if math.isnan(x) else f"{x:.2f}"
+
+
+def _ours(mean: float, std: float, n: int) -> str:
+    if n == 0:
+        return DASH
+    spread = f" ± {std:.2f}" if n > 1 else ""
+    return f"{mean:.2f}{spread} (n={n})"
+
+
+def _cell(s: pd.Series) -> str:
+    if not s["implemented"]:
+        return "not implemented"
+    delta = _num(s["delta"])
+    # flag a gap larger than twice the seed spread
+    if not math.isnan(s["delta"]) and s["n"] > 1 and abs(s["delta"]) > 2 * s["std"]:
+        delta += "*"
+    return f"{_ours(s['mean'], s['std'], s['n'])} / {_num(s['paper'])} / {delta}"
+
+
+def notes(table: Table, profile: str) -> list[str]:
+    prof = table.profile(profile)
+    lines = [
+        "Cell: ours mean ± sample std (ddof=1) over seeds (n) / paper / Δ = ours − paper; "
+        "* marks |Δ| > 2 std. — = unknown or not run.",
+        "Epoch rule: every number reads the final training checkpoint; "
+        + "; ".join(f"{c.label}: {c.describe()}" for c in table.columns) + ".",
+    ]
+    for out, sub in prof.substitute.items():
+        lines.append(f"Profile {profile}: OOD set {out} " + (f"replaced by {sub}." if sub else "not measured."))
+    if prof.note:
+        lines.append(f"Profile {profile}: {prof.note}")
+    provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
+    lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
+    lines += [f"Deviation: {d}" for d in table.deviations]
+    return lines
+
+
+def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
+    labels = {c.key: c.label for c in table.columns}
+    wide = summ.assign(cell=summ.apply(_cell, axis=1)).pivot(index="row", columns="column", values="cell")
+    wide = wide.loc[[r.label for r in table.rows], [c.key for c in table.columns]]
+    title = f"{table.id} ({table.source}): {table.title} — profile {profile}"
+    if fmt == "csv":
+        return summ.to_csv(index=False)
+    if fmt == "md":
+        head = "| Row | " + " | ".join(labels[k] for k in wide.columns) + " |"
+        sep = "|" + "---|" * (len(wide.columns) + 1)
+        body = ["| " + r + " | " + " | ".join(wide.loc[r]) + " |" for r in wide.index]
+        return "\n".join([f"**{title}**", "", head, sep, *body, "", *[f"- {n}" for n in notes(table, profile)]]) + "\n"
+    if fmt == "tex":
+        def esc(s: str) -> str:
+            return s.replace("&", r"\&").replace("%", r"\%").replace("_", r"\_").replace("±", r"$\pm$").replace("—", "--")
+        lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{esc(title)}}}",
+                 r"\begin{tabular}{l" + "c" * len(wide.columns) + "}", r"\toprule",
+                 "Row & " + " & ".join(esc(labels[k]) for k in wide.columns) + r" \\", r"\midrule"]
+        lines += [esc(r) + " & " + " & ".join(esc(c) for c in wide.loc[r]) + r" \\" for r in wide.index]
+        lines += [r"\bottomrule", r"\end{tabular}", "", *[f"% {n}" for n in notes(table, profile)], r"\end{table}"]
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def write_table(table: Table, profile: str, store: Store, fmt: str, out_dir: Path | None = None) -> tuple[str, Path]:
+    long = long_table(table, profile, store)
+    text = render(table, profile, summary(table, profile, long), fmt)
+    out_dir = out_dir or store.root / "tables"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{table.id.replace('/', '_')}.{profile}.{fmt}"
+    path.write_text(text)
+    return text, path

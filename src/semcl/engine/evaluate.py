@@ -1,0 +1,79 @@
+"""Evaluate a trained method's backbone with the protocols its table's columns ask for.
+
+All numbers are percentages. Features: the backbone's pooled output (before any head), images
+passed through the deterministic test transform with the in-distribution statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from semcl.config import RunConfig
+from semcl.data import ImageSet, build_augment, conform, load_dataset
+from semcl.data.augment import STATS
+from semcl.evals import class_gaussian_auroc, extract_features, linear_probe, retrieval_scores, topk_accuracy
+from semcl.methods import Method
+
+log = logging.getLogger("semcl.evaluate")
+
+
+def _labels(s: ImageSet, which: str) -> torch.Tensor:
+    if which == "fine":
+        return s.labels
+    if s.coarse_labels is None:
+        raise ValueError(f"dataset {s.name} has no coarse labels for coarse retrieval")
+    return s.coarse_labels
+
+
+@torch.no_grad()
+def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path, seed: int) -> dict:
+    mean, std = STATS[cfg.data.name]
+    size = train.images.shape[-1]
+    test_tf = build_augment("test", size=size, mean=mean, std=std)
+    method.eval()
+    backbone = method.backbone
+    device = next(method.parameters()).device
+
+    def encode(x: torch.Tensor) -> torch.Tensor:
+        return backbone(x.to(device)).float().cpu()
+
+    def classify(x: torch.Tensor) -> torch.Tensor:
+        return method.classify(x.to(device)).float().cpu()
+
+    metrics: dict[str, float] = {}
+    if hasattr(method, "classify"):
+        logits = extract_features(classify, test.images, test_tf)
+        metrics["head_top1"] = topk_accuracy(logits, test.labels, ks=(1,))[1]
+    if cfg.eval.linear_probe:
+        p = cfg.probe
+        with torch.enable_grad():
+            res = linear_probe(
+                encode, train.images, train.labels, test.images, test.labels, num_classes=train.num_classes,
+                train_transform=build_augment("crop_flip", size=size, mean=mean, std=std), test_transform=test_tf,
+                epochs=p.epochs, lr=p.lr, batch_size=p.batch_size, momentum=p.momentum,
+                weight_decay=p.weight_decay, milestones=tuple(p.milestones), gamma=p.gamma, augment=p.augment,
+                seed=seed)
+        metrics["linear_top1_last"], metrics["linear_top1_best"] = res.top1_last, res.top1_best
+        log.info("linear probe: last %.2f best %.2f", res.top1_last, res.top1_best)
+    if not (cfg.eval.retrieval or cfg.eval.ood):
+        return metrics
+    train_f = extract_features(encode, train.images, test_tf)
+    test_f = extract_features(encode, test.images, test_tf)
+    for which in cfg.eval.retrieval:
+        scores = retrieval_scores(test_f, _labels(test, which), train_f, _labels(train, which),
+                                  ks=tuple(cfg.eval.retrieval_ks))
+        for k, v in scores.items():
+            metrics[f"retrieval_{which}_{k}"] = 100.0 * v
+        log.info("retrieval %s: %s", which, {k: round(100 * v, 2) for k, v in scores.items()})
+    channels = train.images.shape[1]
+    for name in cfg.eval.ood:
+        out = conform(load_dataset(name, data_root, "test"), channels=channels, size=size)
+        if cfg.eval.ood_limit:
+            out = out.subset(torch.arange(min(cfg.eval.ood_limit, len(out.labels))))
+        out_f = extract_features(encode, out.images, test_tf)
+        metrics[f"ood_auroc_{name}"] = 100.0 * class_gaussian_auroc(train_f, train.labels, test_f, out_f)
+        log.info("OOD %s: AUROC %.2f", name, metrics[f"ood_auroc_{name}"])
+    return metrics

@@ -1,0 +1,126 @@
+"""One run, start to finish: data -> method -> train (resumable) -> evaluate -> metrics.json.
+
+metrics.json is written atomically, and only once the run is complete; a failure writes
+failed.json (error + traceback) instead and leaves any checkpoint for the next attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import subprocess
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+
+import torch
+import yaml
+
+from semcl.config import config_to_dict
+from semcl.data import ensure_synthetic, load_dataset, select_per_class
+from semcl.engine.checkpoint import seed_everything
+from semcl.engine.evaluate import evaluate
+from semcl.engine.train import train
+from semcl.methods import METHODS, DataInfo
+from semcl.runs import Run, Store, write_json_atomic
+
+PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
+
+
+def synthetic_root(store: Store) -> Path:
+    return store.root / "synthetic"
+
+
+def prepare_synthetic(run: Run, store: Store) -> Path:
+    d = run.config.data
+    return ensure_synthetic(synthetic_root(store), [d.name, *run.config.eval.ood],
+                            train_per_class=d.synthetic_train_per_class, test_per_class=d.synthetic_test_per_class)
+
+
+def pick_device() -> torch.device:
+    """$SEMCL_DEVICE if set, else the GPU when there is one."""
+    name = os.environ.get("SEMCL_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def git_state() -> dict:
+    repo = Path(__file__).resolve().parents[3]
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "src", "experiments"],
+                               capture_output=True, text=True, check=True).stdout.strip() != ""
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _file_logger(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    root = logging.getLogger("semcl")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    return handler
+
+
+def execute_run(run: Run, store: Store, data_root: Path) -> dict:
+    folder = store.run_dir(run.run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg_path = folder / "config.yaml"
+    if not cfg_path.exists():
+        cfg_path.write_text(yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
+                                            "row": run.row_label, "profile": run.profile,
+                                            "config": config_to_dict(run.config)}, sort_keys=False))
+    handler = _file_logger(folder / "log.txt")
+    t0 = time.time()
+    try:
+        cfg = run.config
+        root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
+        seed_everything(run.seed)
+        train_set = load_dataset(cfg.data.name, root, "train")
+        if cfg.data.train_per_class:
+            # a fixed subset for every seed, so seeds vary only the training randomness
+            train_set = train_set.subset(select_per_class(train_set.labels, cfg.data.train_per_class, seed=0))
+        test_set = load_dataset(cfg.data.name, root, "test")
+        if cfg.data.test_limit:
+            test_set = test_set.subset(torch.arange(min(cfg.data.test_limit, len(test_set.labels))))
+        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse)
+        device = pick_device()
+        method = METHODS[cfg.method.name](cfg, info).to(device)
+        history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
+        metrics = evaluate(method, cfg, train_set, test_set, root, run.seed)
+        record = {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
+                  "seed": run.seed, "metrics": metrics, "config": config_to_dict(cfg), "history": history,
+                  "git": git_state(), "versions": _versions(), "device": device_name(device),
+                  "threads": torch.get_num_threads(), "wall_time_s": round(time.time() - t0, 2),
+                  "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_json_atomic(store.metrics_path(run.run_id), record)
+        (folder / "failed.json").unlink(missing_ok=True)
+        return record
+    except Exception as err:
+        logging.getLogger("semcl").exception("run %s failed", run.run_id)
+        write_json_atomic(folder / "failed.json", {"run_id": run.run_id, "error": f"{type(err).__name__}: {err}",
+                                                   "traceback": traceback.format_exc()})
+        raise
+    finally:
+        logging.getLogger("semcl").removeHandler(handler)
+        handler.close()

@@ -1,0 +1,47 @@
+"""What every method provides to the engine: modules to train, one training step, its state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from semcl.config import RunConfig
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a method needs to know about its training data."""
+
+    num_classes: int
+    in_channels: int
+    fine_to_coarse: torch.Tensor | None  # int64 [C]: superclass of each class, where known
+
+
+class Method(nn.Module):
+    """Base class. Subclasses build their modules in __init__ and define `training_step`.
+
+    `backbone` is what the evaluations read (features before any head). Every piece of
+    training state (key encoders, memory banks with their labels and pointer) is a module or
+    buffer, so `state_dict()` is a complete checkpoint of the method.
+    """
+
+    num_views: int = 1
+    backbone: nn.Module
+
+    def __init__(self, cfg: RunConfig, info: DataInfo):
+        super().__init__()
+        self.cfg = cfg
+        self.info = info
+
+    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Losses of one batch; the engine back-propagates `loss`. Side effects that the
+        official code performs before the optimiser step (momentum update, enqueue) go here."""
+        raise NotImplementedError
+
+    def after_backward(self) -> None:
+        """Called after backward, before the optimiser step (e.g. to enqueue keys)."""
+
+    def optimized_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.parameters() if p.requires_grad]

@@ -1,0 +1,27 @@
+"""Cross-entropy baselines: `ce` (crop + flip) and `ce_sa` (the contrastive methods' strong
+augmentation). Both differ only in `data.augment`, which the registry row sets."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from semcl.methods.base import DataInfo, Method
+from semcl.models import LinearClassifier, build_backbone
+
+
+class CrossEntropy(Method):
+    num_views = 1
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
+        self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
+
+    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.classifier(self.backbone(views[0]))
+        return {"loss": F.cross_entropy(logits, labels)}
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """The trained head's logits (reported beside the linear probe as `head_top1`)."""
+        return self.classifier(self.backbone(x))

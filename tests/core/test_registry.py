@@ -1,0 +1,92 @@
+"""Registry and schema: the real entry loads; malformed entries fail with the file and the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from semcl.config import RinceMethod, build_config
+from semcl.errors import ConfigError
+from semcl.registry import get_table, load_registry
+
+
+def test_rince_tab2_lists_every_method_of_the_paper_table():
+    t = get_table("rince/tab2")
+    assert [r.label for r in t.rows] == [
+        "Cross-entropy", "Cross-entropy s.a.", "Label smoothing (superclass)", "Two heads", "SCL two heads",
+        "Triplet", "Hierarchical triplet", "FastAP", "SCL-in", "SCL-out", "RINCE-out", "RINCE-in", "RINCE-out-in"]
+    assert [r.label for r in t.rows if not r.implemented] == [
+        "Label smoothing (superclass)", "Two heads", "SCL two heads", "Triplet", "Hierarchical triplet", "FastAP"]
+    # no RINCE number is known: every reported cell is null
+    assert all(v is None for r in t.rows for v in r.reported.values())
+    assert t.seeds == [123, 546, 937]
+
+
+def test_paper_profile_resolves_the_paper_hyperparameters():
+    t = get_table("rince/tab2")
+    cfg = t.resolve(t.row("RINCE-in"), "paper")
+    assert isinstance(cfg.method, RinceMethod)
+    assert (cfg.method.form, cfg.method.taus, cfg.method.bank_size, cfg.method.momentum) == ("in", [0.1, 0.225], 4096, 0.99)
+    assert (cfg.method.positives, cfg.method.rank_reduction, cfg.method.key_first_rank_only) == ("rank", "sum", False)
+    assert (cfg.optim.lr, cfg.optim.batch_size, cfg.schedule.epochs, cfg.model.backbone) == (0.5, 512, 1000, "resnet50_cifar")
+    ce = t.resolve(t.row("Cross-entropy"), "paper")
+    assert (ce.optim.lr, ce.schedule.epochs, ce.data.augment) == (0.8, 500, "crop_flip")
+    assert ce.eval.ood == ["cifar10", "tinyimagenet"] and ce.eval.retrieval == ["coarse", "fine"]
+
+
+def test_mini_profile_substitutes_mnist_and_drops_tinyimagenet():
+    t = get_table("rince/tab2")
+    cfg = t.resolve(t.row("SCL-out"), "mini")
+    assert cfg.eval.ood == ["mnist"] and cfg.data.name == "fashion_mnist"
+    assert cfg.method.bank_size == 4096 and cfg.method.form == "out"
+
+
+def test_code_variant_fills_the_official_code_knobs():
+    cfg = build_config({"method": {"name": "rince", "variant": "code"}}, where="x")
+    assert (cfg.method.positives, cfg.method.rank_reduction, cfg.method.key_first_rank_only) == ("cumulative", "mean", True)
+    # an explicit knob wins over the variant
+    cfg = build_config({"method": {"name": "rince", "variant": "code", "rank_reduction": "sum"}}, where="x")
+    assert cfg.method.rank_reduction == "sum"
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"optim": {"lrr": 1}}, "x: unknown key 'optim.lrr'"),
+    ({"optim": {"lr": "fast"}}, "x: 'optim.lr' must be a number, got 'fast'"),
+    ({"schedule": {"epochs": 1.5}}, "x: 'schedule.epochs' must be an integer, got 1.5"),
+    ({"method": {"name": "moco"}}, "x: unknown method 'method.name' = 'moco'"),
+    ({"method": {"name": "ce", "tau": 0.1}}, "x: unknown key 'method.tau'"),
+    ({"method": {"name": "rince", "form": "sideways"}}, "x: 'method.form' = 'sideways' is not one of"),
+    ({"method": {"name": "triplet"}}, "(planned, not implemented yet)"),
+])
+def test_schema_errors_name_the_key(tree, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(tree, where="x")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def _edit(root, old, new):
+    path = root / "rince" / "tab2.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("method.tau: 0.1, method.bank_size: 4096}", "method.tua: 0.1}", "row 'SCL-in', profile 'paper': unknown key 'method.tua'"),
+    ("    method: fastap", "    method: fastapp", "rows[7]: unknown method 'fastapp'"),
+    ("title: CIFAR", "titel: CIFAR", "unknown key 'titel'"),
+    ("      schedule.epochs: 8", "      schedule.epochs: eight", "profile 'mini': 'schedule.epochs' must be an integer"),
+    ("eval: ood, out: cifar10}", "eval: odd, out: cifar10}", "'eval' = 'odd' is not one of"),
+    ("seeds: [123, 546, 937]", "seeds: [123, 546, 937", "invalid YAML"),
+])
+def test_malformed_registry_entry_names_file_and_key(registry_copy, old, new, message):
+    path = _edit(registry_copy, old, new)
+    with pytest.raises(ConfigError) as err:
+        load_registry()
+    text = str(err.value)
+    assert text.startswith(str(path)) and message in text and "\n" not in text
+
+
+def test_unknown_table_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown table 'rince/tab99' \(known: .*rince/tab2"):
+        get_table("rince/tab99")

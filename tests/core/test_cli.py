@@ -1,0 +1,82 @@
+"""The CLI as a user meets it: one-line errors with exit status 2, files left as they were."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from semcl.registry import get_table
+from semcl.runs import Store, plan_runs
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def semcl(*args, env=None, cwd=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "semcl.cli", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or REPO)
+
+
+def test_unknown_table():
+    res = semcl("show", "rince/tab99")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "semcl: error: unknown table 'rince/tab99' (known: rince/tab2)"] or "unknown table 'rince/tab99'" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_missing_data_root(tmp_path):
+    res = semcl("--results", str(tmp_path / "res"), "run", "rince/tab2", "--profile", "mini",
+                "--data-root", str(tmp_path / "nowhere"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines == [f"semcl: error: data root {tmp_path / 'nowhere'}: does not exist "
+                     f"(dataset fashion_mnist; set --data-root or SEMCL_DATA)"]
+    assert not (tmp_path / "res").exists()
+
+
+def test_malformed_registry(registry_copy):
+    path = registry_copy / "rince" / "tab2.yaml"
+    path.write_text(path.read_text().replace("optim.lr: 0.8, schedule.epochs: 500, data.augment: crop_flip",
+                                             "optim.lr: 0.8, schedule.epochs: 500, data.augmnt: crop_flip"))
+    before = path.read_text()
+    res = semcl("list", env={"SEMCL_REGISTRY": str(registry_copy)})
+    assert res.returncode == 2
+    assert res.stderr.strip() == (f"semcl: error: {path}: row 'Cross-entropy', profile 'paper': unknown key "
+                                  "'data.augmnt' (known: augment, name, synthetic, synthetic_test_per_class, "
+                                  "synthetic_train_per_class, test_limit, train_per_class)")
+    assert path.read_text() == before
+
+
+def test_truncated_metrics_json(tmp_path):
+    run = plan_runs(get_table("rince/tab2"), "smoke")[0]
+    store = Store(tmp_path)
+    path = store.metrics_path(run.run_id)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"run_id": "')
+    for args in (["table", "rince/tab2", "--profile", "smoke"],
+                 ["run", "rince/tab2", "--profile", "smoke", "--executor", "debug"]):
+        res = semcl("--results", str(tmp_path), *args)
+        assert res.returncode == 2, res.stderr
+        err = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("semcl: error")]
+        assert err == [f"semcl: error: {path}: truncated or invalid JSON (Unterminated string starting at: "
+                       f"line 1 column 12 (char 11)); move the file away to rerun this run"]
+        assert path.read_text() == '{"run_id": "'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["metrics.json"]
+
+
+def test_plan_is_fast_and_imports_no_torch():
+    code = ("import sys, time; t=time.time(); from semcl.cli import main; main(['plan', 'rince/tab2', "
+            "'--profile', 'mini']); assert 'torch' not in sys.modules and 'pandas' not in sys.modules, "
+            "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas'))")
+    t0 = time.time()
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert time.time() - t0 < 5  # generous: the benchmark measures the real ratio
+    lines = res.stdout.splitlines()
+    assert lines[0] == "# rince/tab2 profile=mini: 21 runs"
+    assert lines[1].split()[1:4] == ["Cross-entropy", "seed=123", "missing"]

@@ -1,0 +1,37 @@
+"""Encoders, heads and momentum machinery shared by the contrastive methods."""
+
+from semcl.models.backbones import (
+    BACKBONES,
+    BasicBlock,
+    Bottleneck,
+    CifarResNet,
+    build_backbone,
+    resnet18_cifar,
+    resnet50_cifar,
+    resnet_tiny,
+)
+from semcl.models.heads import LinearClassifier, NormalizedLinear, ProjectionHead
+from semcl.models.momentum import (
+    MemoryBank,
+    gather_from_all_ranks,
+    momentum_copy,
+    momentum_update_,
+)
+
+__all__ = [
+    "BACKBONES",
+    "BasicBlock",
+    "Bottleneck",
+    "CifarResNet",
+    "LinearClassifier",
+    "MemoryBank",
+    "NormalizedLinear",
+    "ProjectionHead",
+    "build_backbone",
+    "gather_from_all_ranks",
+    "momentum_copy",
+    "momentum_update_",
+    "resnet18_cifar",
+    "resnet50_cifar",
+    "resnet_tiny",
+]

@@ -1,0 +1,170 @@
+"""Batched tensor augmentations for contrastive and supervised training.
+
+A whole uint8 batch is augmented at once with per-sample random parameters, instead of
+torchvision's per-image PIL pipeline: one ``grid_sample`` does every crop/resize/flip,
+and colour jitter runs as per-sample factor tensors. Works on any device; all
+randomness comes from the ``torch.Generator`` passed in (drawn on the generator's
+device, then moved), so results are reproducible for a seed.
+
+Recipes (``RECIPES``):
+
+* ``supcon`` — the SupCon/RINCE CIFAR recipe: RandomResizedCrop(size, scale (0.2, 1),
+  ratio (3/4, 4/3)), horizontal flip p=0.5, ColorJitter(0.4, 0.4, 0.4, 0.1) applied with
+  p=0.8, RandomGrayscale p=0.2, normalise.
+* ``crop_flip`` — RandomResizedCrop(size, scale (0.2, 1)) + flip + normalise (the CE
+  baseline and linear-probe recipe).
+* ``test`` — resize to ``size`` if needed, normalise.
+
+One-channel images (Fashion-MNIST, MNIST) get brightness and contrast jitter only;
+saturation, hue and grayscale are identities on them, as in torchvision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from semcl.data.crop import crop_flip, resize, sample_crop_boxes
+from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like
+
+# Per-channel mean/std of the real training sets (pixel values scaled to [0, 1]). CIFAR
+# values are the ones the SupCon code base (which RINCE builds on) uses.
+STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "cifar100": ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
+    "tinyimagenet": ((0.4802, 0.4481, 0.3975), (0.2302, 0.2265, 0.2262)),
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "mnist": ((0.1307,), (0.3081,)),
+}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Parameters of an augmentation pipeline (all probabilities per sample).
+
+    ``crop_scale`` None means no random crop: the image is only resized to ``size``.
+    Jitter strengths follow ColorJitter: factors uniform in ``[1 − s, 1 + s]`` for
+    brightness/contrast/saturation, hue shift uniform in ``[−hue, hue]``.
+    """
+
+    crop_scale: tuple[float, float] | None = None
+    crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    flip_p: float = 0.0
+    jitter_p: float = 0.0
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    hue: float = 0.0
+    gray_p: float = 0.0
+
+
+RECIPES: dict[str, Recipe] = {
+    "supcon": Recipe(crop_scale=(0.2, 1.0), flip_p=0.5, jitter_p=0.8, brightness=0.4,
+                     contrast=0.4, saturation=0.4, hue=0.1, gray_p=0.2),
+    "crop_flip": Recipe(crop_scale=(0.2, 1.0), flip_p=0.5),
+    "test": Recipe(),
+}
+
+
+def _rand(n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    return torch.rand(n, generator=gen, device=gen.device).to(device)
+
+
+def _between(n: int, lo: float, hi: float, gen: torch.Generator,
+             device: torch.device) -> torch.Tensor:
+    return _rand(n, gen, device) * (hi - lo) + lo
+
+
+class Augment:
+    """Callable ``(uint8 [B, C, H, W], generator) → float32 [B, C, size, size]``, normalised."""
+
+    def __init__(self, recipe: Recipe, *, size: int, mean: Sequence[float],
+                 std: Sequence[float]) -> None:
+        if len(mean) != len(std) or len(mean) not in (1, 3):
+            raise ValueError(f"mean and std need 1 or 3 matching values, got {mean}, {std}")
+        self.recipe = recipe
+        self.size = size
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+
+    def __repr__(self) -> str:
+        return f"Augment({self.recipe}, size={self.size}, mean={self.mean}, std={self.std})"
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if images.dtype != torch.uint8 or images.dim() != 4:
+            raise ValueError(f"expected uint8 [B, C, H, W], got {images.dtype} "
+                             f"{tuple(images.shape)}")
+        b, c, height, width = images.shape
+        if c != len(self.mean):
+            raise ValueError(f"{c}-channel images with {len(self.mean)}-channel mean/std")
+        r, dev = self.recipe, images.device
+        x = images.float().div_(255.0)
+        # Draws happen in a fixed order (crop, flip, jitter, grayscale) so a seed pins all.
+        if r.crop_scale is not None:
+            boxes = sample_crop_boxes(b, height, width, r.crop_scale, r.crop_ratio, generator)
+            flip = _rand(b, generator, dev) < r.flip_p
+            x = crop_flip(x, boxes, flip, self.size)
+        else:
+            x = resize(x, self.size)
+            if r.flip_p > 0:
+                flip = _rand(b, generator, dev) < r.flip_p
+                x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+        if r.jitter_p > 0:
+            x = self._jitter(x, generator)
+        if r.gray_p > 0:
+            gray = _rand(b, generator, dev) < r.gray_p
+            if c == 3:
+                # Only the chosen rows are converted (index ops beat a full-batch where).
+                idx = torch.nonzero(gray).squeeze(1)
+                x.index_copy_(0, idx, grayscale_like(x.index_select(0, idx)))
+        # Subtract-then-divide, as torchvision's Normalize, so results agree bit for bit.
+        mean = torch.tensor(self.mean, device=dev).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, device=dev).view(1, -1, 1, 1)
+        return x.sub_(mean).div_(std)
+
+    def _jitter(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """ColorJitter with probability ``jitter_p``, ops in a random order per sample.
+
+        torchvision's ColorJitter draws a fresh permutation of its four ops for every
+        image, and the order matters (each op clamps, contrast depends on the mean that
+        brightness changed). We keep that: at each of the four steps, every jittered
+        sample applies the op its permutation puts there, processed as one sub-batch
+        per op. Unjittered samples are never touched, so they stay bit-exact.
+        """
+        r, b, dev = self.recipe, x.shape[0], x.device
+        chosen = _rand(b, gen, dev) < r.jitter_p
+        factors = {
+            BRIGHTNESS: _between(b, 1 - r.brightness, 1 + r.brightness, gen, dev),
+            CONTRAST: _between(b, 1 - r.contrast, 1 + r.contrast, gen, dev),
+            SATURATION: _between(b, 1 - r.saturation, 1 + r.saturation, gen, dev),
+            HUE: _between(b, -r.hue, r.hue, gen, dev),
+        }
+        order = torch.rand((b, 4), generator=gen, device=gen.device).argsort(dim=1).to(dev)
+        strengths = {BRIGHTNESS: r.brightness, CONTRAST: r.contrast,
+                     SATURATION: r.saturation, HUE: r.hue}
+        # Ops with zero strength are identities; saturation and hue are identities on gray.
+        active = [op for op, s in strengths.items()
+                  if s > 0 and (x.shape[1] == 3 or op in (BRIGHTNESS, CONTRAST))]
+        for step in range(4):
+            for op in active:
+                idx = torch.nonzero(chosen & (order[:, step] == op)).squeeze(1)
+                if idx.numel():
+                    sub = JITTER_OPS[op](x.index_select(0, idx), factors[op].index_select(0, idx))
+                    x.index_copy_(0, idx, sub)
+        return x
+
+
+def build_augment(recipe: str, *, size: int, mean: Sequence[float],
+                  std: Sequence[float]) -> Augment:
+    """The :class:`Augment` for recipe name ``recipe`` (a key of ``RECIPES``)."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)})")
+    return Augment(RECIPES[recipe], size=size, mean=mean, std=std)
+
+
+def two_views(aug: Augment, images: torch.Tensor,
+              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two independently augmented views of the same batch (drawn one after the other)."""
+    return aug(images, generator), aug(images, generator)

@@ -1,0 +1,74 @@
+"""The IDX file format of MNIST and Fashion-MNIST, parsed and written without helpers.
+
+Layout: two zero bytes, a type code, the number of dimensions ``d``; then ``d``
+big-endian uint32 sizes; then the data in C order, big-endian. Files are often shipped
+gzip-compressed, recognised here by their ``.gz`` suffix.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from semcl.errors import DataError
+
+# Type code → big-endian numpy dtype, as defined by the format.
+_DTYPES: dict[int, str] = {
+    0x08: ">u1",
+    0x09: ">i1",
+    0x0B: ">i2",
+    0x0C: ">i4",
+    0x0D: ">f4",
+    0x0E: ">f8",
+}
+_CODES: dict[str, int] = {np.dtype(v).str: k for k, v in _DTYPES.items()}
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        raise DataError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Array stored in IDX file ``path`` (plain or ``.gz``), in native byte order."""
+    raw = _read_bytes(path)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
+        raise DataError(f"{path}: malformed IDX file (bad magic {raw[:4].hex() or 'empty'})")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DataError(f"{path}: malformed IDX file (truncated header)")
+    shape = struct.unpack(f">{ndim}I", raw[4:header])
+    dtype = np.dtype(_DTYPES[raw[2]])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise DataError(
+            f"{path}: malformed IDX file (header says {expected} data bytes for shape "
+            f"{list(shape)}, found {len(raw) - header})"
+        )
+    data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
+    return data.astype(dtype.newbyteorder("="))
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` as an IDX file, gzip-compressed when ``path`` ends in ``.gz``."""
+    big = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder(">"))
+    code = _CODES.get(big.dtype.str)  # one-byte types have no byte order ('|u1')
+    if code is None:
+        raise ValueError(f"IDX cannot store dtype {array.dtype}")
+    payload = bytes([0, 0, code, big.ndim]) + struct.pack(f">{big.ndim}I", *big.shape)
+    payload += big.tobytes()
+    if path.suffix == ".gz":
+        # mtime=0 keeps the file bytes deterministic for a given array.
+        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+            f.write(payload)
+    else:
+        path.write_bytes(payload)

@@ -78,7 +78,7 @@ def _split(runs: list[Run], workers: int) -> list[list[Run]]:
     for run in sorted(runs, key=minutes, reverse=True):
         i = load.index(min(load))
         shares[i].append(run)
-        load[i] += minutes(run)
+        load[i] += max(minutes(run), 1e-6)  # zero-cost estimates still spread out
     return [s for s in shares if s]
 
 

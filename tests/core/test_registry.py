@@ -75,7 +75,7 @@ def _edit(root, old, new):
     ("method.tau: 0.1, method.bank_size: 4096}", "method.tua: 0.1}", "row 'SCL-in', profile 'paper': unknown key 'method.tua'"),
     ("    method: fastap", "    method: fastapp", "rows[7]: unknown method 'fastapp'"),
     ("title: CIFAR", "titel: CIFAR", "unknown key 'titel'"),
-    ("      schedule.epochs: 8", "      schedule.epochs: eight", "profile 'mini': 'schedule.epochs' must be an integer"),
+    ("      schedule.epochs: 6", "      schedule.epochs: eight", "profile 'mini': 'schedule.epochs' must be an integer"),
     ("eval: ood, out: cifar10}", "eval: odd, out: cifar10}", "'eval' = 'odd' is not one of"),
     ("seeds: [123, 546, 937]", "seeds: [123, 546, 937", "invalid YAML"),
 ])

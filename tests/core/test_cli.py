@@ -6,11 +6,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from semcl.registry import get_table
 from semcl.runs import Store, plan_runs
-
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 

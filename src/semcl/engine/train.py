@@ -27,11 +27,12 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
-          device: torch.device = torch.device("cpu")) -> list[dict]:
+          device: torch.device | None = None) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history.
 
     Augmentation runs on the CPU with the epoch's generator (so the random stream does not
     depend on the device); the views then move to `device`."""
+    device = device or torch.device("cpu")
     opt = torch.optim.SGD(method.optimized_parameters(), lr=cfg.optim.lr, momentum=cfg.optim.momentum,
                           weight_decay=cfg.optim.weight_decay)
     start, history = 0, []

@@ -31,3 +31,7 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check src tests bench
+
+# performance benchmarks (ratios against floors); writes bench/results.md. Not part of CI.
+bench: setup
+	$(BIN)/python bench/run_all.py

@@ -9,6 +9,7 @@ import json
 from contextlib import redirect_stdout
 
 import pandas as pd
+import torch
 import pytest
 
 import semcl.engine.train as train_mod
@@ -87,4 +88,35 @@ def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row):
     assert store.status(run.run_id) == ("done", "")
     assert resumed["metrics"] == reference["metrics"]
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in reference["history"]]
+    assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()
+
+
+def test_resume_from_a_requeue_signal_mid_epoch_is_bit_exact(tmp_path, monkeypatch):
+    """The signal arrives during epoch 2; the loop checkpoints at the next step boundary (with the
+    generator's position) and the requeued run replays the rest of that epoch exactly."""
+    from semcl.engine import interrupt
+
+    run = _smoke_run("RINCE-out-in", epochs=2)
+    reference = execute_run(run, Store(tmp_path / "a"), tmp_path)
+    calls = {"n": 0}
+    real_pending = interrupt.pending
+
+    def signal_at_step_14() -> bool:
+        calls["n"] += 1
+        if calls["n"] == 14:  # epoch 2 (10 steps per epoch), 4th step
+            def requeue():
+                raise Preempted
+            interrupt._pending = requeue
+        return real_pending()
+
+    monkeypatch.setattr(interrupt, "pending", signal_at_step_14)
+    store = Store(tmp_path / "b")
+    with pytest.raises(Preempted):
+        execute_run(run, store, tmp_path)
+    state = torch.load(store.run_dir(run.run_id) / "checkpoints" / "last.pt", weights_only=False)
+    assert (state["epoch"], state["step"]) == (1, 4)
+    monkeypatch.setattr(interrupt, "pending", real_pending)
+    resumed = execute_run(run, store, tmp_path)
+    assert resumed["metrics"] == reference["metrics"]
+    assert resumed["history"][1]["loss"] == reference["history"][1]["loss"]
     assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()

@@ -1,7 +1,9 @@
 """The training loop: resumable at every epoch boundary, deterministic on CPU for a seed.
 
 Data order and augmentation of epoch e come from a generator seeded by (seed, e), so a
-resumed run replays exactly the batches the uninterrupted run would have seen.
+resumed run replays exactly the batches the uninterrupted run would have seen. Checkpoints are
+written at every epoch end and, on a requeue signal, at the next step boundary (with the
+generator's position inside the epoch).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment
 from semcl.data.augment import STATS
+from semcl.engine import interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
 from semcl.methods import Method
@@ -35,41 +38,61 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     device = device or torch.device("cpu")
     opt = torch.optim.SGD(method.optimized_parameters(), lr=cfg.optim.lr, momentum=cfg.optim.momentum,
                           weight_decay=cfg.optim.weight_decay)
-    start, history = 0, []
+    start, start_step, history, resume_gen, total0 = 0, 0, [], None, 0.0
     state = load(ckpt)
     if state is not None:
         method.load_state_dict(state["method"])  # before the optimiser: its state follows the params
         opt.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         start, history = state["epoch"], state["history"]
-        log.info("resumed from %s at epoch %d", ckpt, start)
+        # a checkpoint taken on a requeue signal sits inside an epoch
+        start_step, resume_gen, total0 = state.get("step", 0), state.get("generator"), state.get("loss_sum", 0.0)
+        log.info("resumed from %s at epoch %d step %d", ckpt, start, start_step)
     size = train_set.images.shape[-1]
     aug = build_augment(cfg.data.augment, size=size, mean=STATS[cfg.data.name][0], std=STATS[cfg.data.name][1])
     n = len(train_set.labels)
     bs = min(cfg.optim.batch_size, n)
     steps = n // bs  # drop_last, as the official loaders
     epochs = cfg.schedule.epochs
-    for epoch in range(start, epochs):
-        method.train()
-        g = epoch_generator(seed, epoch)
-        perm = torch.randperm(n, generator=g)
-        t0, total = time.time(), 0.0
-        for step in range(steps):
-            lr = lr_at(cfg.optim, epochs, epoch, step, steps)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            idx = perm[step * bs:(step + 1) * bs]
-            images, labels = train_set.images[idx], train_set.labels[idx]
-            views = [aug(images, g).to(device, non_blocking=True) for _ in range(method.num_views)]
-            loss = method.training_step(views, labels.to(device))["loss"]
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            method.after_backward()
-            opt.step()
-            total += float(loss.detach())
-        history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "lr": lr, "seconds": time.time() - t0})
-        log.info("epoch %d/%d loss %.4f lr %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], lr,
-                 history[-1]["seconds"])
-        save_atomic({"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                     "rng": rng_state(), "history": history}, ckpt)
+
+    def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
+        state = {"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
+                 "rng": rng_state(), "history": history}
+        if g is not None:
+            state.update(generator=g.get_state(), loss_sum=loss_sum)
+        return state
+
+    with interrupt.training():
+        for epoch in range(start, epochs):
+            method.train()
+            g = epoch_generator(seed, epoch)
+            perm = torch.randperm(n, generator=g)
+            first = 0
+            total = 0.0
+            if epoch == start and start_step:
+                g.set_state(resume_gen)  # continue the epoch's random stream where it stopped
+                first, total = start_step, total0
+            t0 = time.time()
+            for step in range(first, steps):
+                lr = lr_at(cfg.optim, epochs, epoch, step, steps)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                idx = perm[step * bs:(step + 1) * bs]
+                images, labels = train_set.images[idx], train_set.labels[idx]
+                views = [aug(images, g).to(device, non_blocking=True) for _ in range(method.num_views)]
+                loss = method.training_step(views, labels.to(device))["loss"]
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                method.after_backward()
+                opt.step()
+                total += float(loss.detach())
+                if interrupt.pending() and step + 1 < steps:
+                    save_atomic(snapshot(epoch, step + 1, g, total), ckpt)
+                    log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
+                    interrupt.fire_if_pending()
+            history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
+                            "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps), "seconds": time.time() - t0})
+            log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
+            save_atomic(snapshot(epoch + 1, 0, None, 0.0), ckpt)
+            interrupt.fire_if_pending()
     return history

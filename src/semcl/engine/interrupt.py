@@ -1,0 +1,66 @@
+"""Deferred preemption: a requeue signal that arrives mid-step is acted on at the next step
+boundary, after a checkpoint of exactly that position.
+
+submitit's handler for the requeue signal (USR2) checkpoints the job object, requeues it and
+exits at once, from wherever the main thread happens to be: between backward and the optimiser
+step, say. `defer_signal` wraps that handler; while training (`training()`), the signal only
+raises a flag that the train loop checks after each step; outside training it runs at once.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+_pending: Callable[[], None] | None = None
+_in_training = False
+
+
+def defer_signal(signum: int = signal.SIGUSR2) -> None:
+    """Wrap the current handler of `signum` (call in the job process, after submitit set it)."""
+    original = signal.getsignal(signum)
+    if not callable(original):
+        return
+
+    def handler(sig: int, frame) -> None:
+        global _pending
+        if _in_training:
+            _pending = lambda: original(sig, frame)  # noqa: E731
+        else:
+            original(sig, frame)
+
+    signal.signal(signum, handler)
+
+
+@contextmanager
+def training() -> Iterator[None]:
+    global _in_training
+    _in_training = True
+    try:
+        yield
+    finally:
+        _in_training = False
+        fire_if_pending()  # a signal that came during the last step
+
+
+def pending() -> bool:
+    return _pending is not None
+
+
+def request_for_test() -> None:
+    """Pretend a signal arrived whose handler raises SystemExit (unit tests of the loop)."""
+    global _pending
+
+    def stop() -> None:
+        raise SystemExit(-1)
+
+    _pending = stop
+
+
+def fire_if_pending() -> None:
+    """Run the deferred handler (it normally requeues the job and exits the process)."""
+    global _pending
+    action, _pending = _pending, None
+    if action is not None:
+        action()

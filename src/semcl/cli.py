@@ -77,6 +77,12 @@ def cmd_plan(args) -> None:
             cost = estimate_cost(run.config, args.profile)
             extra = f"  {detail}" if detail and args.verbose else ""
             print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{extra}")
+        if args.executor == "slurm":
+            from semcl.cluster import load_cluster_profile
+            from semcl.launch import describe_arrays
+
+            print(describe_arrays([(r, table.resources[args.profile]) for r in runs],
+                                  load_cluster_profile(args.cluster), store))
         skipped = [r.label for r in table.rows if not r.implemented]
         if skipped:
             print(f"# not implemented (not planned): {', '.join(skipped)}")
@@ -84,27 +90,71 @@ def cmd_plan(args) -> None:
 
 def cmd_status(args) -> None:
     store = _store(args)
-    for table in _tables(args):
-        runs = plan_runs(table, args.profile)
-        counts: dict[str, int] = {}
-        print(f"# {table.id} profile={args.profile}")
-        for run in runs:
-            status, detail = store.status(run.run_id)
-            counts[status] = counts.get(status, 0) + 1
-            if status != "done" or args.verbose:
-                print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
+    current = None
+    counts: dict[str, int] = {}
+    for table, run, status, detail in _statuses(args, store):
+        if table.id != current:
+            if counts:
+                print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+            current, counts = table.id, {}
+            print(f"# {table.id} profile={args.profile}")
+        counts[status] = counts.get(status, 0) + 1
+        if status != "done" or args.verbose:
+            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
+    if counts:
         print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
 
 
+def _runs_with_resources(args) -> list:
+    return [(r, t.resources[args.profile]) for t in _tables(args) for r in plan_runs(t, args.profile, args.row)]
+
+
 def cmd_run(args) -> None:
-    from semcl.launch import check_data_root, submit_runs
+    from semcl.launch import check_data_root, submit_runs, submit_slurm
 
     store = _store(args)
-    runs = [r for t in _tables(args) for r in plan_runs(t, args.profile, args.row)]
+    pairs = _runs_with_resources(args)
+    runs = [r for r, _ in pairs]
     data_root = Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))
     check_data_root(runs, data_root)
+    if args.executor == "slurm":
+        from semcl.cluster import load_cluster_profile
+
+        submit_slurm(pairs, store, data_root, load_cluster_profile(args.cluster), retry_failed=args.retry_failed)
+        return
     submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,
                 retry_failed=args.retry_failed)
+
+
+def _statuses(args, store):
+    """(table, run, status, detail) for every planned run, reattaching to submitted SLURM jobs."""
+    from semcl.manifest import latest_jobs, run_state, sacct_states
+
+    tables = _tables(args)
+    runs = [(t, r) for t in tables for r in plan_runs(t, args.profile)]
+    jobs = latest_jobs(store)
+    states = sacct_states([jobs[r.run_id]["job_id"] for _, r in runs if r.run_id in jobs])
+    return [(t, r, *run_state(store, r.run_id, jobs.get(r.run_id), states)) for t, r in runs]
+
+
+def cmd_wait(args) -> None:
+    import time
+
+    store = _store(args)
+    t0 = time.time()
+    while True:
+        rows = _statuses(args, store)
+        active = [r for r in rows if r[2] in ("pending", "running", "requeued")]
+        if not active:
+            counts = {k: sum(r[2] == k for r in rows) for k in ("done", "failed", "partial", "missing")}
+            print("no run queued or running: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+            failed = [r for r in rows if r[2] == "failed"]
+            if failed:
+                raise SemclError(f"{len(failed)} run(s) failed; see `semcl status`")
+            return
+        if args.timeout and time.time() - t0 > args.timeout:
+            raise SemclError(f"timed out after {args.timeout} s with {len(active)} run(s) still queued or running")
+        time.sleep(args.poll)
 
 
 def cmd_table(args) -> None:
@@ -138,18 +188,26 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("table")
     sp.set_defaults(func=cmd_show)
     for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
-                            ("status", cmd_status, "done / partial / failed / missing per run")):
+                            ("status", cmd_status, "done / pending / running / requeued / failed / missing per run"),
+                            ("wait", cmd_wait, "block until no run of these tables is queued or running")):
         sp = sub.add_parser(name, help=hlp)
         sp.add_argument("table", nargs="*")
         sp.add_argument("--all", action="store_true", help="every table in the registry")
         sp.add_argument("-v", "--verbose", action="store_true")
         with_profile(sp)
+        if name == "plan":
+            sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local")
+            sp.add_argument("--cluster", default="local", help="slurm/profiles/<name>.yaml")
+        if name == "wait":
+            sp.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+            sp.add_argument("--poll", type=float, default=10.0)
         sp.set_defaults(func=func)
     sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
     sp.add_argument("table", nargs="*")
     sp.add_argument("--all", action="store_true")
     with_profile(sp)
-    sp.add_argument("--executor", choices=("local", "debug"), default="local")
+    sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local")
+    sp.add_argument("--cluster", default="local", help="cluster profile for --executor slurm (slurm/profiles/)")
     sp.add_argument("--workers", type=int, default=None, help="local executor: parallel processes (default: CPU count, at most 4)")
     sp.add_argument("--row", action="append", help="only this row label (repeatable)")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")

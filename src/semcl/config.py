@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -29,6 +30,13 @@ class DataConfig:
     synthetic: bool = False  # write synthetic data in the real format (smoke profile)
     synthetic_train_per_class: int = 10
     synthetic_test_per_class: int = 5
+    # Long-tailed training subset by the CIFAR-LT rule n_i = int(n_max * IF**(-i / (C - 1)))
+    # (semcl.data.longtail); None = the full training set.
+    imbalance_factor: float | None = None
+    lt_max_per_class: int | None = None  # n_max; None = the training set's images per class
+    lt_seed: int | None = None  # seed of the per-class selection; None = 0 (official code)
+    test_split: str | None = None  # split the test metrics read (None = "test"; "val" for Places-LT code)
+    image_size: int | None = None  # file-backed sets: side of the decoded square image (None = 224)
 
 
 @dataclass
@@ -77,6 +85,8 @@ class EvalConfig:
     retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20])
     ood: list[str] = field(default_factory=list)  # out-of-distribution dataset names
     ood_limit: int | None = None  # first N images of each OOD test set
+    # classifier top-1 split by training-class size; threshold conventions: paco (>100, <20), oltr
+    accuracy: list[str] | None = None
 
 
 # ---- methods: one params dataclass per method, chosen by `method.name` ----
@@ -118,11 +128,71 @@ class RinceMethod:
     key_first_rank_only: bool | None = None
 
 
+@dataclass
+class PacoMethod:
+    """PaCo (ICCV 2021): momentum key encoder, queue of keys and labels, class centers."""
+
+    name: str = "paco"
+    alpha: float = 0.05  # weight of sample positives (the own class center weighs 1)
+    tau: float = 0.2
+    queue_size: int = 8192
+    momentum: float = 0.999
+    prior: str = "train"  # balanced-softmax offset on center logits: train | uniform | none
+    centers_over_tau: bool = False  # official code leaves center logits unscaled (paco.md g.9)
+    label_smoothing: float = 0.0  # on the center target (GPaCo full-ImageNet / ViT runs use 0.1)
+
+
+@dataclass
+class GPacoMethod:
+    """GPaCo (TPAMI): PaCo without the momentum encoder; both views are anchors."""
+
+    name: str = "gpaco"
+    alpha: float = 0.05
+    tau: float = 0.2
+    queue_size: int = 8192
+    prior: str = "train"
+    centers_over_tau: bool = False
+    label_smoothing: float = 0.0
+
+
+@dataclass
+class SupConMethod:
+    """SupCon in the MoCo framework (GPaCo Eq. 3) with a detached linear classifier."""
+
+    name: str = "supcon"
+    tau: float = 0.2
+    queue_size: int = 8192
+    momentum: float = 0.999
+
+
+@dataclass
+class MultiTaskMethod:
+    """GPaCo's multi-task baseline: CE + weight * SupCon on GPaCo's one-encoder, two-view setup."""
+
+    name: str = "multitask"
+    weight: float = 0.5  # SupCon weight (0.5 in every official multi-task script)
+    tau: float = 0.07
+    queue_size: int = 1024
+    prior: str = "none"  # train: balanced-softmax CE (the LT form); none: plain CE (CIFAR form)
+
+
+@dataclass
+class BalancedSoftmaxMethod:
+    """Cross-entropy on logits + log(class prior) (Ren et al. 2020); evaluated on raw logits."""
+
+    name: str = "balanced_softmax"
+
+
 METHOD_SCHEMAS: dict[str, type] = {
     "ce": CEMethod,
     "ce_sa": CESAMethod,
     "scl": SCLMethod,
     "rince": RinceMethod,
+    "paco": PacoMethod,
+    "gpaco": GPacoMethod,
+    "supcon": SupConMethod,
+    "balanced_softmax": BalancedSoftmaxMethod,
+    "multitask": MultiTaskMethod,
 }
 
 # Methods the registry may name whose training code is not built yet: rows using them are
@@ -134,6 +204,16 @@ PLANNED_METHODS: dict[str, str] = {
     "triplet": "triplet loss with rank-dependent margins",
     "hierarchical_triplet": "hierarchical triplet loss (Ge et al. 2018)",
     "fastap": "FastAP (Cakir et al. 2019)",
+    "decouple_crt": "Decouple: classifier re-training (Kang et al. 2020)",
+    "decouple_tau_norm": "Decouple: tau-normalised classifier",
+    "decouple_lws": "Decouple: learnable weight scaling",
+    "ride": "RIDE with 3 experts (Wang et al. 2021)",
+    "mae_finetune": "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)",
+    "gpaco_vit": "GPaCo fine-tuning of MAE ViTs",
+    "multitask_vit": "CE + 0.5 * SupCon fine-tuning of MAE ViTs",
+    "gpaco_seg": "GPaCo as an auxiliary segmentation loss (mmseg models)",
+    "seg_baseline": "segmentation baseline without GPaCo",
+    "ensemble": "logit-sum ensemble of trained member runs",
 }
 
 # Named RINCE variants (paper default; official-code behaviours as variants).
@@ -149,9 +229,33 @@ CHOICES: dict[str, set[str]] = {
     "method.rank_reduction": {"sum", "mean"},
     "method.variant": set(RINCE_VARIANTS),
     "method.ranks": {"superclass"},
-    "data.augment": {"supcon", "crop_flip"},
+    "data.test_split": {"test", "val"},
+    "method.prior": {"train", "uniform", "none"},
+    "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},
 }
+
+
+# data.augment names one recipe for every view, or one per view joined by "+" (view 1 first,
+# the official `--aug a_b`). RandAugment recipes take "-n<ops>-m<magnitude>" (default n2, m10);
+# any recipe with a random crop takes "-c<percent>" for the crop's minimum area (e.g. -c20 = 0.2).
+AUGMENT_RECIPES = {"supcon", "crop_flip", "sim", "sim_cifar", "autoaug_cutout", "randcls", "randclsstack"}
+RANDAUG_RECIPES = {"randcls", "randclsstack"}
+_RANDAUG = re.compile(r"^(?P<base>[a-z_]+?)(?:-n(?P<n>\d+)-m(?P<m>\d+))?(?:-c(?P<c>\d+))?$")
+
+
+def parse_augment(name: str) -> list[tuple[str, int, int, float | None]]:
+    """`data.augment` -> [(recipe, randaug_n, randaug_m, crop_min_scale)] per view; ValueError if malformed."""
+    views = []
+    for part in name.split("+"):
+        match = _RANDAUG.match(part)
+        base = match["base"] if match else part
+        bad_crop = match is not None and match["c"] and not 0 < int(match["c"]) <= 100
+        if match is None or base not in AUGMENT_RECIPES or (match["n"] and base not in RANDAUG_RECIPES) or bad_crop:
+            raise ValueError(f"{part!r} is not a recipe in {sorted(AUGMENT_RECIPES)} "
+                             f"(RandAugment suffix -n<N>-m<M> only on {sorted(RANDAUG_RECIPES)})")
+        views.append((base, int(match["n"] or 2), int(match["m"] or 10), int(match["c"]) / 100 if match["c"] else None))
+    return views
 
 
 @dataclass
@@ -260,6 +364,10 @@ def build_config(tree: dict, *, where: str) -> RunConfig:
     for section, cls in SECTIONS.items():
         setattr(cfg, section, _build(cls, tree.get(section, {}), section, where))
     _resolve_variants(cfg, where)
+    try:
+        parse_augment(cfg.data.augment)
+    except ValueError as err:
+        raise ConfigError(f"{where}: 'data.augment' = {cfg.data.augment!r}: {err}") from None
     return cfg
 
 

@@ -8,6 +8,7 @@ share in turn, which bounds concurrency and pays torch's import once per worker.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import submitit
 
+from semcl.cluster import ClusterProfile, Resources, max_array_size, signature, slurm_parameters
 from semcl.errors import ResultsError
 from semcl.runs import Run, Store, estimate_cost
 
@@ -135,3 +137,97 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False)
     if failed:
         raise ResultsError(f"{failed} run(s) did not finish; see the log paths above")
     return failed
+
+
+# ---------------------------------------------------------------- SLURM: arrays, requeue, manifest
+
+
+class RunJob(submitit.helpers.Checkpointable):
+    """One run as one array task. On the requeue signal the train loop checkpoints at the next step
+    boundary and submitit resubmits this same object, which resumes from the checkpoint."""
+
+    def __init__(self, run: Run, store_root: Path, data_root: Path):
+        self.run, self.store_root, self.data_root = run, store_root, data_root
+
+    def __call__(self) -> str:
+        import torch
+
+        from semcl.engine import interrupt
+        from semcl.engine.job import execute_run
+
+        interrupt.defer_signal()
+        torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+        store = Store(self.store_root)
+        if store.status(self.run.run_id)[0] != "done":
+            execute_run(self.run, store, self.data_root)
+        return self.run.run_id
+
+
+def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> list[tuple[dict, list[Run]]]:
+    """Runs grouped by identical sbatch parameters, in first-seen order."""
+    groups: dict[tuple, tuple[dict, list[Run]]] = {}
+    for run, res in runs:
+        params = slurm_parameters(res, cluster, f"{run.table_id} ({run.profile})")
+        groups.setdefault(signature(params), (params, []))[1].append(run)
+    return list(groups.values())
+
+
+def slurm_executor(folder: Path, params: dict, cluster: ClusterProfile, n: int, setup: list[str],
+                   name: str) -> submitit.SlurmExecutor:
+    ex = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=cluster.max_requeues)
+    ex.update_parameters(**params, array_parallelism=max(1, min(cluster.array_parallelism, n)),
+                         setup=[*cluster.setup, *setup], job_name=name)
+    return ex
+
+
+def describe_arrays(runs: list[tuple[Run, Resources]], cluster: ClusterProfile, store: Store) -> str:
+    """What `run --executor slurm` would submit: per array, its runs and the sbatch header."""
+    lines = []
+    for params, group in slurm_groups(runs, cluster):
+        ex = slurm_executor(store.root.resolve() / "submitit", params, cluster, len(group), [], "semcl")
+        header = [ln for ln in ex._make_submission_file_text("<command>", "<uid>").splitlines()
+                  if ln.startswith("#SBATCH")]
+        lines.append(f"# array of {len(group)} runs: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
+        lines += header
+    return "\n".join(lines)
+
+
+def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Path, cluster: ClusterProfile,
+                 *, retry_failed: bool = False) -> Path | None:
+    """Submit the missing runs as job arrays and return at once; the manifest records job <-> run."""
+    from semcl.manifest import latest_jobs, run_state, sacct_states, write_manifest
+    from semcl.snapshot import job_setup_lines, make_snapshot
+
+    res_of = {r.run_id: res for r, res in runs}
+    todo = select([r for r, _ in runs], store, retry_failed)
+    jobs = latest_jobs(store)
+    states = sacct_states([jobs[r.run_id]["job_id"] for r in todo if r.run_id in jobs])
+    queued = [r for r in todo if run_state(store, r.run_id, jobs.get(r.run_id), states)[0]
+              in ("pending", "running", "requeued")]
+    todo = [r for r in todo if r not in queued]
+    settled = len({r.run_id for r, _ in runs}) - len(todo) - len(queued)
+    print(f"{len(todo)} runs to submit ({settled} already done or failed, {len(queued)} queued or running)")
+    if not todo:
+        return None
+    root = store.root.resolve()
+    snap = make_snapshot(root)
+    limit = max_array_size() - 1
+    entries = []
+    for params, group in slurm_groups([(r, res_of[r.run_id]) for r in todo], cluster):
+        for start in range(0, len(group), limit):  # arrays larger than MaxArraySize are chunked
+            chunk = group[start:start + limit]
+            ex = slurm_executor(root / "submitit", params, cluster, len(chunk), job_setup_lines(snap),
+                                f"semcl-{chunk[0].table_id.replace('/', '-')}")
+            with ex.batch():
+                submitted = [ex.submit(RunJob(r, root, data_root.resolve())) for r in chunk]
+            for run, job in zip(chunk, submitted, strict=True):
+                entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
+                                "row": run.row_label, "seed": run.seed, "profile": run.profile,
+                                "folder": str(root / "submitit" / job.job_id)})
+    info = json.loads((snap / "snapshot.json").read_text())
+    path = write_manifest(store, {"executor": "slurm", "cluster": cluster.name, "snapshot": str(snap),
+                                  "commit": info["commit"], "dirty": info["dirty"],
+                                  "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, entries)
+    arrays = sorted({e["job_id"].split("_")[0] for e in entries})
+    print(f"submitted {len(entries)} runs as {len(arrays)} array(s): {', '.join(arrays)}; manifest {path}")
+    return path

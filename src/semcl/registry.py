@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config, merge
 from semcl.errors import ConfigError
 
@@ -23,7 +24,12 @@ PROVENANCE_TAGS = {
     "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
     "crd-readme", "moco-readme", "user-supplied",
 }
-EVALS = {"linear_probe", "retrieval", "ood"}
+# accuracy: the trained classifier's raw logits (no prior), overall or per shot group;
+# reported: a number the paper gives that the suite does not measure (latency, mIoU, a gain).
+EVALS = {"linear_probe", "retrieval", "ood", "accuracy", "reported"}
+SHOT_GROUPS = ("overall", "many", "medium", "few")
+THRESHOLDS = {"paco": "many > 100, 20 <= medium <= 100, few < 20 training images",
+              "oltr": "many >= 100, 20 < medium < 100, few <= 20 training images"}
 PROFILE_NAMES = ("paper", "mini", "smoke")
 DEFAULT_SEEDS = [123, 546, 937]
 
@@ -34,6 +40,8 @@ class Reported:
     provenance: str
     source: str
     std: float | None = None
+    # further sources for the same cell (e.g. an aggregator repeating a README value), lower rank
+    also: tuple[Reported, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class Column:
     labels: str | None = None  # retrieval label set: fine | coarse
     measure: str | None = None  # retrieval: R@k | AP
     out: str | None = None  # ood: the out-of-distribution set
+    group: str | None = None  # accuracy: overall | many | medium | few
+    thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
 
     def metric(self, substitute: dict[str, str | None]) -> str | None:
         """Key of this column's number in a run's metrics.json (None: not measured in this profile)."""
@@ -52,6 +62,10 @@ class Column:
             return f"linear_top1_{self.epoch}"
         if self.eval == "retrieval":
             return f"retrieval_{self.labels}_{self.measure}"
+        if self.eval == "accuracy":
+            return f"acc_{self.group}" + ("" if self.group == "overall" or self.thresholds == "paco" else "_oltr")
+        if self.eval == "reported":
+            return None
         out = substitute.get(self.out, self.out)
         return None if out is None else f"ood_auroc_{out}"
 
@@ -60,6 +74,12 @@ class Column:
             return f"linear probe top-1, {self.epoch} probe epoch"
         if self.eval == "retrieval":
             return f"retrieval {self.measure}, {self.labels} labels (test queries, train database)"
+        if self.eval == "accuracy":
+            where = "all test images" if self.group == "overall" else \
+                f"mean per-class accuracy of {self.group} classes ({THRESHOLDS[self.thresholds]})"
+            return f"top-1 of the raw classifier logits (no prior), {where}, last epoch"
+        if self.eval == "reported":
+            return "paper value only (not measured by the suite)"
         return f"OOD AUROC vs {self.out} (class-Gaussian max log-density)"
 
 
@@ -98,6 +118,7 @@ class Table:
     profiles: dict[str, Profile]
     deviations: list[str]
     notes: list[str]
+    resources: dict[str, Resources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))  # per profile
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -128,6 +149,8 @@ class Table:
         tree["eval"]["linear_probe"] = any(c.eval == "linear_probe" for c in cols)
         tree["eval"]["retrieval"] = sorted({c.labels for c in cols if c.eval == "retrieval"})
         tree["eval"]["ood"] = sorted({prof.substitute.get(c.out, c.out) for c in cols if c.eval == "ood"})
+        if any(c.eval == "accuracy" for c in cols):  # absent otherwise, so older run ids stay put
+            tree["eval"]["accuracy"] = sorted({c.thresholds for c in cols if c.eval == "accuracy"})
         return tree
 
     def resolve(self, row: Row, profile: str):
@@ -171,8 +194,16 @@ def _only(d: dict, allowed: set[str], where: str) -> None:
 
 
 def _reported(value: Any, where: str) -> Reported | None:
+    """null, one {value, provenance, source}, or a list of them (the first is the cell's value)."""
     if value is None:
         return None
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{where}: an empty list of reported numbers (use null)")
+        first, *rest = (_reported(v, f"{where}[{i}]") for i, v in enumerate(value))
+        if first is None or None in rest:
+            raise ConfigError(f"{where}: a list of reported numbers may not hold null")
+        return dataclasses.replace(first, also=tuple(rest))
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: a reported number must be null or {{value, provenance, source}}")
     _only(value, {"value", "std", "provenance", "source"}, where)
@@ -187,7 +218,7 @@ def _reported(value: Any, where: str) -> Reported | None:
 def _column(c: Any, where: str) -> Column:
     if not isinstance(c, dict):
         raise ConfigError(f"{where}: each column must be a mapping")
-    _only(c, {"key", "label", "eval", "epoch", "labels", "measure", "out"}, where)
+    _only(c, {"key", "label", "eval", "epoch", "labels", "measure", "out", "group", "thresholds"}, where)
     col = Column(**{k: v for k, v in c.items()})
     _require(c, "key", where), _require(c, "label", where)
     if col.eval not in EVALS:
@@ -198,6 +229,11 @@ def _column(c: Any, where: str) -> Column:
         raise ConfigError(f"{where}: column {col.key!r}: retrieval needs 'labels' (fine|coarse) and 'measure' (R@k|AP)")
     if col.eval == "ood" and not col.out:
         raise ConfigError(f"{where}: column {col.key!r}: ood needs 'out'")
+    if col.eval == "accuracy" and (col.group not in SHOT_GROUPS or col.thresholds not in THRESHOLDS):
+        raise ConfigError(f"{where}: column {col.key!r}: accuracy needs 'group' in {list(SHOT_GROUPS)} "
+                          f"and 'thresholds' in {sorted(THRESHOLDS)}")
+    if (col.group is not None or col.thresholds != "paco") and col.eval != "accuracy":
+        raise ConfigError(f"{where}: column {col.key!r}: 'group'/'thresholds' only apply to eval accuracy")
     return col
 
 
@@ -212,7 +248,7 @@ def load_table(path: Path, presets: Path) -> Table:
     if not isinstance(doc, dict):
         raise ConfigError(f"{where}: a registry entry must be a mapping")
     _only(doc, {"id", "paper", "source", "title", "preset", "seeds", "columns", "rows", "profiles",
-                "deviations", "notes"}, where)
+                "deviations", "notes", "resources"}, where)
     tid = _require(doc, "id", where)
     preset: dict = {}
     if doc.get("preset"):
@@ -251,7 +287,8 @@ def load_table(path: Path, presets: Path) -> Table:
     profiles.setdefault("paper", Profile("paper"))
     table = Table(tid, _require(doc, "paper", where), _require(doc, "source", where),
                   _require(doc, "title", where), path, preset, list(doc.get("seeds") or DEFAULT_SEEDS),
-                  columns, rows, profiles, list(doc.get("deviations") or []), list(doc.get("notes") or []))
+                  columns, rows, profiles, list(doc.get("deviations") or []), list(doc.get("notes") or []),
+                  parse_resources(doc.get("resources"), where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented:
             for prof in profiles:

@@ -11,7 +11,11 @@ from semcl.data.hierarchy import (
 from semcl.data.imageset import ImageSet, conform, select_per_class
 from semcl.data.layout import DATASET_DIRS
 from semcl.data.readers import READERS, load_dataset
+from semcl.data.splitfiles import FILE_READERS
 from semcl.data.synthetic import SYNTHETIC_NAMES, ensure_synthetic, write_synthetic
+
+# the file-backed long-tailed sets (split files, ImageNet folders) are readable by name like the rest
+READERS.update(FILE_READERS)
 
 __all__ = [
     "DATASET_DIRS",

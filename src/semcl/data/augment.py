@@ -37,6 +37,11 @@ STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "tinyimagenet": ((0.4802, 0.4481, 0.3975), (0.2302, 0.2265, 0.2262)),
     "fashion_mnist": ((0.2860,), (0.3530,)),
     "mnist": ((0.1307,), (0.3081,)),
+    # ImageNet statistics for the ImageNet/Places long-tailed sets (official PaCo/GPaCo code)
+    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "imagenet_lt": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "places_lt": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "inat18": ((0.466, 0.471, 0.380), (0.195, 0.194, 0.192)),
 }
 
 
@@ -158,9 +163,16 @@ class Augment:
 
 def build_augment(recipe: str, *, size: int, mean: Sequence[float],
                   std: Sequence[float]) -> Augment:
-    """The :class:`Augment` for recipe name ``recipe`` (a key of ``RECIPES``)."""
+    """The :class:`Augment` for recipe name ``recipe`` (a key of ``RECIPES``); other names
+    (the per-image PaCo/GPaCo recipes and "+"-joined per-view pairs) go to semcl.data.tvaugment."""
     if recipe not in RECIPES:
-        raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)})")
+        from semcl.data.tvaugment import build_named  # lazy: torchvision only when named
+
+        try:
+            return build_named(recipe, size=size, mean=mean, std=std)
+        except ValueError:
+            raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)}, "
+                             "and the names semcl.config.parse_augment accepts)") from None
     return Augment(RECIPES[recipe], size=size, mean=mean, std=std)
 
 

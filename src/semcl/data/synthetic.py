@@ -24,6 +24,8 @@ from semcl.data import classnames as cn
 from semcl.data.idx import write_idx
 from semcl.data.layout import DATASET_DIRS
 from semcl.data.procedural import balanced_labels, make_prototypes, render
+from semcl.data.splitfiles import FILE_DATASET_DIRS
+from semcl.data.synthetic_lt import LT_SPECS
 from semcl.errors import DataError
 
 MANIFEST = ".semcl_synthetic.json"
@@ -150,8 +152,11 @@ _SPECS: dict[str, tuple[list[int], int, int, Callable[[Path, Splits], None]]] = 
     ),
     "fashion_mnist": (cn.FASHION_MNIST_FINE_TO_COARSE, 1, 28, _write_idx_set),
     "mnist": (cn.MNIST_SYNTHETIC_GROUPS, 1, 28, _write_idx_set),
+    **LT_SPECS,  # split-file and ImageNet-folder layouts (semcl.data.synthetic_lt)
 }
-SYNTHETIC_NAMES = tuple(_SPECS)
+SYNTHETIC_NAMES = tuple(n for n in _SPECS if n not in LT_SPECS)  # in-memory sets
+SYNTHETIC_FILE_NAMES = tuple(LT_SPECS)  # file-backed sets (semcl.data.splitfiles)
+_DIRS = {**DATASET_DIRS, **FILE_DATASET_DIRS}
 
 
 def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_per_class: int,
@@ -170,8 +175,8 @@ def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_p
     splits = _generate(group_of, channels, size,
                        {"train": train_per_class, "test": test_per_class}, seed)
     root = Path(root)
-    target = root / DATASET_DIRS[name]
-    tmp = root / f".{DATASET_DIRS[name]}.tmp-{os.getpid()}"
+    target = root / _DIRS[name]
+    tmp = root / f".{_DIRS[name]}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -224,7 +229,7 @@ def ensure_synthetic(root: str | Path, names: Iterable[str], *, train_per_class:
         for name in dict.fromkeys(names):  # dedupe, keep order
             if name not in _SPECS:
                 raise DataError(f"unknown synthetic dataset '{name}' (known: {', '.join(_SPECS)})")
-            present = (root / DATASET_DIRS[name]).exists()
+            present = (root / _DIRS[name]).exists()
             if present and (name not in recorded or recorded[name] == params):
                 continue
             write_synthetic(name, root, train_per_class=train_per_class,

@@ -14,7 +14,14 @@ import torch
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, conform, load_dataset
 from semcl.data.augment import STATS
-from semcl.evals import class_gaussian_auroc, extract_features, linear_probe, retrieval_scores, topk_accuracy
+from semcl.evals import (
+    class_gaussian_auroc,
+    extract_features,
+    linear_probe,
+    retrieval_scores,
+    shot_group_accuracy,
+    topk_accuracy,
+)
 from semcl.methods import Method
 
 log = logging.getLogger("semcl.evaluate")
@@ -26,6 +33,15 @@ def _labels(s: ImageSet, which: str) -> torch.Tensor:
     if s.coarse_labels is None:
         raise ValueError(f"dataset {s.name} has no coarse labels for coarse retrieval")
     return s.coarse_labels
+
+
+def _outputs(fn, images, transform, batch_size: int = 256) -> torch.Tensor:
+    """fn over every image in order; also for file-backed sets, whose images decode per batch."""
+    if isinstance(images, torch.Tensor):
+        return extract_features(fn, images, transform)
+    gen = torch.Generator().manual_seed(0)
+    return torch.cat([fn(transform(images[i:i + batch_size], gen)).float()
+                      for i in range(0, images.shape[0], batch_size)])
 
 
 @torch.no_grad()
@@ -45,8 +61,16 @@ def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, da
 
     metrics: dict[str, float] = {}
     if hasattr(method, "classify"):
-        logits = extract_features(classify, test.images, test_tf)
+        logits = _outputs(classify, test.images, test_tf)  # raw logits: no class prior at test time
         metrics["head_top1"] = topk_accuracy(logits, test.labels, ks=(1,))[1]
+        counts = torch.bincount(train.labels, minlength=train.num_classes)
+        for convention in cfg.eval.accuracy or []:
+            groups = shot_group_accuracy(logits.argmax(dim=1), test.labels, counts, convention=convention)
+            suffix = "" if convention == "paco" else f"_{convention}"
+            metrics["acc_overall"] = groups["overall"]
+            for g in ("many", "medium", "few"):  # NaN when a group has no class (e.g. few at IF 10)
+                metrics[f"acc_{g}{suffix}"] = groups[g]
+            log.info("accuracy (%s): %s", convention, {k: round(v, 2) for k, v in groups.items()})
     if cfg.eval.linear_probe:
         p = cfg.probe
         with torch.enable_grad():

@@ -6,6 +6,7 @@ failed.json (error + traceback) instead and leaves any checkpoint for the next a
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
@@ -19,7 +20,9 @@ import torch
 import yaml
 
 from semcl.config import config_to_dict
-from semcl.data import ensure_synthetic, load_dataset, select_per_class
+from semcl.data import ensure_synthetic, select_per_class
+from semcl.data.longtail import longtail_subset_indices
+from semcl.data.splitfiles import describe_split, load_split
 from semcl.engine.checkpoint import seed_everything
 from semcl.engine.evaluate import evaluate
 from semcl.engine.train import train
@@ -52,6 +55,11 @@ def device_name(device: torch.device) -> str:
 
 
 def git_state() -> dict:
+    """Commit and dirty flag of the code this run executes: the submission's snapshot if any."""
+    snap = os.environ.get("SEMCL_SNAPSHOT")
+    if snap:
+        info = json.loads((Path(snap) / "snapshot.json").read_text())
+        return {"commit": info["commit"], "dirty": info["dirty"], "snapshot": snap}
     repo = Path(__file__).resolve().parents[3]
     try:
         commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -96,14 +104,20 @@ def execute_run(run: Run, store: Store, data_root: Path) -> dict:
         cfg = run.config
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
         seed_everything(run.seed)
-        train_set = load_dataset(cfg.data.name, root, "train")
-        if cfg.data.train_per_class:
+        d = cfg.data
+        train_set = load_split(d.name, root, "train", d.image_size)
+        if d.train_per_class:
             # a fixed subset for every seed, so seeds vary only the training randomness
-            train_set = train_set.subset(select_per_class(train_set.labels, cfg.data.train_per_class, seed=0))
-        test_set = load_dataset(cfg.data.name, root, "test")
-        if cfg.data.test_limit:
-            test_set = test_set.subset(torch.arange(min(cfg.data.test_limit, len(test_set.labels))))
-        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse)
+            train_set = train_set.subset(select_per_class(train_set.labels, d.train_per_class, seed=0))
+        if d.imbalance_factor:  # long-tailed cut by the CIFAR-LT rule, also fixed for every seed
+            train_set = train_set.subset(longtail_subset_indices(
+                train_set.labels, train_set.num_classes, d.imbalance_factor, d.lt_max_per_class, d.lt_seed))
+        test_set = load_split(d.name, root, d.test_split or "test", d.image_size)
+        if d.test_limit:
+            test_set = test_set.subset(torch.arange(min(d.test_limit, len(test_set.labels))))
+        write_json_atomic(folder / "data.json", {"train": describe_split(train_set), "test": describe_split(test_set)})
+        counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)
+        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts)
         device = pick_device()
         method = METHODS[cfg.method.name](cfg, info).to(device)
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)

@@ -1,7 +1,9 @@
 """The method registry: config name -> class. Kept in step with semcl.config.METHOD_SCHEMAS."""
 
+from semcl.methods.balanced_softmax import BalancedSoftmax
 from semcl.methods.base import DataInfo, Method
 from semcl.methods.ce import CrossEntropy
+from semcl.methods.paco import ParametricContrastive
 from semcl.methods.ranked_contrastive import RankedContrastive
 
 METHODS: dict[str, type[Method]] = {
@@ -9,6 +11,11 @@ METHODS: dict[str, type[Method]] = {
     "ce_sa": CrossEntropy,
     "scl": RankedContrastive,
     "rince": RankedContrastive,
+    "balanced_softmax": BalancedSoftmax,
+    "paco": ParametricContrastive,
+    "gpaco": ParametricContrastive,
+    "supcon": ParametricContrastive,
+    "multitask": ParametricContrastive,
 }
 
 __all__ = ["METHODS", "DataInfo", "Method"]

@@ -17,6 +17,7 @@ class DataInfo:
     num_classes: int
     in_channels: int
     fine_to_coarse: torch.Tensor | None  # int64 [C]: superclass of each class, where known
+    class_counts: torch.Tensor | None = None  # int64 [C]: training images per class (class priors)
 
 
 class Method(nn.Module):

@@ -65,14 +65,20 @@ def _ours(mean: float, std: float, n: int) -> str:
     return f"{mean:.2f}{spread} (n={n})"
 
 
+def _paper(s: pd.Series) -> str:
+    """The paper value; cross-check-only provenances are marked in the cell itself."""
+    mark = f" ({s['provenance']})" if s["provenance"] in ("secondary", "derived") else ""
+    return _num(s["paper"]) + ("" if math.isnan(s["paper"]) else mark)
+
+
 def _cell(s: pd.Series) -> str:
     if not s["implemented"]:
-        return "not implemented"
+        return "not implemented" + ("" if math.isnan(s["paper"]) else f" / {_paper(s)}")
     delta = _num(s["delta"])
     # flag a gap larger than twice the seed spread
     if not math.isnan(s["delta"]) and s["n"] > 1 and abs(s["delta"]) > 2 * s["std"]:
         delta += "*"
-    return f"{_ours(s['mean'], s['std'], s['n'])} / {_num(s['paper'])} / {delta}"
+    return f"{_ours(s['mean'], s['std'], s['n'])} / {_paper(s)} / {delta}"
 
 
 def notes(table: Table, profile: str) -> list[str]:

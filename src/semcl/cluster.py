@@ -1,0 +1,126 @@
+"""Cluster profiles (slurm/profiles/*.yaml) and the SLURM resources each run asks for.
+
+A table says what one run needs per profile (`resources:` in its registry entry: gpus, cpus,
+mem_gb, time_min); the cluster profile says how this cluster hands that out (partition,
+account, qos, constraint, cpus and memory per GPU, time limit, extra sbatch options). Runs
+with the same resulting request travel together as one job array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from semcl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run of a table needs (registry `resources.<profile>`)."""
+
+    gpus: int = 0
+    cpus: int = 1  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
+    mem_gb: float = 4.0  # for CPU-only runs; GPU runs get mem_per_gpu_gb
+    time_min: int = 60
+
+
+DEFAULT_RESOURCES = {
+    "paper": Resources(gpus=1, time_min=24 * 60),
+    "mini": Resources(cpus=2, mem_gb=4, time_min=60),
+    "smoke": Resources(cpus=1, mem_gb=2, time_min=15),
+}
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    name: str
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    gpus_per_node: int = 8
+    cpus_per_gpu: int = 8
+    mem_per_gpu_gb: float = 32.0
+    max_time_min: int = 72 * 60
+    array_parallelism: int = 64
+    signal_delay_s: int = 120  # the requeue signal comes this long before the time limit
+    max_requeues: int = 3  # time-outs that are requeued (preemptions are always requeued)
+    extra_sbatch: dict[str, Any] = field(default_factory=dict)  # e.g. {mail-type: FAIL}
+    setup: list[str] = field(default_factory=list)  # shell lines before the job (module load ...)
+
+
+def parse_resources(value: Any, where: str) -> dict[str, Resources]:
+    if value is None:
+        return dict(DEFAULT_RESOURCES)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: 'resources' must map profile names to {{gpus, cpus, mem_gb, time_min}}")
+    out = dict(DEFAULT_RESOURCES)
+    names = {f.name for f in dataclasses.fields(Resources)}
+    for profile, spec in value.items():
+        if not isinstance(spec, dict) or set(spec) - names:
+            bad = sorted(set(spec) - names)[0] if isinstance(spec, dict) else profile
+            raise ConfigError(f"{where}: unknown key 'resources.{profile}.{bad}' (known: {', '.join(sorted(names))})")
+        out[profile] = dataclasses.replace(DEFAULT_RESOURCES.get(profile, Resources()), **spec)
+    return out
+
+
+def profiles_root() -> Path:
+    env = os.environ.get("SEMCL_CLUSTER_PROFILES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "slurm" / "profiles"
+
+
+def load_cluster_profile(name: str) -> ClusterProfile:
+    path = profiles_root() / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in profiles_root().glob("*.yaml"))
+        raise ConfigError(f"{path}: no cluster profile {name!r} (known: {', '.join(known)})")
+    doc = yaml.safe_load(path.read_text()) or {}
+    names = {f.name for f in dataclasses.fields(ClusterProfile)} - {"name"}
+    unknown = sorted(set(doc) - names)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key '{unknown[0]}' (known: {', '.join(sorted(names))})")
+    return ClusterProfile(name=name, **doc)
+
+
+def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters (sbatch names) for one run with these needs on this cluster."""
+    if res.gpus > cluster.gpus_per_node:
+        raise ConfigError(f"{where}: a run needs {res.gpus} GPU(s) but cluster profile {cluster.name!r} "
+                          f"has gpus_per_node {cluster.gpus_per_node}")
+    params: dict[str, Any] = {"time": min(res.time_min, cluster.max_time_min), "nodes": 1,
+                              "signal_delay_s": cluster.signal_delay_s}
+    if res.gpus:
+        # one task per GPU: DistributedDataParallel across the node's GPUs
+        params.update(gpus_per_node=res.gpus, ntasks_per_node=res.gpus, cpus_per_task=cluster.cpus_per_gpu,
+                      mem=f"{int(cluster.mem_per_gpu_gb * res.gpus)}GB")
+    else:
+        params.update(ntasks_per_node=1, cpus_per_task=res.cpus, mem=f"{int(res.mem_gb)}GB")
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(cluster, key):
+            params[key] = getattr(cluster, key)
+    if cluster.extra_sbatch:
+        params["additional_parameters"] = dict(cluster.extra_sbatch)
+    return params
+
+
+def signature(params: dict[str, Any]) -> tuple:
+    """Runs with equal parameters share one array."""
+    return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+def max_array_size(default: int = 1001) -> int:
+    """The cluster's MaxArraySize (array task ids must stay below it)."""
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return default
+    for line in out.splitlines():
+        if line.strip().startswith("MaxArraySize"):
+            return int(line.split("=")[1].strip())
+    return default

@@ -1,0 +1,116 @@
+"""File-backed image sets: paths + labels, images decoded and resized only when a batch asks.
+
+ImageNet-LT, Places-LT, iNaturalist 2018 and full ImageNet do not fit in memory as one uint8
+tensor. `FileImageSet` offers what the engine reads from an in-memory `ImageSet` -- `labels`,
+`num_classes`, `fine_to_coarse`, `subset()` and an `images` object with `.shape` that is indexed
+by a batch of row indices -- so the training loop batches from either without knowing which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from semcl.errors import DataError
+
+# Eval transform of the official code: Resize(256) -> CenterCrop(224); the decode keeps that ratio.
+CROP_RATIO = 0.875
+
+
+def decode(path: Path, size: int) -> torch.Tensor:
+    """uint8 [3, size, size]: shorter side resized to size / 0.875, then the centre crop."""
+    try:
+        with Image.open(path) as img:
+            img = img.convert("RGB")
+            w, h = img.size
+            short = round(size / CROP_RATIO)
+            scale = short / min(w, h)
+            img = img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.BILINEAR)
+            w, h = img.size
+            left, top = (w - size) // 2, (h - size) // 2
+            img = img.crop((left, top, left + size, top + size))
+            arr = np.asarray(img, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError) as err:
+        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
+    return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+
+def _rows(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:
+    """Row numbers of an index (slice, int list/tensor or boolean mask)."""
+    if isinstance(idx, slice):
+        return list(range(n)[idx])
+    t = torch.as_tensor(idx)
+    if t.dtype == torch.bool:
+        t = torch.nonzero(t).flatten()
+    return t.long().flatten().tolist()
+
+
+class LazyImages:
+    """Indexable like a uint8 [N, 3, size, size] tensor; rows are decoded on each access."""
+
+    dtype = torch.uint8
+    ndim = 4
+
+    def __init__(self, paths: Sequence[Path], size: int) -> None:
+        self.paths = list(paths)
+        self.size = size
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.paths), 3, self.size, self.size))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, idx: int | slice | torch.Tensor | Sequence[int]) -> torch.Tensor:
+        if isinstance(idx, int):
+            return decode(self.paths[idx], self.size)
+        rows = _rows(idx, len(self.paths))
+        if not rows:
+            return torch.empty((0, 3, self.size, self.size), dtype=torch.uint8)
+        return torch.stack([decode(self.paths[i], self.size) for i in rows])
+
+
+@dataclass
+class FileImageSet:
+    """A split read from a list of image files (see module docstring).
+
+    `sources` maps each file that defines the split (a split file, or a folder listing) to its
+    SHA-256, so a run records exactly which version of the split it used.
+    """
+
+    name: str
+    paths: list[Path]
+    labels: torch.Tensor
+    class_names: list[str]
+    image_size: int = 224
+    sources: dict[str, str] = field(default_factory=dict)
+    coarse_labels: None = None
+    coarse_names: None = None
+
+    def __post_init__(self) -> None:
+        self.labels = torch.as_tensor(self.labels, dtype=torch.int64)
+        if self.labels.shape != (len(self.paths),):
+            raise ValueError(f"{len(self.paths)} paths but labels of shape {tuple(self.labels.shape)}")
+        self.images = LazyImages(self.paths, self.image_size)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def fine_to_coarse(self) -> None:
+        return None
+
+    def subset(self, idx: torch.Tensor | Sequence[int] | slice) -> FileImageSet:
+        rows = _rows(idx, len(self.paths))
+        return FileImageSet(self.name, [self.paths[i] for i in rows], self.labels[rows],
+                            self.class_names, self.image_size, dict(self.sources))

@@ -1,0 +1,132 @@
+"""The PaCo/GPaCo view recipes, built from torchvision's v2 transforms and applied per image.
+
+AutoAugment, RandAugment and Gaussian blur have no batched implementation in semcl.data.augment,
+so these recipes run torchvision's per-image transforms over the batch. They keep the batched
+recipes' contract: `(uint8 [B, C, H, W], generator) -> normalised float32 [B, C, size, size]`,
+with every random draw fixed by the generator (a seed is drawn from it and torchvision runs
+under that seed inside `torch.random.fork_rng`, leaving the global stream untouched).
+
+Recipes (../shared/papers/paco.md d.1, d.2; official `--aug view1_view2`):
+* `sim`: RandomResizedCrop(scale 0.08-1) -> ColorJitter(0.4, 0.4, 0.4, 0) -> grayscale p 0.2
+  -> Gaussian blur sigma 0.1-2 p 0.5 -> flip.
+* `randcls`: RandomResizedCrop -> flip -> ColorJitter(0.4, 0.4, 0.4, 0) -> RandAugment(n, m).
+* `randclsstack`: `randcls` with grayscale p 0.2 and blur p 0.5 before RandAugment.
+* `sim_cifar`: RandomResizedCrop(scale 0.2-1) -> flip -> ColorJitter(0.4, 0.4, 0.4, 0.1) p 0.8
+  -> grayscale p 0.2 -> blur p 0.5 (the CIFAR view 2).
+* `autoaug_cutout`: RandomCrop(pad 4) -> flip -> AutoAugment(CIFAR-10 policy) -> Cutout (one
+  size/2 square zeroed before normalisation, 16 px at 32 px) (the CIFAR view 1).
+Names joined by "+" give one recipe per view (`ViewCycle`); see semcl.config.parse_augment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torchvision.transforms import v2
+
+from semcl.config import parse_augment
+from semcl.data.augment import RECIPES, Augment
+
+ImageTransform = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _blur(size: int) -> v2.Transform:
+    # the official code blurs with PIL's radius-only GaussianBlur; torchvision needs a kernel:
+    # 2 * ceil(3 * sigma_max) + 1 = 13 covers sigma 2, capped to an odd size within the image
+    k = min(13, size - 1 if size % 2 == 0 else size)
+    return v2.RandomApply([v2.GaussianBlur(k, sigma=(0.1, 2.0))], p=0.5)
+
+
+def _randaugment(n: int, m: int) -> v2.Transform:
+    # timm's rand-n{N}-m{M}: magnitude M of 10 levels; 11 bins put torchvision on the same scale.
+    # timm's mstd0.5 magnitude noise has no torchvision equivalent (deviation).
+    return v2.RandAugment(num_ops=n, magnitude=min(m, 10), num_magnitude_bins=11)
+
+
+class Cutout:
+    """Zero one square of side `length` centred uniformly in the image (clipped at the border)."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        h, w = img.shape[-2:]
+        cy, cx = int(torch.randint(h, (1,))), int(torch.randint(w, (1,)))
+        y0, y1 = max(0, cy - self.length // 2), min(h, cy + self.length // 2)
+        x0, x1 = max(0, cx - self.length // 2), min(w, cx + self.length // 2)
+        img = img.clone()
+        img[..., y0:y1, x0:x1] = 0
+        return img
+
+
+def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: float | None = None) -> ImageTransform:
+    """The per-image uint8 -> uint8 pipeline of recipe `base`."""
+    rrc = v2.RandomResizedCrop(size, scale=(crop_min or (0.2 if base == "sim_cifar" else 0.08), 1.0), antialias=True)
+    jitter = v2.ColorJitter(0.4, 0.4, 0.4, 0.0)
+    gray = v2.RandomGrayscale(p=0.2)
+    if base == "sim":
+        steps = [rrc, jitter, gray, _blur(size), v2.RandomHorizontalFlip()]
+    elif base == "randcls":
+        steps = [rrc, v2.RandomHorizontalFlip(), jitter, _randaugment(n, m)]
+    elif base == "randclsstack":
+        steps = [rrc, v2.RandomHorizontalFlip(), jitter, gray, _blur(size), _randaugment(n, m)]
+    elif base == "sim_cifar":
+        steps = [rrc, v2.RandomHorizontalFlip(), v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+                 gray, _blur(size)]
+    elif base == "autoaug_cutout":
+        steps = [v2.Resize(size, antialias=True), v2.RandomCrop(size, padding=round(size / 8)),
+                 v2.RandomHorizontalFlip(), v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10), Cutout(round(size / 2))]
+    else:
+        raise ValueError(f"unknown per-image recipe {base!r}")
+    return v2.Compose(steps)
+
+
+class PerImageAugment:
+    """Batch callable applying a per-image transform under a seed drawn from the generator."""
+
+    def __init__(self, transform: ImageTransform, *, mean: Sequence[float], std: Sequence[float]) -> None:
+        self.transform = transform
+        self.mean = torch.tensor([float(v) for v in mean]).view(1, -1, 1, 1)
+        self.std = torch.tensor([float(v) for v in std]).view(1, -1, 1, 1)
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if images.dtype != torch.uint8 or images.dim() != 4:
+            raise ValueError(f"expected uint8 [B, C, H, W], got {images.dtype} {tuple(images.shape)}")
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            out = torch.stack([self.transform(img) for img in images.cpu()])
+        x = out.float().div_(255.0)
+        return x.sub_(self.mean).div_(self.std).to(images.device)
+
+
+class ViewCycle:
+    """One recipe per view: call k of each training step uses recipe k (mod the number of recipes).
+
+    The training loop calls the augmentation once per view, in view order, every step, so the
+    cycle lines up with views 1..V. (Stopgap until the loop builds one augmentation per view.)
+    """
+
+    def __init__(self, views: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> None:
+        self.views = views
+        self.calls = 0
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        aug = self.views[self.calls % len(self.views)]
+        self.calls += 1
+        return aug(images, generator)
+
+
+def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[float]):
+    """The augmentation `data.augment` names: a batched recipe, a per-image one, or a "+" pair."""
+    views = []
+    for base, n, m, crop_min in parse_augment(name):
+        if base in RECIPES:
+            recipe = RECIPES[base]
+            if crop_min is not None and recipe.crop_scale is not None:
+                recipe = type(recipe)(**{**recipe.__dict__, "crop_scale": (crop_min, recipe.crop_scale[1])})
+            views.append(Augment(recipe, size=size, mean=mean, std=std))
+        else:
+            views.append(PerImageAugment(image_transform(base, size, n, m, crop_min), mean=mean, std=std))
+    return views[0] if len(views) == 1 else ViewCycle(views)

@@ -1,0 +1,40 @@
+"""Balanced Softmax (Ren et al., NeurIPS 2020): cross-entropy on logits + log(class prior).
+
+Training adds log(n_j / N) of the training-set class frequencies to every logit, so the softmax
+models the long-tailed training distribution; evaluation reads the raw logits (a balanced test
+set), as the PaCo/GPaCo code evaluates its baselines.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from semcl.methods.base import DataInfo, Method
+from semcl.models import LinearClassifier, build_backbone
+
+
+def log_prior(info: DataInfo) -> torch.Tensor:
+    """log pi_j of the training set's class frequencies (+1e-9 for empty classes, official code)."""
+    if info.class_counts is None:
+        raise ValueError("this method needs the training set's class counts (DataInfo.class_counts)")
+    counts = info.class_counts.double()
+    return torch.log(counts / counts.sum() + 1e-9).float()
+
+
+class BalancedSoftmax(Method):
+    num_views = 1
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
+        self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
+        self.register_buffer("log_prior", log_prior(info))
+
+    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.classifier(self.backbone(views[0]))
+        return {"loss": F.cross_entropy(logits + self.log_prior, labels)}
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """Raw logits: the prior is a training-time correction only."""
+        return self.classifier(self.backbone(x))

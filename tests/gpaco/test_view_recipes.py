@@ -1,0 +1,50 @@
+"""The PaCo/GPaCo view recipes: named through data.augment, deterministic for a generator, one
+recipe per view for "+" pairs, and malformed names rejected with the key."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from semcl.config import build_config, parse_augment
+from semcl.data import STATS, build_augment
+from semcl.data.tvaugment import PerImageAugment, ViewCycle
+from semcl.errors import ConfigError
+
+RECIPES = ["sim", "randcls-n2-m10", "randclsstack-n3-m10", "sim_cifar", "autoaug_cutout", "sim-c20"]
+
+
+def _images(c: int = 3) -> torch.Tensor:
+    return torch.randint(0, 256, (6, c, 12, 12), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("channels", [1, 3])
+def test_per_image_recipes_are_seeded_and_leave_the_global_stream(recipe, channels):
+    mean, std = STATS["cifar10" if channels == 3 else "mnist"]
+    aug = build_augment(recipe, size=16, mean=mean, std=std)
+    assert isinstance(aug, PerImageAugment)
+    before = torch.get_rng_state()
+    out = aug(_images(channels), torch.Generator().manual_seed(5))
+    assert torch.equal(torch.get_rng_state(), before)
+    assert out.shape == (6, channels, 16, 16) and out.dtype == torch.float32
+    assert torch.equal(out, aug(_images(channels), torch.Generator().manual_seed(5)))
+    assert not torch.equal(out, aug(_images(channels), torch.Generator().manual_seed(6)))
+
+
+def test_pairs_give_one_recipe_per_view():
+    aug = build_augment("autoaug_cutout+supcon", size=12, mean=STATS["cifar10"][0], std=STATS["cifar10"][1])
+    assert isinstance(aug, ViewCycle) and [type(v).__name__ for v in aug.views] == ["PerImageAugment", "Augment"]
+    g = torch.Generator().manual_seed(1)
+    v1, v2 = aug(_images(), g), aug(_images(), g)
+    ref = torch.Generator().manual_seed(1)
+    assert torch.equal(v1, aug.views[0](_images(), ref)) and torch.equal(v2, aug.views[1](_images(), ref))
+
+
+def test_names_parse_and_bad_names_fail_with_the_key():
+    assert parse_augment("randcls-n3-m10-c20+sim") == [("randcls", 3, 10, 0.2), ("sim", 2, 10, None)]
+    for bad in ("sim-n2-m10", "randcls-n2", "nope", "sim-c0"):
+        with pytest.raises(ValueError):
+            parse_augment(bad)
+    with pytest.raises(ConfigError, match="x.yaml: 'data.augment' = 'sim-n2-m10'"):
+        build_config({"data": {"augment": "sim-n2-m10"}}, where="x.yaml")

@@ -1,0 +1,151 @@
+"""The cluster path against a real SLURM cluster (slurmctld + slurmd + slurmdbd on this machine,
+started by slurm/local/start-slurm.sh from .ci/run). Skipped only where SLURM is absent and CI
+is not set; in CI a missing cluster is a failure."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+import torch
+
+from semcl.cluster import load_cluster_profile
+from semcl.engine.job import execute_run
+from semcl.launch import submit_slurm
+from semcl.manifest import latest_jobs, run_state, sacct_states
+from semcl.registry import get_table
+from semcl.runs import Run, Store, make_run_id, plan_runs
+
+SEMCL = [sys.executable, "-m", "semcl.cli"]
+HAVE_SLURM = shutil.which("sbatch") is not None and subprocess.run(["sinfo"], capture_output=True).returncode == 0
+if not HAVE_SLURM and os.environ.get("CI"):
+    pytest.fail("CI: no SLURM cluster running (.ci/run starts it with slurm/local/start-slurm.sh)", pytrace=False)
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(not HAVE_SLURM, reason="no SLURM cluster here (sbatch/sinfo); CI runs these")]
+
+
+def _run(row: str, seed: int = 123, **changes) -> Run:
+    t = get_table("rince/tab2")
+    base = next(r for r in plan_runs(t, "smoke") if r.row_label == row and r.seed == seed)
+    cfg = copy.deepcopy(base.config)
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        setattr(getattr(cfg, section), key, value)
+    return Run(base.table_id, base.row_label, seed, "smoke", cfg, make_run_id(cfg, seed))
+
+
+def _submit(runs: list[Run], store: Store) -> dict[str, dict]:
+    res = get_table("rince/tab2").resources["smoke"]
+    submit_slurm([(r, res) for r in runs], store, store.root / "data", load_cluster_profile("local"))
+    return latest_jobs(store)
+
+
+def _status(store: Store, *args: str) -> str:
+    out = subprocess.run([*SEMCL, "--results", str(store.root), "status", "rince/tab2", "--profile", "smoke", "-v",
+                          *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _state(store: Store, run: Run) -> tuple[str, str]:
+    """What `semcl status` shows for a run (these runs are custom, so not in the table's plan)."""
+    job = latest_jobs(store).get(run.run_id)
+    return run_state(store, run.run_id, job, sacct_states([job["job_id"]] if job else []))
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _wait_settled(store: Store, run_ids: list[str], timeout: float = 300):
+    _wait_for(lambda: all(store.status(r)[0] in ("done", "failed") for r in run_ids)
+              and not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip(),
+              timeout, "jobs to finish")
+
+
+def test_smoke_row_three_seeds_as_one_array_into_the_table(tmp_path):
+    store = Store(tmp_path / "results")
+    res = subprocess.run([*SEMCL, "--results", str(store.root), "run", "rince/tab2", "--profile", "smoke",
+                          "--executor", "slurm", "--cluster", "local", "--row", "SCL-in"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    jobs = latest_jobs(store)
+    assert len(jobs) == 3 and len({j["job_id"].split("_")[0] for j in jobs.values()}) == 1  # one array
+    assert sorted(j["job_id"].split("_")[1] for j in jobs.values()) == ["0", "1", "2"]
+    waited = subprocess.run([*SEMCL, "--results", str(store.root), "wait", "rince/tab2", "--profile", "smoke",
+                             "--poll", "1", "--timeout", "300"], capture_output=True, text=True)
+    assert waited.returncode == 0, waited.stderr
+    csv = subprocess.run([*SEMCL, "--results", str(store.root), "table", "rince/tab2", "--profile", "smoke",
+                          "--format", "csv"], capture_output=True, text=True).stdout
+    scl = [ln for ln in csv.splitlines() if ln.startswith("SCL-in,top1,")]
+    assert scl and scl[0].split(",")[7] == "3"  # n = 3
+    # the runs executed the snapshot of the code taken at submission
+    rec = json.loads(store.metrics_path(next(iter(jobs))).read_text())
+    assert rec["git"]["snapshot"] == json.loads(next((store.root / "manifests").glob("*.json")).read_text())["snapshot"]
+    # a second submission submits nothing
+    again = subprocess.run([*SEMCL, "--results", str(store.root), "run", "rince/tab2", "--profile", "smoke",
+                            "--executor", "slurm", "--cluster", "local", "--row", "SCL-in"], capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout.startswith("0 runs to submit (3 already done or failed, 0 queued")
+
+
+def test_requeue_and_preemption_resume_to_identical_metrics(tmp_path):
+    runs = [_run("RINCE-in", schedule__epochs=25), _run("Cross-entropy", schedule__epochs=40)]
+    torch.set_num_threads(1)  # the jobs run with one CPU each: same reduction order, same bits
+    reference = {r.run_id: execute_run(r, Store(tmp_path / "ref"), tmp_path)["metrics"] for r in runs}
+    store = Store(tmp_path / "results")
+    jobs = _submit(runs, store)
+    ckpt = {r.run_id: store.run_dir(r.run_id) / "checkpoints" / "last.pt" for r in runs}
+    _wait_for(lambda: all(p.exists() for p in ckpt.values()), 120, "first checkpoints")
+    time.sleep(1.5)
+    rince, ce = (jobs[r.run_id]["job_id"] for r in runs)
+    t_requeue = time.time()
+    subprocess.run(["scontrol", "requeue", rince], check=True)  # hard requeue: resumes from the epoch checkpoint
+    folder = Path(jobs[runs[1].run_id]["folder"]).parent / "%j"
+    submitit.SlurmJob(folder=folder, job_id=ce)._interrupt()  # preemption signal: checkpoint mid-epoch, requeue
+    _wait_for(lambda: any(_state(store, r)[0] == "requeued" for r in runs), 30, "a requeued state")
+    _wait_settled(store, list(ckpt), timeout=400)
+    for r in runs:
+        record = store.read_record(r.run_id)
+        assert record is not None and record["metrics"] == reference[r.run_id], r.row_label
+        log = (store.run_dir(r.run_id) / "log.txt").read_text()
+        assert "resumed from" in log
+    ce_log = (store.run_dir(runs[1].run_id) / "log.txt").read_text()
+    assert "requeue signal: checkpoint at epoch" in ce_log
+    err = Path(jobs[runs[1].run_id]["folder"]) / f"{ce}_0_log.err"
+    assert "this job is preempted" in err.read_text()
+    print(f"requeue-to-finish {time.time() - t_requeue:.1f}s")
+
+
+def test_failing_run_is_reported_with_its_log_while_others_complete(tmp_path):
+    good = _run("Cross-entropy")
+    bad = _run("RINCE-in", method__taus=[0.1, 0.2, 0.3])  # three temperatures for two ranks: fails at build
+    store = Store(tmp_path / "results")
+    jobs = _submit([good, bad], store)
+    _wait_settled(store, [good.run_id, bad.run_id])
+    assert store.status(good.run_id)[0] == "done"
+    status, detail = _state(store, bad)
+    assert status == "failed" and "3 temperatures for 2 ranks" in detail
+    assert f"log: {jobs[bad.run_id]['folder']}/{jobs[bad.run_id]['job_id']}_0_log.err" in detail
+
+
+def test_cancelled_job_shows_failed_not_running(tmp_path):
+    run = _run("SCL-out", schedule__epochs=500)
+    store = Store(tmp_path / "results")
+    job_id = _submit([run], store)[run.run_id]["job_id"]
+    _wait_for(lambda: _state(store, run)[0] == "running", 60, "the job to run")
+    subprocess.run(["scancel", job_id], check=True)
+    status, detail = _wait_for(lambda: (s := _state(store, run))[0] == "failed" and s, 60, "failed state")
+    assert f"job {job_id} ended CANCELLED without metrics" in detail

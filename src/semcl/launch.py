@@ -152,14 +152,15 @@ class RunJob(submitit.helpers.Checkpointable):
     def __call__(self) -> str:
         import torch
 
-        from semcl.engine import interrupt
+        from semcl.engine import distributed, interrupt
         from semcl.engine.job import execute_run
 
         interrupt.defer_signal()
         torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+        device = distributed.init_from_slurm()  # several tasks: one process per GPU
         store = Store(self.store_root)
         if store.status(self.run.run_id)[0] != "done":
-            execute_run(self.run, store, self.data_root)
+            execute_run(self.run, store, self.data_root, device)
         return self.run.run_id
 
 

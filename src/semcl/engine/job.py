@@ -23,6 +23,7 @@ from semcl.config import config_to_dict
 from semcl.data import ensure_synthetic, select_per_class
 from semcl.data.longtail import longtail_subset_indices
 from semcl.data.splitfiles import describe_split, load_split
+from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
 from semcl.engine.evaluate import evaluate
 from semcl.engine.train import train
@@ -90,7 +91,8 @@ def _file_logger(path: Path) -> logging.Handler:
     return handler
 
 
-def execute_run(run: Run, store: Store, data_root: Path) -> dict:
+def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None) -> dict:
+    """Train, evaluate, write metrics.json. With several ranks, rank 0 alone evaluates and writes."""
     folder = store.run_dir(run.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     cfg_path = folder / "config.yaml"
@@ -118,9 +120,11 @@ def execute_run(run: Run, store: Store, data_root: Path) -> dict:
         write_json_atomic(folder / "data.json", {"train": describe_split(train_set), "test": describe_split(test_set)})
         counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)
         info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts)
-        device = pick_device()
+        device = device or pick_device()
         method = METHODS[cfg.method.name](cfg, info).to(device)
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
+        if distributed.rank() != 0:
+            return {}
         metrics = evaluate(method, cfg, train_set, test_set, root, run.seed)
         record = {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
                   "seed": run.seed, "metrics": metrics, "config": config_to_dict(cfg), "history": history,
@@ -132,6 +136,8 @@ def execute_run(run: Run, store: Store, data_root: Path) -> dict:
         return record
     except Exception as err:
         logging.getLogger("semcl").exception("run %s failed", run.run_id)
+        if distributed.rank() != 0:
+            raise
         write_json_atomic(folder / "failed.json", {"run_id": run.run_id, "error": f"{type(err).__name__}: {err}",
                                                    "traceback": traceback.format_exc()})
         raise

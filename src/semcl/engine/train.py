@@ -17,7 +17,7 @@ import torch
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment
 from semcl.data.augment import STATS
-from semcl.engine import interrupt
+from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
 from semcl.methods import Method
@@ -55,6 +55,13 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     steps = n // bs  # drop_last, as the official loaders
     epochs = cfg.schedule.epochs
 
+    params = method.optimized_parameters()
+
+    def save(state_fn) -> None:
+        if distributed.rank() == 0:  # one writer; the others wait so nobody reads a half-written file
+            save_atomic(state_fn(), ckpt)
+        distributed.barrier()
+
     def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
         state = {"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
                  "rng": rng_state(), "history": history}
@@ -79,20 +86,23 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                     group["lr"] = lr
                 idx = perm[step * bs:(step + 1) * bs]
                 images, labels = train_set.images[idx], train_set.labels[idx]
-                views = [aug(images, g).to(device, non_blocking=True) for _ in range(method.num_views)]
-                loss = method.training_step(views, labels.to(device))["loss"]
+                # every rank draws the whole global batch's views (same stream), then keeps its slice
+                part = distributed.local_slice(len(idx))
+                views = [aug(images, g)[part].to(device, non_blocking=True) for _ in range(method.num_views)]
+                loss = method.training_step(views, labels[part].to(device))["loss"]
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                distributed.average_gradients_(params)
                 method.after_backward()
                 opt.step()
                 total += float(loss.detach())
                 if interrupt.pending() and step + 1 < steps:
-                    save_atomic(snapshot(epoch, step + 1, g, total), ckpt)
+                    save(lambda: snapshot(epoch, step + 1, g, total))
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
                     interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps), "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
-            save_atomic(snapshot(epoch + 1, 0, None, 0.0), ckpt)
+            save(lambda: snapshot(epoch + 1, 0, None, 0.0))
             interrupt.fire_if_pending()
     return history

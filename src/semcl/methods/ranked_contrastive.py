@@ -16,7 +16,14 @@ from semcl.config import RinceMethod, SCLMethod
 from semcl.data.hierarchy import candidate_ranks, rank_matrix, superclass_similarity
 from semcl.losses import key_first_rank_only, ranked_info_nce
 from semcl.methods.base import DataInfo, Method
-from semcl.models import MemoryBank, ProjectionHead, build_backbone, momentum_copy, momentum_update_
+from semcl.models import (
+    MemoryBank,
+    ProjectionHead,
+    build_backbone,
+    gather_from_all_ranks,
+    momentum_copy,
+    momentum_update_,
+)
 
 
 def _class_similarity(m, info: DataInfo) -> torch.Tensor:
@@ -79,5 +86,7 @@ class RankedContrastive(Method):
 
     def after_backward(self) -> None:
         if self._pending is not None:
-            self.bank.enqueue(*self._pending)
+            keys, labels = self._pending
+            # with several GPUs every bank receives the keys of the whole global batch
+            self.bank.enqueue(gather_from_all_ranks(keys), gather_from_all_ranks(labels))
             self._pending = None

@@ -9,8 +9,8 @@ import json
 from contextlib import redirect_stdout
 
 import pandas as pd
-import torch
 import pytest
+import torch
 
 import semcl.engine.train as train_mod
 from semcl.cli import main

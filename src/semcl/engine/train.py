@@ -57,9 +57,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
 
     params = method.optimized_parameters()
 
-    def save(state_fn) -> None:
+    def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
         if distributed.rank() == 0:  # one writer; the others wait so nobody reads a half-written file
-            save_atomic(state_fn(), ckpt)
+            save_atomic(snapshot(epoch, step, g, loss_sum), ckpt)
         distributed.barrier()
 
     def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
@@ -97,12 +97,12 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 opt.step()
                 total += float(loss.detach())
                 if interrupt.pending() and step + 1 < steps:
-                    save(lambda: snapshot(epoch, step + 1, g, total))
+                    save(epoch, step + 1, g, total)
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
                     interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps), "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
-            save(lambda: snapshot(epoch + 1, 0, None, 0.0))
+            save(epoch + 1, 0, None, 0.0)
             interrupt.fire_if_pending()
     return history

@@ -27,13 +27,16 @@ def _tables(args) -> list:
 def cmd_list(args) -> None:
     store = _store(args)
     tables = load_registry()
-    print(f"{'table':<22} {'paper':<7} {'source':<10} {'rows impl/total':>15} {'runs done/planned':>18}  title")
+    lines = []
     for table in tables.values():
         impl = sum(r.implemented for r in table.rows)
         runs = plan_runs(table, args.profile)
         done = sum(store.status(r.run_id)[0] == "done" for r in runs)
-        print(f"{table.id:<22} {table.paper:<7} {table.source:<10} {f'{impl}/{len(table.rows)}':>15} "
-              f"{f'{done}/{len(runs)}':>18}  {table.title}")
+        lines.append((table.id, table.paper, f"{impl}/{len(table.rows)}", f"{done}/{len(runs)}", table.source, table.title))
+    head = ("table", "paper", "rows impl/total", "runs done/planned", "source", "title")
+    widths = [max(len(x[i]) for x in [head, *lines]) for i in range(4)]
+    for line in [head, *lines]:
+        print("  ".join(f"{x:<{w}}" for x, w in zip(line[:4], widths, strict=True)) + f"  {line[4]}: {line[5]}")
     print(f"(runs counted for profile '{args.profile}')")
 
 
@@ -231,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     except SemclError as err:
         print(f"semcl: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `semcl list | head`
+        sys.stderr.close()
+        return 0
     return 0
 
 

@@ -50,38 +50,39 @@ def paco_loss(
     n_classes, dtype = center_logits.shape[1], anchors.dtype
     centres = center_logits if class_prior is None else center_logits + class_prior.log().to(center_logits.dtype)
     with torch.no_grad():
-        # Masks in float arithmetic (bool ops are slow on CPU); a bool viewed as uint8 casts fast.
+        # 0/1 float masks; bool -> float casts are slow on CPU, but a bool viewed as uint8 casts fast.
         self_f = self_mask.view(torch.uint8).to(dtype)
-        # 1 − min(|y_a − y_j| + self, 1) is 1 exactly for same-label, non-self columns (integer labels).
-        pos_w = anchor_labels.to(dtype)[:, None] - contrast_labels.to(dtype)[None, :]
-        pos_w.abs_().add_(self_f).clamp_(max=1.0).sub_(1.0).mul_(-alpha)
+        same = (anchor_labels[:, None] == contrast_labels[None, :]).view(torch.uint8).to(dtype)
+        positive = same.addcmul_(same, self_f, value=-1.0)  # same label and not self
         centre_w = torch.full_like(centres, smoothing / n_classes, dtype=dtype)
         centre_w.scatter_add_(1, anchor_labels.long()[:, None], torch.full_like(centre_w[:, :1], 1.0 - smoothing))
-    return _PaCo.apply(anchors @ contrast.T, centres.to(dtype), pos_w, self_f, centre_w, float(tau))
+    return _PaCo.apply(anchors @ contrast.T, centres.to(dtype), positive, self_f, centre_w, float(alpha), float(tau))
 
 
 class _PaCo(torch.autograd.Function):
+    """Loss from sample similarities [B, M] and centre logits [B, C]; gradients built in forward."""
+
     @staticmethod
-    def forward(ctx, sample, centres, pos_w, self_f, centre_w, tau):
+    def forward(ctx, sample, centres, positive, self_f, centre_w, alpha, tau):
         n_rows = sample.shape[0]
-        big = torch.finfo(sample.dtype).max
         rate = _LOG2E / tau
-        # Base-2 logits; self columns pushed to about -big so that 2^z is exactly 0 there.
-        z = torch.add(sample * rate, self_f, alpha=-big)
+        # Self columns go to about -big (in base-2 logit units) so that 2^z is exactly 0 there,
+        # before the row max, which then covers only the columns in the softmax.
+        sample_out = torch.add(sample, self_f, alpha=-torch.finfo(sample.dtype).max / rate)
         zc = centres * _LOG2E
-        shift = torch.maximum(z.amax(1, keepdim=True), zc.amax(1, keepdim=True))
-        e = z.sub_(shift).exp2_()
+        shift = torch.maximum(sample_out.amax(1, keepdim=True) * rate, zc.amax(1, keepdim=True))
+        e = torch.add(-shift, sample_out, alpha=rate, out=sample_out).exp2_()  # in place: rate·s − m
         ec = zc.sub_(shift).exp2_()
         total = e.sum(1, keepdim=True) + ec.sum(1, keepdim=True)
         lse = (shift + total.log2()) * _LN2  # natural log of the softmax denominator
-        weight = centre_w.sum(1, keepdim=True) + pos_w.sum(1, keepdim=True)
-        positive = (pos_w * sample).sum(1, keepdim=True) / tau + (centre_w * centres).sum(1, keepdim=True)
-        loss = (lse - positive / weight).mean()
+        weight = centre_w.sum(1, keepdim=True) + alpha * positive.sum(1, keepdim=True)
+        pos_sum = alpha / tau * (positive * sample).sum(1, keepdim=True) + (centre_w * centres).sum(1, keepdim=True)
+        loss = (lse - pos_sum / weight).mean()
         ctx.grads = None
         if any(ctx.needs_input_grad[:2]):
             # d ℓ / d L = (p − w / Σw) / B, with p = e / total; samples get one more 1/τ.
             a, b = 1.0 / (total * n_rows), 1.0 / (weight * n_rows)
-            grad_sample = torch.mul(e, a / tau).addcmul_(pos_w, b, value=-1.0 / tau)
+            grad_sample = torch.mul(e, a / tau).addcmul_(positive, b, value=-alpha / tau)
             grad_centres = torch.mul(ec, a).addcmul_(centre_w, b, value=-1.0)
             ctx.grads = (grad_sample, grad_centres)
         return loss
@@ -91,7 +92,7 @@ class _PaCo(torch.autograd.Function):
     def backward(ctx, grad_loss):
         grad_sample, grad_centres = ctx.grads
         # Out of place: the cached gradients stay intact for a second backward (retain_graph).
-        return grad_sample * grad_loss, grad_centres * grad_loss, None, None, None, None
+        return grad_sample * grad_loss, grad_centres * grad_loss, None, None, None, None, None
 
 
 def _check(anchors, contrast, contrast_labels, anchor_labels, center_logits, alpha, tau, self_mask, prior, smoothing):
@@ -101,8 +102,10 @@ def _check(anchors, contrast, contrast_labels, anchor_labels, center_logits, alp
     n_rows, n_cols = anchors.shape[0], contrast.shape[0]
     if not anchors.is_floating_point() or contrast.dtype != anchors.dtype:
         raise ValueError(f"anchors and contrast must share a floating dtype, got {anchors.dtype} and {contrast.dtype}")
-    if center_logits.dim() != 2 or center_logits.shape[0] != n_rows or center_logits.shape[1] < 1:
-        raise ValueError(f"center_logits must be [B={n_rows}, C], got {tuple(center_logits.shape)}")
+    if center_logits.dim() != 2 or center_logits.shape[0] != n_rows or center_logits.shape[1] < 1 \
+            or not center_logits.is_floating_point():
+        raise ValueError(f"center_logits must be a floating [B={n_rows}, C] tensor, got {center_logits.dtype} "
+                         f"{tuple(center_logits.shape)}")
     if anchor_labels.shape != (n_rows,) or contrast_labels.shape != (n_cols,):
         raise ValueError(f"labels must be [B={n_rows}] and [M={n_cols}], got {tuple(anchor_labels.shape)} "
                          f"and {tuple(contrast_labels.shape)}")

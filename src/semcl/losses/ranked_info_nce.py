@@ -23,8 +23,8 @@ SCL-in / SCL-out are R = 1; plain InfoNCE is R = 1 with one positive per row.
 
 Implementation: a custom autograd Function with an analytic gradient (per term, d ℓ / d(s/τ) =
 softmax-like weights, see _in_term / _out_term) that is accumulated into one [B, N] buffer while
-the forward pass has the exponentials at hand, in four row blocks, so that no [B, N] tensor is
-kept per rank. Logits use a shared row shift m (max over non-ignored entries); the few rows
+the forward pass has the exponentials at hand, in row blocks (cache-sized temporaries), so that
+no [B, N] tensor is kept per rank. Logits use a shared row shift m (max over non-ignored entries); the few rows
 where that underflows (s/τ ranges beyond ~87 in float32) are redone exactly by _exact_rows.
 """
 
@@ -39,7 +39,10 @@ from torch.autograd.function import once_differentiable
 FORMS = ("in", "out", "out_in")
 POSITIVES = ("rank", "cumulative")
 REDUCTIONS = ("sum", "mean")
-_N_BLOCKS = 4  # row blocks for inputs of at least _MIN_SPLIT elements
+# Row blocks (for inputs of at least _MIN_SPLIT elements): with four, the ~6 block temporaries
+# stay below 2 [B, N] tensors; more blocks would mean more op launches, each a thread-pool round
+# trip, which is what costs most on a busy CPU.
+_N_BLOCKS = 4
 _MIN_SPLIT = 1 << 16
 _LOG2E = 1.4426950408889634  # exp2 is several times faster than exp on CPU: logits in base 2
 _LN2 = 0.6931471805599453
@@ -164,7 +167,8 @@ def _at_least(x: Tensor, k: int) -> Tensor:
 
 def _prepare(sim: Tensor, ranks: Tensor, n_ranks: int, positives: str):
     """Checks the ranks; returns ``sim`` (tamed), the ranks as int8 (a quarter of a float copy),
-    positives per row and term [B, R] and the row shift m [B, 1] (max over non-ignored entries)."""
+    positives per row and term [B, R], the row shift m [B, 1] (max over non-ignored entries) and
+    whether any entry is ignored."""
     low, high = (int(v) for v in torch.aminmax(ranks))
     if low < -1:
         raise ValueError(f"ranks must be >= -1 (-1 = ignored), found {low}")
@@ -175,7 +179,7 @@ def _prepare(sim: Tensor, ranks: Tensor, n_ranks: int, positives: str):
     counts = torch.stack([*counts, torch.zeros_like(counts[0])], 1).to(sim.dtype)  # #[rank >= k], k = 1..R+1
     npos = (counts[:, :n_ranks] if positives == "rank" else counts[:, :1]) - counts[:, 1:]
     if low >= 0:
-        return sim, small, npos, sim.amax(1, keepdim=True)
+        return sim, small, npos, sim.amax(1, keepdim=True), False
     extremes = torch.aminmax(sim)
     if not bool(torch.maximum(-extremes.min, extremes.max) <= _TAME):
         # Rare: inf / nan / huge values, allowed in ignored entries: zero those, so that no inf
@@ -183,7 +187,7 @@ def _prepare(sim: Tensor, ranks: Tensor, n_ranks: int, positives: str):
         sim = torch.where(ranks >= 0, sim, 0.0)
     big = torch.finfo(sim.dtype).max  # ignored entries pushed to about -big for the max
     shift = small.clamp(-1, 0).to(sim.dtype).mul_(big).add_(sim).amax(1, keepdim=True)
-    return sim, small, npos, torch.where(shift > -0.5 * big, shift, 0.0)  # all ignored: m = 0
+    return sim, small, npos, torch.where(shift > -0.5 * big, shift, 0.0), True  # all ignored: m = 0
 
 
 def _terms_and_grad(sim, ranks, taus, form, positives, active, want_grad, weights=None):
@@ -193,7 +197,7 @@ def _terms_and_grad(sim, ranks, taus, form, positives, active, want_grad, weight
         return torch.zeros(n_ranks, dtype=dtype, device=device), torch.zeros_like(sim) if want_grad else None
     weights = [1.0] * n_ranks if weights is None else list(weights)
     is_out = [form == "out" or (form == "out_in" and r == 1) for r in range(1, n_ranks + 1)]
-    sim, small, npos, shift_all = _prepare(sim.detach(), ranks, n_ranks, positives)
+    sim, small, npos, shift_all, any_ignored = _prepare(sim.detach(), ranks, n_ranks, positives)
     has_pos = (npos > 0).to(dtype)
     # Normalisers: anchors with positives ("in") or (anchor, positive) pairs ("out").
     denoms = torch.where(torch.tensor(is_out, device=device), npos.sum(0), has_pos.sum(0)).tolist()
@@ -204,8 +208,9 @@ def _terms_and_grad(sim, ranks, taus, form, positives, active, want_grad, weight
     step = -(-n_rows // (_N_BLOCKS if n_rows * n_cols >= _MIN_SPLIT else 1))
     for lo in range(0, n_rows, step):
         s, x, shift = sim[lo : lo + step], small[lo : lo + step], shift_all[lo : lo + step]
-        ign = x.clamp(-1, 0) if bool(x.amin() < 0) else None  # -1 on ignored entries, else 0
-        ge_1 = ge_r = _at_least(x, 1)  # masks [rank >= k] stay int8 until a float copy is needed
+        ign = x.clamp(-1, 0) if any_ignored and bool(x.amin() < 0) else None  # -1 on ignored entries
+        # The 0/1 and -1/0 masks are built in int8, where arithmetic is cheap.
+        ge_1 = ge_r = _at_least(x, 1)  # [rank >= r]
         gb = grad[lo : lo + step] if grad is not None else None
         first = True  # nothing written to this block of grad yet
         for r, tau in enumerate(taus, start=1):
@@ -222,15 +227,13 @@ def _terms_and_grad(sim, ranks, taus, form, positives, active, want_grad, weight
                 rate = _LOG2E / tau
                 z = torch.add(shift * -rate, s, alpha=rate)
                 if outside is not None:
-                    z.add_(outside.to(dtype), alpha=big)
+                    z.add_(outside, alpha=big)
                 scale = weights[r - 1] / (tau * denoms[r - 1]) if denoms[r - 1] > 0 else 0.0
                 g = gb if gb is not None and scale != 0.0 else None
                 row_has_pos = has_pos[lo : lo + step, r - 1 : r]
-                if is_out[r - 1]:
-                    neg = 1 - pos if outside is None else (outside + 1).sub_(pos)  # in the term, not positive
-                    total, bad = _out_term(z, pos.to(dtype), neg.to(dtype), row_has_pos, g, scale, first)
-                else:
-                    total, bad = _in_term(z, pos.to(dtype), row_has_pos, g, scale, first)
+                term = _out_term if is_out[r - 1] else _in_term
+                # One float copy of the positives mask: mixed int8-float ops would each make one.
+                total, bad = term(z, pos.to(dtype), row_has_pos, g, scale, first)
                 first = first and g is None
                 if bad is not None:  # rare: rows the shared shift cannot serve
                     loss, row_grad = _exact_rows(s[bad], x[bad], tau, r, positives, is_out[r - 1])
@@ -271,7 +274,7 @@ def _in_term(z: Tensor, pos: Tensor, has_pos: Tensor, grad: Tensor | None, scale
     return row, bad
 
 
-def _out_term(z: Tensor, pos: Tensor, neg: Tensor, has_pos: Tensor, grad: Tensor | None, scale: float, first: bool):
+def _out_term(z: Tensor, pos: Tensor, has_pos: Tensor, grad: Tensor | None, scale: float, first: bool):
     """Σ over pairs of log(e_p + S_N) − s_p/τ ("out" form); adds scale · d / d(s/τ) to grad.
 
     d / d(s_p/τ) = −S_N / (e_p + S_N) on positives, d / d(s_n/τ) = e_n Σ_p 1 / (e_p + S_N) on
@@ -279,11 +282,11 @@ def _out_term(z: Tensor, pos: Tensor, neg: Tensor, has_pos: Tensor, grad: Tensor
     """
     info = torch.finfo(z.dtype)
     e = z.exp2()
-    e_neg = e * neg
+    t = e * pos
+    e_neg = e.sub_(t)  # in place and exact: each entry is e or 0
     s_neg = e_neg.sum(1, keepdim=True)
     keep, bad = _split_rows(has_pos, s_neg < info.tiny / info.eps)
-    # t = e_p + S_N on positives (S_N elsewhere), floored so that log stays finite everywhere.
-    t = torch.addcmul(s_neg.clamp_min(info.tiny), e, pos, out=e)
+    t.add_(s_neg.clamp_min(info.tiny))  # e_p + S_N on positives; the floor keeps log finite
     inv = torch.div(pos, t) if grad is not None else None  # 1 / (e_p + S_N) on positives, else 0
     # log2(e_p + S_N) − z_p is log2 of the ratio, per positive; then back to natural log.
     row = (t.log2_().sub_(z).mul_(pos).sum(1, keepdim=True) * keep).sum() * _LN2

@@ -10,7 +10,7 @@ import torch
 from semcl.losses import key_first_rank_only, ranked_info_nce, tau_from_similarity, taus_for_levels
 
 # The package re-exports the function under the module's own name, so fetch the module itself.
-impl = importlib.import_module("semcl.losses.ranked_info_nce")
+impl = importlib.import_module("semcl.losses.ranked")
 
 FORMS = ["in", "out", "out_in"]
 POSITIVES = ["rank", "cumulative"]

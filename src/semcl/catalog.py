@@ -19,6 +19,11 @@ DATASETS: dict[str, DatasetInfo] = {
     "tinyimagenet": DatasetInfo(200, 100_000, 10_000, 3, 64, False),
     "fashion_mnist": DatasetInfo(10, 60_000, 10_000, 1, 28, True),
     "mnist": DatasetInfo(10, 60_000, 10_000, 1, 28, False),
+    # long-tailed split files (training-split sizes; test = the split the tables read)
+    "imagenet_lt": DatasetInfo(1000, 115_846, 50_000, 3, 224, False),
+    "places_lt": DatasetInfo(365, 62_500, 36_500, 3, 224, False),
+    "inat18": DatasetInfo(8142, 437_513, 24_426, 3, 224, False),
+    "imagenet": DatasetInfo(1000, 1_281_167, 50_000, 3, 224, False),
 }
 
 # Forward+backward cost of one image in GFLOPs (3x the forward pass) at the size each
@@ -27,6 +32,13 @@ BACKBONE_GFLOPS: dict[str, float] = {
     "resnet50_cifar": 3 * 1.30,
     "resnet18_cifar": 3 * 0.56,
     "resnet_tiny": 3 * 0.016,
+    "resnet32_cifar": 3 * 0.07,
+    "resnet200": 3 * 15.0,
     "resnet18": 3 * 1.82,
     "resnet50": 3 * 4.1,
+    "resnet32_cifar": 3 * 0.07,
+    "resnet101": 3 * 7.8,
+    "resnet152": 3 * 11.5,
+    "resnext50_32x4d": 3 * 4.3,
+    "resnext101_32x4d": 3 * 8.0,
 }

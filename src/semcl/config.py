@@ -45,6 +45,8 @@ class ModelConfig:
     head_hidden: int = 2048
     head_dim: int = 128
     head_layers: int = 2
+    pretrained: str | None = None  # torchvision-format state dict (.pth) to start the backbone from
+    train_only: str | None = None  # train only the convolutions under this prefix (BN, heads always train)
 
 
 @dataclass

@@ -70,6 +70,19 @@ def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:
     return todo
 
 
+def prepare_synthetic_data(runs: list[Run], store: Store) -> None:
+    """Write the synthetic data the runs share once, here, before any job reads it."""
+    synthetic = [r for r in runs if r.config.data.synthetic]
+    if synthetic:
+        from semcl.engine.job import prepare_synthetic
+
+        d = [(r.config.data, tuple(r.config.eval.ood)) for r in synthetic]
+        keys = {(x.name, x.synthetic_train_per_class, x.synthetic_test_per_class, ood): r for (x, ood), r in zip(d, synthetic,
+                                                                                                           strict=True)}
+        for run in keys.values():
+            prepare_synthetic(run, store)
+
+
 def _split(runs: list[Run], workers: int) -> list[list[Run]]:
     """Longest-first greedy assignment by estimated cost, so workers finish together."""
     def minutes(r: Run) -> float:
@@ -91,12 +104,7 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
     print(f"{len(todo)} runs to submit ({skipped} already done or failed; --retry-failed resubmits failed ones)")
     if not todo:
         return 0
-    synthetic = [r for r in todo if r.config.data.synthetic]
-    if synthetic:  # write the shared synthetic data once, before any worker reads it
-        from semcl.engine.job import prepare_synthetic
-
-        for run in {(r.config.data.name, tuple(r.config.eval.ood)): r for r in synthetic}.values():
-            prepare_synthetic(run, store)
+    prepare_synthetic_data(todo, store)
     cpus = os.cpu_count() or 1
     workers = max(1, min(workers or min(cpus, 4), len(todo)))
     threads = max(1, cpus // workers)
@@ -211,6 +219,7 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     if not todo:
         return None
     root = store.root.resolve()
+    prepare_synthetic_data(todo, store)
     snap = make_snapshot(root)
     limit = max_array_size() - 1
     entries = []

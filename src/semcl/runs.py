@@ -62,6 +62,11 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
         n_train = min(n_train, cfg.data.train_per_class * info.num_classes)
     if cfg.data.synthetic:
         n_train = cfg.data.synthetic_train_per_class * (info.num_classes if info else 100)
+    imb = getattr(cfg.data, "imbalance_factor", None)
+    if imb and info:  # the long-tailed cut n_i = int(n_max * IF**(-i / (C - 1)))
+        n_max = getattr(cfg.data, "lt_max_per_class", None) or n_train // info.num_classes
+        c = info.num_classes
+        n_train = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
     per_image = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) * 1e9
     # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
     factor = 1.0 if cfg.method.name in ("ce", "ce_sa") else 4 / 3
@@ -70,8 +75,8 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe
     if profile == "paper":
-        return f"{flops / GPU_FLOPS / 3600:.1f} GPU-h"
-    return f"{flops / CPU_FLOPS / 60:.1f} CPU-min"
+        return f"{flops / GPU_FLOPS / 3600:.2g} GPU-h"
+    return f"{flops / CPU_FLOPS / 60:.2g} CPU-min"
 
 
 def results_root() -> Path:

@@ -129,8 +129,8 @@ def test_missing_root_file_and_unknown_name(tmp_path: Path) -> None:
                               f"(dataset cifar100; {HINT})")
     with pytest.raises(DataError, match=r"missing MNIST/raw/t10k-images-idx3-ubyte\[\.gz\]"):
         load_dataset("mnist", tmp_path, "test")
-    with pytest.raises(DataError, match="unknown dataset 'imagenet'"):
-        load_dataset("imagenet", tmp_path, "train")
+    with pytest.raises(DataError, match="unknown dataset 'imagenet21k'"):
+        load_dataset("imagenet21k", tmp_path, "train")
     with pytest.raises(DataError, match="unknown split 'val'"):
         load_dataset("cifar10", tmp_path, "val")
 

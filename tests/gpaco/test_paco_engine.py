@@ -44,7 +44,7 @@ class Preempted(Exception):
 
 
 def test_paco_resume_restores_queue_labels_and_pointer(tmp_path, monkeypatch):
-    run = _smoke_run("PaCo, IF 100", epochs=3)
+    run = _smoke_run("PaCo, IF 100", epochs=2)
     reference = execute_run(run, Store(tmp_path / "a"), tmp_path / "unused")
     ref_state = load(Store(tmp_path / "a").run_dir(run.run_id) / "checkpoints" / "last.pt")["method"]
 
@@ -53,7 +53,7 @@ def test_paco_resume_restores_queue_labels_and_pointer(tmp_path, monkeypatch):
 
     def save_then_die(state, path):
         real_save(state, path)
-        if state["epoch"] == 2:
+        if state["epoch"] == 1:
             assert int((state["method"]["bank.labels"] >= 0).sum()) > 0  # the queue holds labelled keys
             raise Preempted
 
@@ -67,3 +67,26 @@ def test_paco_resume_restores_queue_labels_and_pointer(tmp_path, monkeypatch):
         assert torch.equal(state[key], ref_state[key]), key
     assert _same(resumed["metrics"], reference["metrics"])
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in reference["history"]]
+
+
+@pytest.mark.slow
+def test_smoke_table_through_the_cli(tmp_path):
+    import io
+    from contextlib import redirect_stdout
+
+    import pandas as pd
+
+    from semcl.cli import main
+
+    res = str(tmp_path / "results")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["--results", res, "run", "gpaco/cifar100-lt", "--profile", "smoke", "--executor", "local",
+                     "--workers", "2"]) == 0
+        assert main(["--results", res, "table", "gpaco/cifar100-lt", "--profile", "smoke", "--format", "csv"]) == 0
+    assert "12 of 12 runs done" in out.getvalue()
+    csv = out.getvalue()[out.getvalue().index("row,column"):].split("\n(written")[0]
+    summ = pd.read_csv(io.StringIO(csv))
+    top1 = summ[summ.column == "top1"]
+    assert len(top1) == 12 and (top1.n == 1).all() and top1["mean"].between(0, 100).all()
+    assert set(summ.column) == {"top1", "many", "medium", "few"}

@@ -35,10 +35,8 @@ def test_per_image_recipes_are_seeded_and_leave_the_global_stream(recipe, channe
 def test_pairs_give_one_recipe_per_view():
     aug = build_augment("autoaug_cutout+supcon", size=12, mean=STATS["cifar10"][0], std=STATS["cifar10"][1])
     assert isinstance(aug, ViewCycle) and [type(v).__name__ for v in aug.views] == ["PerImageAugment", "Augment"]
-    g = torch.Generator().manual_seed(1)
-    v1, v2 = aug(_images(), g), aug(_images(), g)
-    ref = torch.Generator().manual_seed(1)
-    assert torch.equal(v1, aug.views[0](_images(), ref)) and torch.equal(v2, aug.views[1](_images(), ref))
+    with pytest.raises(TypeError, match="views"):  # no hidden call counter: the loop picks view k's recipe
+        aug(_images(), torch.Generator().manual_seed(1))
 
 
 def test_names_parse_and_bad_names_fail_with_the_key():

@@ -102,20 +102,16 @@ class PerImageAugment:
 
 
 class ViewCycle:
-    """One recipe per view: call k of each training step uses recipe k (mod the number of recipes).
+    """One recipe per view (`sim+randcls...`): the train loop gives view k the recipe `views[k % len]`.
 
-    The training loop calls the augmentation once per view, in view order, every step, so the
-    cycle lines up with views 1..V. (Stopgap until the loop builds one augmentation per view.)
-    """
+    Holds no call counter on purpose: which recipe a view gets must not depend on how often the
+    object was called before (a resumed run starts mid-epoch)."""
 
     def __init__(self, views: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> None:
         self.views = views
-        self.calls = 0
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        aug = self.views[self.calls % len(self.views)]
-        self.calls += 1
-        return aug(images, generator)
+        raise TypeError("a per-view recipe pair: call .views[k] for view k")
 
 
 def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[float]):

@@ -33,13 +33,15 @@ from semcl.runs import Run, Store, write_json_atomic
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
 
 
-def synthetic_root(store: Store) -> Path:
-    return store.root / "synthetic"
+def synthetic_root(store: Store, run: Run) -> Path:
+    """One folder per generator setting: tables with other sizes never rewrite data a job is reading."""
+    d = run.config.data
+    return store.root / "synthetic" / f"train{d.synthetic_train_per_class}-test{d.synthetic_test_per_class}"
 
 
 def prepare_synthetic(run: Run, store: Store) -> Path:
     d = run.config.data
-    return ensure_synthetic(synthetic_root(store), [d.name, *run.config.eval.ood],
+    return ensure_synthetic(synthetic_root(store, run), [d.name, *run.config.eval.ood],
                             train_per_class=d.synthetic_train_per_class, test_per_class=d.synthetic_test_per_class)
 
 

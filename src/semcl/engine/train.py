@@ -50,6 +50,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         log.info("resumed from %s at epoch %d step %d", ckpt, start, start_step)
     size = train_set.images.shape[-1]
     aug = build_augment(cfg.data.augment, size=size, mean=STATS[cfg.data.name][0], std=STATS[cfg.data.name][1])
+    augs = getattr(aug, "views", [aug])  # "a+b" recipes: one per view
     n = len(train_set.labels)
     bs = min(cfg.optim.batch_size, n)
     steps = n // bs  # drop_last, as the official loaders
@@ -88,7 +89,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 images, labels = train_set.images[idx], train_set.labels[idx]
                 # every rank draws the whole global batch's views (same stream), then keeps its slice
                 part = distributed.local_slice(len(idx))
-                views = [aug(images, g)[part].to(device, non_blocking=True) for _ in range(method.num_views)]
+                views = [augs[k % len(augs)](images, g)[part].to(device, non_blocking=True)
+                         for k in range(method.num_views)]
                 loss = method.training_step(views, labels[part].to(device))["loss"]
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

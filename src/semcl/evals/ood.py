@@ -118,13 +118,31 @@ def _fit_and_score(
     classes, counts = torch.unique_consecutive(labels[order], return_counts=True)
     bounds = [0, *torch.cumsum(counts, 0).tolist()]
 
-    def class_feats(i: int) -> torch.Tensor:
-        # Normalised per class in float64 rather than the whole train set up front, so
-        # no float64 copy of all training features is ever held.
-        rows = train.index_select(0, order[bounds[i] : bounds[i + 1]])
+    n_classes = len(classes)
+
+    def block_feats(lo: int, hi: int) -> torch.Tensor:
+        # Classes lo..hi-1, normalised in float64 a block at a time rather than the whole
+        # train set up front, so no float64 copy of all training features is ever held.
+        rows = train.index_select(0, order[bounds[lo] : bounds[hi]])
         return F.normalize(rows.double(), dim=1)
 
-    means = torch.stack([class_feats(i).mean(dim=0) for i in range(len(classes))])  # [C, D] float64
+    # Blocks of consecutive classes with about _BLOCK_ROWS training rows: fitted with batched
+    # ops when their classes have equal sizes, and scored with one GEMM per chunk.
+    blocks, lo = [], 0
+    while lo < n_classes:
+        hi, rows = lo + 1, int(counts[lo])
+        # a class with n_c >= D (full-rank covariance) always forms a block of its own
+        while rows < _BLOCK_ROWS and hi < n_classes and max(int(counts[lo]), int(counts[hi])) < dim:
+            rows += int(counts[hi])
+            hi += 1
+        blocks.append((lo, hi))
+        lo = hi
+    means = torch.empty(n_classes, dim, dtype=torch.float64, device=device)
+    for lo, hi in blocks:
+        sizes = counts[lo:hi].to(device)
+        owner = torch.repeat_interleave(torch.arange(hi - lo, device=device), sizes)
+        sums = torch.zeros(hi - lo, dim, dtype=torch.float64, device=device).index_add_(0, owner, block_feats(lo, hi))
+        means[lo:hi] = sums / sizes[:, None]
     mean_sq = (means * means).sum(dim=1)
 
     # Every scored set, normalised once (in float64, then kept in the GEMM dtype), and
@@ -141,67 +159,84 @@ def _fit_and_score(
         dist_sq.append(zz)
     bests = [torch.full((x.shape[0],), -math.inf, dtype=torch.float64, device=device) for x in sets]
 
-    def update(best: torch.Tensor, start: int, maha: torch.Tensor, const: float) -> None:
-        log_p = maha.add_(const).mul_(-0.5)
-        part = best[start : start + chunk_size]
-        torch.maximum(part, log_p, out=part)
-
-    pending: list[tuple[int, int, torch.Tensor, torch.Tensor, float]] = []  # (class idx, rows, P, P mu, const)
-
-    def flush() -> None:
+    def score_low_rank(lo: int, hi: int, proj: torch.Tensor, shift: torch.Tensor, consts: torch.Tensor) -> None:
         # maha_c = (|z|^2 - |P_c z|^2) / eps for every class of the block, with one GEMM per chunk:
-        # [chunk, D] @ [D, sum n_c], then per-class row sums of squares.
-        weight = torch.cat([p for _, _, p, _, _ in pending]).to(gemm_dtype).T.contiguous()
-        shift = torch.cat([pm for _, _, _, pm, _ in pending]).to(gemm_dtype)
+        # [chunk, D] @ [D, sum n_c], then the per-class sums of squares as one more (thin)
+        # product with a 0/1 indicator of which factor row belongs to which class.
+        weight = proj.to(gemm_dtype).T.contiguous()
+        shift = shift.to(gemm_dtype)
+        owner = torch.repeat_interleave(torch.arange(hi - lo, device=device), counts[lo:hi].to(device))
+        indicator = F.one_hot(owner, hi - lo).to(gemm_dtype)
         for xs, zz, best in zip(normed, dist_sq, bests, strict=True):
             for start in range(0, xs.shape[0], chunk_size):
                 y = torch.addmm(shift, xs[start : start + chunk_size], weight, beta=-1.0).square_()
-                col = 0
-                for ci, n_rows, _, _, const in pending:
-                    quad = y[:, col : col + n_rows].sum(1).double()
-                    col += n_rows
-                    maha = (zz[start : start + chunk_size, ci] - quad).div_(reg_covar)
-                    update(best, start, maha.clamp_(min=0.0), const)  # exact value >= 0
-        pending.clear()
+                quad = (y @ indicator).double()  # [chunk, classes of the block]
+                maha = (zz[start : start + chunk_size, lo:hi] - quad).div_(reg_covar)
+                log_p = maha.clamp_(min=0.0).add_(consts).mul_(-0.5)  # exact maha >= 0
+                part = best[start : start + chunk_size]
+                torch.maximum(part, log_p.amax(dim=1), out=part)
+
+    def not_pd(c: int) -> ValueError:
+        return ValueError(f"covariance of class {c} is not positive definite; raise reg_covar")
 
     eye = torch.eye(dim, dtype=torch.float64, device=device)
-    for ci, c in enumerate(classes.tolist()):
-        xc = class_feats(ci)
-        n_c = xc.shape[0]
-        mu = means[ci]
-        centred = xc - mu
+    for lo, hi in blocks:
+        xb = block_feats(lo, hi)
+        sizes = counts[lo:hi].tolist()
+        n_c = sizes[0]
         if n_c < dim:
             if reg_covar <= 0.0:
-                raise ValueError(f"covariance of class {c} is singular ({n_c} samples in {dim} dims); raise reg_covar")
-            # Woodbury with K = n eps I + Z Z^T = L L^T (n x n):
+                raise ValueError(f"covariance of class {int(classes[lo])} is singular ({n_c} samples in {dim} dims);"
+                                 " raise reg_covar")
+            # Woodbury with K = n eps I + Z Z^T = L L^T (n x n, Z = centred class features):
             #   Sigma^-1 = (I - Z^T K^-1 Z) / eps,  so  maha = (|z|^2 - |P z|^2) / eps, P = L^-1 Z;
             #   log det Sigma = (D - n) log eps + log det(K / n)  (Sylvester's identity).
-            gram = centred @ centred.T
-            gram.diagonal().add_(n_c * reg_covar)
-            chol, info = torch.linalg.cholesky_ex(gram)
-            if int(info) != 0:
-                raise ValueError(f"covariance of class {c} is not positive definite; raise reg_covar")
-            proj = torch.linalg.solve_triangular(chol, centred, upper=False)  # [n, D]; |P z| <= |z|
-            log_det = (dim - n_c) * math.log(reg_covar) + 2.0 * torch.log(torch.diagonal(chol)).sum() - n_c * math.log(n_c)
-            # P mu: then P z = P x - P mu, so the GEMM runs on the shared normalised x.
-            pending.append((ci, n_c, proj, proj @ mu, log_2pi_d + float(log_det)))
-            if sum(p[1] for p in pending) >= _BLOCK_ROWS:
-                flush()
+            # P mu is kept too: then P z = P x - P mu, so the GEMM runs on the shared normalised x.
+            if len(set(sizes)) == 1:  # equal class sizes: the whole block in batched ops
+                centred = xb.view(hi - lo, n_c, dim) - means[lo:hi, None, :]
+                gram = torch.bmm(centred, centred.transpose(1, 2))
+                gram.diagonal(dim1=1, dim2=2).add_(n_c * reg_covar)
+                chol, info = torch.linalg.cholesky_ex(gram)
+                if bool((info != 0).any()):
+                    raise not_pd(int(classes[lo + int(torch.nonzero(info)[0, 0])]))
+                proj = torch.linalg.solve_triangular(chol, centred, upper=False)  # [k, n, D]; |P z| <= |z|
+                shift = torch.bmm(proj, means[lo:hi, :, None]).reshape(-1)
+                log_det = 2.0 * torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(1)
+                proj = proj.reshape(-1, dim)
+            else:
+                projs, shifts, dets = [], [], []
+                for i, rows in enumerate(torch.split(xb, sizes)):
+                    centred = rows - means[lo + i]
+                    gram = centred @ centred.T
+                    gram.diagonal().add_(rows.shape[0] * reg_covar)
+                    chol, info = torch.linalg.cholesky_ex(gram)
+                    if int(info) != 0:
+                        raise not_pd(int(classes[lo + i]))
+                    projs.append(torch.linalg.solve_triangular(chol, centred, upper=False))
+                    shifts.append(projs[-1] @ means[lo + i])
+                    dets.append(2.0 * torch.log(torch.diagonal(chol)).sum())
+                proj, shift, log_det = torch.cat(projs), torch.cat(shifts), torch.stack(dets)
+            n_t = counts[lo:hi].to(device=device, dtype=torch.float64)
+            log_det = log_det + (dim - n_t) * math.log(reg_covar) - n_t * torch.log(n_t)
+            score_low_rank(lo, hi, proj, shift, log_det + log_2pi_d)
             continue
+        # n_c >= D: a block holds this one class (see the blocking above).
+        centred = xb - means[lo]
         cov = centred.T @ centred / n_c + reg_covar * eye
         chol, info = torch.linalg.cholesky_ex(cov)
         if int(info) != 0:
-            raise ValueError(f"covariance of class {c} is not positive definite; raise reg_covar")
+            raise not_pd(int(classes[lo]))
         const = log_2pi_d + float(2.0 * torch.log(torch.diagonal(chol)).sum())
         # maha = |L^-1 z|^2 with z = x - mu formed explicitly: L^-1 can be large, so the
         # shift trick of the low-rank path would cancel badly. Float64 throughout.
         inv_t = torch.linalg.solve_triangular(chol, eye, upper=False).T.contiguous()
+        mu = means[lo]
         for xs, best in zip(normed, bests, strict=True):
             for start in range(0, xs.shape[0], chunk_size):
                 y = (xs[start : start + chunk_size].double() - mu) @ inv_t
-                update(best, start, (y * y).sum(1), const)
-    if pending:
-        flush()
+                log_p = (y * y).sum(1).add_(const).mul_(-0.5)
+                part = best[start : start + chunk_size]
+                torch.maximum(part, log_p, out=part)
     return [best.cpu().numpy() for best in bests]
 
 

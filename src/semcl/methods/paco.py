@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from semcl.config import GPacoMethod, MultiTaskMethod, PacoMethod
+from semcl.errors import ConfigError
 from semcl.losses import paco_loss, ranked_info_nce
 from semcl.methods.balanced_softmax import log_prior
 from semcl.methods.base import DataInfo, Method
@@ -52,6 +53,31 @@ def center_offset(prior: str, info: DataInfo) -> torch.Tensor:
     return torch.zeros(info.num_classes)
 
 
+def init_backbone(backbone: nn.Module, pretrained: str | None, train_only: str | None) -> None:
+    """Start from a torchvision state dict and freeze convolutions outside `train_only`.
+
+    Places-LT (official PaCo/GPaCo scripts): ResNet-152 with torchvision ImageNet weights, every
+    convolution frozen except those of layer4's last bottleneck (`layer4.2`); BN stays trainable.
+    """
+    if pretrained:
+        try:
+            state = torch.load(pretrained, map_location="cpu", weights_only=True)
+        except (OSError, RuntimeError) as err:
+            raise ConfigError(f"{pretrained}: cannot load 'model.pretrained' ({type(err).__name__})") from None
+        state = {k: v for k, v in state.items() if not k.startswith("fc.")}  # our fc is the identity
+        try:
+            missing, unexpected = backbone.load_state_dict(state, strict=False)
+        except RuntimeError:  # shape mismatches
+            missing, unexpected = ["(shapes differ)"], []
+        if missing or unexpected:
+            raise ConfigError(f"{pretrained}: 'model.pretrained' does not fit the backbone "
+                              f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if train_only is not None:
+        for name, module in backbone.named_modules():
+            if isinstance(module, nn.Conv2d) and not name.startswith(train_only):
+                module.weight.requires_grad_(False)
+
+
 class ParametricContrastive(Method):
     """PaCo (`paco`), GPaCo (`gpaco`) and SupCon in the MoCo framework (`supcon`)."""
 
@@ -62,6 +88,7 @@ class ParametricContrastive(Method):
         m = cfg.method
         self.kind = m.name
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
+        init_backbone(self.backbone, cfg.model.pretrained, cfg.model.train_only)
         d, hidden, dim = self.backbone.out_dim, cfg.model.head_hidden, cfg.model.head_dim
         one_encoder = isinstance(m, GPacoMethod | MultiTaskMethod)
         self.head = gpaco_head(d, hidden, dim) if one_encoder else mocov2_head(d, hidden, dim)

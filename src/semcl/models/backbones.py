@@ -208,6 +208,22 @@ def resnet_tiny(*, in_channels: int = 3, zero_init_residual: bool = False) -> Ci
     )
 
 
+def resnet32_cifar(*, in_channels: int = 3, zero_init_residual: bool = False) -> CifarResNet:
+    """ResNet-32 of the long-tailed CIFAR literature (PaCo's CIFAR-100-LT backbone): 16-ch stem,
+    five BasicBlocks per stage, widths (16, 32, 64), strides (1, 2, 2) -> 64-d."""
+    return CifarResNet(BasicBlock, (5, 5, 5), (16, 32, 64), (1, 2, 2), stem_width=16, in_channels=in_channels,
+                       zero_init_residual=zero_init_residual)
+
+
+def resnet200(*, in_channels: int = 3, zero_init_residual: bool = False) -> nn.Module:
+    """ResNet-200 (bottleneck blocks [3, 24, 36, 3]) -> 2048-d; torchvision has no builder for it."""
+    from torchvision.models.resnet import Bottleneck as TvBottleneck
+    from torchvision.models.resnet import ResNet as TvResNet
+
+    return _imagenet_backbone(TvResNet(TvBottleneck, [3, 24, 36, 3], zero_init_residual=zero_init_residual),
+                              in_channels)
+
+
 def _imagenet_backbone(model: _TvResNet, in_channels: int) -> _TvResNet:
     """Turn a torchvision ResNet into a feature extractor with ``out_dim``."""
     out_dim = model.fc.in_features
@@ -268,12 +284,14 @@ BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "resnet50_cifar": resnet50_cifar,
     "resnet18_cifar": resnet18_cifar,
     "resnet_tiny": resnet_tiny,
+    "resnet32_cifar": resnet32_cifar,
     "resnet18": _torchvision("resnet18"),
     "resnet50": _torchvision("resnet50"),
     "resnet101": _torchvision("resnet101"),
     "resnet152": _torchvision("resnet152"),
     "resnext50_32x4d": _torchvision("resnext50_32x4d"),
     "resnext101_32x4d": resnext101_32x4d,
+    "resnet200": resnet200,
 }
 
 

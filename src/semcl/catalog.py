@@ -36,7 +36,6 @@ BACKBONE_GFLOPS: dict[str, float] = {
     "resnet200": 3 * 15.0,
     "resnet18": 3 * 1.82,
     "resnet50": 3 * 4.1,
-    "resnet32_cifar": 3 * 0.07,
     "resnet101": 3 * 7.8,
     "resnet152": 3 * 11.5,
     "resnext50_32x4d": 3 * 4.3,

@@ -149,3 +149,18 @@ def test_cancelled_job_shows_failed_not_running(tmp_path):
     subprocess.run(["scancel", job_id], check=True)
     status, detail = _wait_for(lambda: (s := _state(store, run))[0] == "failed" and s, 60, "failed state")
     assert f"job {job_id} ended CANCELLED without metrics" in detail
+
+
+def test_arrays_larger_than_max_array_size_are_chunked(tmp_path, monkeypatch):
+    import semcl.launch
+
+    monkeypatch.setattr(semcl.launch, "max_array_size", lambda: 3)  # task ids 0..1 per array
+    runs = [_run("Cross-entropy", seed=s, schedule__epochs=1) for s in (123, 546, 937)]
+    store = Store(tmp_path / "results")
+    jobs = _submit(runs, store)
+    arrays = sorted({j["job_id"].split("_")[0] for j in jobs.values()}, key=int)
+    # a chunk of one run goes out as a plain job (submitit submits no array of size one)
+    tasks = sorted(j["job_id"].split("_")[1] if "_" in j["job_id"] else "-" for j in jobs.values())
+    assert len(arrays) == 2 and tasks == ["-", "0", "1"]
+    _wait_settled(store, [r.run_id for r in runs])
+    assert all(store.status(r.run_id)[0] == "done" for r in runs)

@@ -126,7 +126,8 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False)
             finished = all(j.done() for j in jobs)  # debug jobs run inside done()/result()
             states = [store.status(i)[0] for i in ids]
             settled = sum(s in ("done", "failed") for s in states)
-            bar.update(settled - bar.n)
+            if settled != bar.n:  # redraw only on progress (logs stay short when stderr is a file)
+                bar.update(settled - bar.n)
             if finished:
                 break
             time.sleep(1.0)

@@ -94,6 +94,7 @@ def auroc(pos_scores: ArrayLike, neg_scores: ArrayLike) -> float:
 # Low-rank classes are scored in blocks of about this many factor rows, so that the scoring GEMM
 # has a wide right-hand side (one class of 100-500 rows alone runs at a fraction of GEMM speed).
 _BLOCK_ROWS = 2048
+_CACHE_ROWS = 512
 
 
 def _fit_and_score(
@@ -168,12 +169,15 @@ def _fit_and_score(
         owner = torch.repeat_interleave(torch.arange(hi - lo, device=device), counts[lo:hi].to(device))
         indicator = F.one_hot(owner, hi - lo).to(gemm_dtype)
         for xs, zz, best in zip(normed, dist_sq, bests, strict=True):
-            for start in range(0, xs.shape[0], chunk_size):
-                y = torch.addmm(shift, xs[start : start + chunk_size], weight, beta=-1.0).square_()
-                quad = (y @ indicator).double()  # [chunk, classes of the block]
-                maha = (zz[start : start + chunk_size, lo:hi] - quad).div_(reg_covar)
+            # Rows in slices of at most _CACHE_ROWS, so that the product, its square and the
+            # indicator product stay in cache instead of streaming [chunk, 2048] through memory.
+            step = min(chunk_size, _CACHE_ROWS)
+            for start in range(0, xs.shape[0], step):
+                y = torch.addmm(shift, xs[start : start + step], weight, beta=-1.0).square_()
+                quad = (y @ indicator).double()  # [rows, classes of the block]
+                maha = (zz[start : start + step, lo:hi] - quad).div_(reg_covar)
                 log_p = maha.clamp_(min=0.0).add_(consts).mul_(-0.5)  # exact maha >= 0
-                part = best[start : start + chunk_size]
+                part = best[start : start + step]
                 torch.maximum(part, log_p.amax(dim=1), out=part)
 
     def not_pd(c: int) -> ValueError:

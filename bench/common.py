@@ -1,0 +1,153 @@
+"""Shared pieces of the benchmarks: result rows, side-by-side timing, subprocess timing, machine info.
+
+Every number that a target judges is a ratio of two timings taken in the same process (or the
+same parent), interleaved, so that load from other processes on a shared machine hits both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+@dataclass
+class Row:
+    """One line of the results table. ``ok`` None means informational (no target)."""
+
+    stage: str
+    measured: str
+    floor: str
+    ratio: float | None
+    target: str
+    ok: bool | None
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "—" if self.ok is None else ("OK" if self.ok else "MISS")
+
+
+def ratio_row(stage: str, measured: float, floor: float, unit: str, limit: float, *, note: str = "",
+              floor_label: str = "") -> Row:
+    """Row for ``measured / floor <= limit`` (times in ``unit``)."""
+    r = measured / floor
+    fl = f"{floor:.3g} {unit}" + (f" ({floor_label})" if floor_label else "")
+    return Row(stage, f"{measured:.3g} {unit}", fl, r, f"≤ {limit:g}×", r <= limit, note)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Run every function once per round, ``repeats`` rounds, rotating the order; seconds per call."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for i in range(repeats):
+        order = names[i % len(names):] + names[: i % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def paired_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
+    """Median over rounds of num/den timed in the same round: robust to slow load drift."""
+    return statistics.median(a / b for a, b in zip(times[num], times[den], strict=True))
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(ROOT / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env
+
+
+def time_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+    """Wall time of one subprocess run (seconds); raises if it fails."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env or subprocess_env(), cwd=cwd or ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return elapsed
+
+
+def run_json_child(code: str, env: dict[str, str] | None = None, timeout: float = 900) -> dict:
+    """Run ``python -c code`` in a fresh process; the child prints one JSON line last."""
+    proc = subprocess.run([PYTHON, "-c", code], env=env or subprocess_env(), cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def machine_info() -> dict[str, str]:
+    import numpy
+    import torch
+
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    mem = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": mem,
+        "load average at start (1/5/15 min)": load,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch threads": str(torch.get_num_threads()),
+        "torch CPU capability": torch.backends.cpu.get_cpu_capability(),
+        "numpy": numpy.__version__,
+    }
+    try:
+        import torchvision
+
+        info["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    try:
+        import PIL
+
+        info["Pillow"] = PIL.__version__
+    except ImportError:
+        pass
+    try:
+        import pandas
+
+        info["pandas"] = pandas.__version__
+    except ImportError:
+        pass
+    return info

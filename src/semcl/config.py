@@ -11,6 +11,7 @@ None, so a field added later with default None ("behave as before") leaves old r
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import re
 import types
@@ -337,8 +338,14 @@ def _check_type(value: Any, tp: Any, key: str, where: str) -> Any:
     raise ConfigError(f"{where}: '{key}' has unsupported type {tp}")  # schema bug
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    # resolving annotations is the slowest part of validating a config; every row resolves it again
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: type, values: dict, prefix: str, where: str) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:

@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+# the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config, merge
 from semcl.errors import ConfigError
@@ -237,10 +240,20 @@ def _column(c: Any, where: str) -> Column:
     return col
 
 
+def _preset(path: Path) -> dict:
+    return _parse_preset(path, path.stat().st_mtime_ns)
+
+
+@cache
+def _parse_preset(path: Path, mtime_ns: int) -> dict:
+    """Presets are shared by many tables: parse each once (per modification)."""
+    return yaml.load(path.read_text(), Loader=SafeLoader) or {}
+
+
 def load_table(path: Path, presets: Path) -> Table:
     where = str(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.load(path.read_text(), Loader=SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -255,7 +268,7 @@ def load_table(path: Path, presets: Path) -> Table:
         ppath = presets / f"{doc['preset']}.yaml"
         if not ppath.exists():
             raise ConfigError(f"{where}: key 'preset': no preset file {ppath}")
-        preset = yaml.safe_load(ppath.read_text()) or {}
+        preset = _preset(ppath)
     columns = [_column(c, where) for c in _require(doc, "columns", where, list)]
     keys = [c.key for c in columns]
     if len(set(keys)) != len(keys):

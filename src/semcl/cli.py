@@ -57,6 +57,8 @@ def cmd_show(args) -> None:
             if rep is not None:
                 std = f" ± {rep.std}" if rep.std is not None else ""
                 print(f"      reported {key}: {rep.value}{std} [{rep.provenance}] {rep.source}")
+                for alt in rep.also:  # the same cell from lower-ranked sources
+                    print(f"        also {alt.value} [{alt.provenance}] {alt.source}")
         if not any(row.reported.values()):
             print("      reported: none known (null)")
     for name, prof in table.profiles.items():

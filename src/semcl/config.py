@@ -60,6 +60,9 @@ class OptimConfig:
     lr_decay_rate: float = 0.1  # cosine floor = lr * rate**3 (SupCon-style schedule)
     warmup_epochs: int = 10  # linear warm-up from warmup_from; 0 disables it
     warmup_from: float = 0.01
+    # step schedule (used when cosine is false): lr x step_gamma at each epoch in step_milestones
+    step_milestones: list[int] | None = None
+    step_gamma: float | None = None
 
 
 @dataclass

@@ -69,3 +69,16 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     write_json_atomic(tmp_path / "m.json", {"a": 1})
     assert json.loads((tmp_path / "m.json").read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_step_schedule_variant():
+    from semcl.engine.schedule import lr_at
+
+    cfg = build_config({"optim": {"lr": 0.1, "cosine": False, "warmup_epochs": 0, "step_milestones": [320, 360],
+                                  "step_gamma": 0.1}}, where="x")
+    lrs = [lr_at(cfg.optim, 400, e, 0, 10) for e in (0, 319, 320, 359, 360, 399)]
+    assert lrs == pytest.approx([0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
+    # cosine (SupCon form): floor lr * 0.1**3 at the last epoch, and the default run ids are untouched
+    cos = build_config({"optim": {"lr": 0.5, "warmup_epochs": 0}}, where="x")
+    assert lr_at(cos.optim, 10, 9, 0, 5) == pytest.approx(0.5 * 1e-3)
+    assert make_run_id(build_config({"method": {"name": "ce"}}, where="x"), 123) == PINNED_CE_ID

@@ -11,7 +11,9 @@ from semcl.config import OptimConfig
 def _epoch_lr(optim: OptimConfig, epochs: int, epoch1: int) -> float:
     """lr of 1-indexed epoch `epoch1` (the official scripts count epochs from 1)."""
     if not optim.cosine:
-        return optim.lr
+        # step schedule: the epochs already completed (epoch1 - 1) that reached a milestone
+        passed = sum(epoch1 - 1 >= m for m in optim.step_milestones or [])
+        return optim.lr * (optim.step_gamma if optim.step_gamma is not None else 0.1) ** passed
     floor = optim.lr * optim.lr_decay_rate**3
     return floor + (optim.lr - floor) * (1 + math.cos(math.pi * epoch1 / epochs)) / 2
 

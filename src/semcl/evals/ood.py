@@ -45,7 +45,6 @@ from semcl.evals._inputs import feature_matrix
 ArrayLike = torch.Tensor | np.ndarray
 
 
-_features = feature_matrix
 
 
 def _scores_1d(x: ArrayLike, name: str) -> np.ndarray:
@@ -233,7 +232,7 @@ def _fit_and_score(
 def _check_train(
     train_feats: ArrayLike, train_labels: ArrayLike, reg_covar: float, chunk_size: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    train = _features(train_feats, "train_feats")
+    train = feature_matrix(train_feats, "train_feats")
     labels = torch.as_tensor(train_labels)
     if labels.ndim != 1 or labels.shape[0] != train.shape[0]:
         raise ValueError(f"train_labels must be 1-D with {train.shape[0]} entries, got shape {tuple(labels.shape)}")
@@ -247,7 +246,7 @@ def _check_train(
 
 
 def _check_set(x: ArrayLike, name: str, dim: int) -> torch.Tensor:
-    t = _features(x, name)
+    t = feature_matrix(x, name)
     if t.shape[1] != dim:
         raise ValueError(f"{name} have {t.shape[1]} dims but train_feats have {dim}")
     return t

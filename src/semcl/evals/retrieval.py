@@ -38,7 +38,6 @@ from semcl.evals._inputs import feature_matrix
 ArrayLike = torch.Tensor | np.ndarray
 
 
-_features = feature_matrix
 
 
 def _labels(y: ArrayLike, n: int, name: str) -> torch.Tensor:
@@ -114,8 +113,8 @@ def retrieval_scores(
         ``(scores, {"precision": P, "recall": R})`` where ``P[i - 1]``, ``R[i - 1]``
         are the float64 mean precision and recall at cutoff ``i``.
     """
-    q = _features(queries, "queries")
-    db = _features(database, "database")
+    q = feature_matrix(queries, "queries")
+    db = feature_matrix(database, "database")
     if q.shape[1] != db.shape[1]:
         raise ValueError(f"queries have {q.shape[1]} dims but database has {db.shape[1]}")
     q_lab = _labels(query_labels, q.shape[0], "query_labels")

@@ -58,10 +58,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
 
     params = method.optimized_parameters()
 
-    def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
-        if distributed.rank() == 0:  # one writer; the others wait so nobody reads a half-written file
+    def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
+        if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)
             save_atomic(snapshot(epoch, step, g, loss_sum), ckpt)
-        distributed.barrier()
+        if sync:  # not on the signal path: ranks may see the signal at different steps
+            distributed.barrier()
 
     def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
         state = {"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
@@ -99,7 +100,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 opt.step()
                 total += float(loss.detach())
                 if interrupt.pending() and step + 1 < steps:
-                    save(epoch, step + 1, g, total)
+                    save(epoch, step + 1, g, total, sync=False)
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
                     interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),

@@ -11,8 +11,8 @@ None, so a field added later with default None ("behave as before") leaves old r
 from __future__ import annotations
 
 import copy
-import functools
 import dataclasses
+import functools
 import re
 import types
 import typing

@@ -45,14 +45,9 @@ def _expand(job_id: str) -> list[str]:
     return ids
 
 
-def sacct_states(job_ids: list[str]) -> dict[str, str]:
-    """One `sacct` call for all jobs; {} if sacct is unavailable."""
-    if not job_ids:
-        return {}
-    arrays = sorted({j.split("_")[0] for j in job_ids})
+def _query(cmd: list[str]) -> dict[str, str]:
     try:
-        out = subprocess.run(["sacct", "-X", "-n", "--parsable2", "-o", "JobID,State", "-j", ",".join(arrays)],
-                             capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return {}
     states = {}
@@ -60,8 +55,21 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
         if "|" not in line:
             continue
         jid, state = line.split("|")[:2]
-        for j in _expand(jid):
+        for j in _expand(jid.strip()):
             states[j] = state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """Job states from one `sacct` call, completed by `squeue` for jobs the accounting database has not
+    recorded yet (right after submission); {} where neither command is available."""
+    if not job_ids:
+        return {}
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    states = _query(["sacct", "-X", "-n", "--parsable2", "-o", "JobID,State", "-j", arrays])
+    if any(j not in states for j in job_ids):
+        queued = _query(["squeue", "-h", "-o", "%i|%T", "-j", arrays])
+        states.update({j: st for j, st in queued.items() if j not in states})
     return states
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import yaml
 
-
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config, merge
 from semcl.errors import ConfigError
 
 # the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 PROVENANCE_TAGS = {
     "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
     "crd-readme", "moco-readme", "user-supplied",

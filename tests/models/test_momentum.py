@@ -19,19 +19,6 @@ from semcl.models import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Pin torch to one intra-op thread for this module's tests.
-
-    On a shared, busy CPU two OpenMP threads contend and a batch-2 ResNet-50 forward
-    gets ~10x slower; batches this small gain nothing from more threads.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _pair(seed: int = 0) -> tuple[nn.Module, nn.Module]:
     """A float64 online encoder (with BN buffers) and its diverged momentum copy."""
     torch.manual_seed(seed)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from semcl.methods.base import DataInfo, Method
-from semcl.models import LinearClassifier, build_backbone
+from semcl.methods.base import DataInfo
+from semcl.methods.ce import CrossEntropy
 
 
 def log_prior(info: DataInfo) -> torch.Tensor:
@@ -22,19 +22,13 @@ def log_prior(info: DataInfo) -> torch.Tensor:
     return torch.log(counts / counts.sum() + 1e-9).float()
 
 
-class BalancedSoftmax(Method):
-    num_views = 1
+class BalancedSoftmax(CrossEntropy):
+    """The cross-entropy model (backbone, linear head, raw-logit `classify`) with the prior in its loss."""
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
-        self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
-        self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
         self.register_buffer("log_prior", log_prior(info))
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": F.cross_entropy(logits + self.log_prior, labels)}
-
-    def classify(self, x: torch.Tensor) -> torch.Tensor:
-        """Raw logits: the prior is a training-time correction only."""
-        return self.classifier(self.backbone(x))

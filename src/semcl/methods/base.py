@@ -44,5 +44,12 @@ class Method(nn.Module):
     def after_backward(self) -> None:
         """Called after backward, before the optimiser step (e.g. to enqueue keys)."""
 
+    def load_base_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Start from a base run's final weights (`state` = that run's checkpoint["method"]).
+
+        Called once before training by rows with `init_from` (e.g. Decouple's second stage on a
+        cross-entropy run of the same seed); methods without a second stage refuse."""
+        raise ValueError(f"method {self.cfg.method.name!r} does not start from a base run")
+
     def optimized_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]

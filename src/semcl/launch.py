@@ -18,7 +18,7 @@ import submitit
 
 from semcl.cluster import ClusterProfile, Resources, max_array_size, signature, slurm_parameters
 from semcl.errors import ResultsError
-from semcl.runs import Run, Store, estimate_cost
+from semcl.runs import Run, Store, estimate_cost, waves
 
 
 class RunBatch:
@@ -106,17 +106,24 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
         return 0
     prepare_synthetic_data(todo, store)
     cpus = os.cpu_count() or 1
-    workers = max(1, min(workers or min(cpus, 4), len(todo)))
-    threads = max(1, cpus // workers)
-    shares = _split(todo, workers) if executor == "local" else [todo]
     ex = submitit.AutoExecutor(folder=store.root / "submitit" / "%j", cluster=executor)
     ex.update_parameters(timeout_min=24 * 60)
-    jobs = [ex.submit(RunBatch(share, store.root, data_root, threads)) for share in shares]
-    print(f"submitted {len(todo)} runs as {len(jobs)} {executor} job(s), {threads} thread(s) each")
-    return wait(jobs, todo, store, in_process=executor == "debug")
+    failed = 0
+    stages = waves(todo)
+    for k, wave in enumerate(stages):  # a second stage starts once the runs it builds on are done
+        n_workers = max(1, min(workers or min(cpus, 4), len(wave)))
+        threads = max(1, cpus // n_workers)
+        shares = _split(wave, n_workers) if executor == "local" else [wave]
+        jobs = [ex.submit(RunBatch(share, store.root, data_root, threads)) for share in shares]
+        stage = f" (stage {k + 1} of {len(stages)})" if len(stages) > 1 else ""
+        print(f"submitted {len(wave)} runs as {len(jobs)} {executor} job(s), {threads} thread(s) each{stage}")
+        failed += wait(jobs, wave, store, in_process=executor == "debug", raise_on_failure=False)
+    if failed:
+        raise ResultsError(f"{failed} run(s) did not finish; see the log paths above")
+    return failed
 
 
-def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False) -> int:
+def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False, raise_on_failure: bool = True) -> int:
     """Block until the jobs end, showing progress; returns the number of failed runs."""
     from tqdm import tqdm
 
@@ -143,7 +150,7 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False)
             failed += 1
             print(f"{run.run_id} {run.row_label} seed={run.seed}: {status} {detail}", file=sys.stderr)
     print(f"{len(runs) - failed} of {len(runs)} runs done")
-    if failed:
+    if failed and raise_on_failure:
         raise ResultsError(f"{failed} run(s) did not finish; see the log paths above")
     return failed
 
@@ -224,17 +231,28 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     snap = make_snapshot(root)
     limit = max_array_size() - 1
     entries = []
-    for params, group in slurm_groups([(r, res_of[r.run_id]) for r in todo], cluster):
-        for start in range(0, len(group), limit):  # arrays larger than MaxArraySize are chunked
-            chunk = group[start:start + limit]
-            ex = slurm_executor(root / "submitit", params, cluster, len(chunk), job_setup_lines(snap),
-                                f"semcl-{chunk[0].table_id.replace('/', '-')}")
-            with ex.batch():
-                submitted = [ex.submit(RunJob(r, root, data_root.resolve())) for r in chunk]
-            for run, job in zip(chunk, submitted, strict=True):
-                entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
-                                "row": run.row_label, "seed": run.seed, "profile": run.profile,
-                                "folder": str(root / "submitit" / job.job_id)})
+    # job of each run that is queued or submitted now: second stages wait for them (afterok)
+    job_of = {r.run_id: jobs[r.run_id]["job_id"] for r in queued}
+    for wave in waves(todo + queued):
+        wave = [r for r in wave if r not in queued]
+        for params, group in slurm_groups([(r, res_of[r.run_id]) for r in wave], cluster):
+            for start in range(0, len(group), limit):  # arrays larger than MaxArraySize are chunked
+                chunk = group[start:start + limit]
+                ex = slurm_executor(root / "submitit", params, cluster, len(chunk), job_setup_lines(snap),
+                                    f"semcl-{chunk[0].table_id.replace('/', '-')}")
+                after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
+                if after:  # a failed base cancels its second stages instead of leaving them pending
+                    ex.update_parameters(dependency="afterok:" + ":".join(after),
+                                         additional_parameters={**params.get("additional_parameters", {}),
+                                                                "kill-on-invalid-dep": "yes"})
+                with ex.batch():
+                    submitted = [ex.submit(RunJob(r, root, data_root.resolve())) for r in chunk]
+                for run, job in zip(chunk, submitted, strict=True):
+                    job_of[run.run_id] = job.job_id
+                    entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
+                                    "row": run.row_label, "seed": run.seed, "profile": run.profile,
+                                    "folder": str(root / "submitit" / job.job_id),
+                                    **({"after": after} if after else {})})
     info = json.loads((snap / "snapshot.json").read_text())
     path = write_manifest(store, {"executor": "slurm", "cluster": cluster.name, "snapshot": str(snap),
                                   "commit": info["commit"], "dirty": info["dirty"],

@@ -9,7 +9,7 @@ behaviour, so existing run ids stay put.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -103,7 +103,64 @@ class BalancedSoftmaxMethod:
     name: str = "balanced_softmax"
 
 
+@dataclass
+class DecoupleCRTMethod:
+    """Decouple cRT (Kang et al. 2020): a fresh linear classifier re-trained on the base run's frozen backbone."""
+
+    name: str = "decouple_crt"
+    sampling: str = "class_balanced"  # class_balanced | instance
+    needs_base: ClassVar[bool] = True
+
+
+@dataclass
+class DecoupleTauNormMethod:
+    """Decouple tau-normalisation: the base classifier's rows divided by ||w_j||^tau, no bias, no training.
+
+    Kang et al. pick tau on a validation set (their tau_norm.py sweeps 0..2); we use this fixed tau.
+    """
+
+    name: str = "decouple_tau_norm"
+    tau: float = 1.0
+    needs_base: ClassVar[bool] = True
+
+
+@dataclass
+class DecoupleLWSMethod:
+    """Decouple LWS: one learned scale per class on the base run's frozen backbone and classifier."""
+
+    name: str = "decouple_lws"
+    sampling: str = "class_balanced"  # class_balanced | instance
+    needs_base: ClassVar[bool] = True
+
+
+@dataclass
+class EnsembleMethod:
+    """Logit-sum ensemble of the row's `ensemble` member runs (official evaluation: sum of logits);
+    trains nothing, reads the members' saved test logits."""
+
+    name: str = "ensemble"
+
+
+@dataclass
+class RideMethod:
+    """RIDE (Wang et al., ICLR 2021): shared early stages, experts with their own last two stages and
+    cosine classifiers, LDAM-DRW per expert + a diversity term; no router, no distillation (GPaCo Table II).
+    Defaults: the official ImageNet-LT configs (configs/config_imagenet_lt_resnet50_ride.json)."""
+
+    name: str = "ride"
+    num_experts: int = 3
+    expert_width: float = 0.75  # experts' stage widths x 0.75 (official reduce_dimension: 192/256, 384/512)
+    max_margin: float = 0.5  # LDAM: largest margin (rarest class)
+    scale: float = 30.0  # logits = scale * cos(feature, class weight)
+    drw_epoch: int | None = 80  # 0-based epoch from which DRW applies (official: last 20 of 100); None: never
+    drw_beta: float = 0.9999  # effective-number class weights under DRW
+    diversity_weight: float = -0.2  # lambda, added as is (negative: experts pushed away from the ensemble)
+    diversity_temperature: float = 1.0
+    diversity_reweight: float = 0.02  # per-class diversity temperatures under DRW (official reweight_factor)
+
+
 METHOD_SCHEMAS: dict[str, type] = {
+    "ensemble": EnsembleMethod,
     "ce": CEMethod,
     "ce_sa": CESAMethod,
     "scl": SCLMethod,
@@ -113,6 +170,10 @@ METHOD_SCHEMAS: dict[str, type] = {
     "supcon": SupConMethod,
     "balanced_softmax": BalancedSoftmaxMethod,
     "multitask": MultiTaskMethod,
+    "ride": RideMethod,
+    "decouple_crt": DecoupleCRTMethod,
+    "decouple_tau_norm": DecoupleTauNormMethod,
+    "decouple_lws": DecoupleLWSMethod,
 }
 
 # Methods the registry may name whose training code is not built yet: rows using them are
@@ -124,16 +185,11 @@ PLANNED_METHODS: dict[str, str] = {
     "triplet": "triplet loss with rank-dependent margins",
     "hierarchical_triplet": "hierarchical triplet loss (Ge et al. 2018)",
     "fastap": "FastAP (Cakir et al. 2019)",
-    "decouple_crt": "Decouple: classifier re-training (Kang et al. 2020)",
-    "decouple_tau_norm": "Decouple: tau-normalised classifier",
-    "decouple_lws": "Decouple: learnable weight scaling",
-    "ride": "RIDE with 3 experts (Wang et al. 2021)",
     "mae_finetune": "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)",
     "gpaco_vit": "GPaCo fine-tuning of MAE ViTs",
     "multitask_vit": "CE + 0.5 * SupCon fine-tuning of MAE ViTs",
     "gpaco_seg": "GPaCo as an auxiliary segmentation loss (mmseg models)",
     "seg_baseline": "segmentation baseline without GPaCo",
-    "ensemble": "logit-sum ensemble of trained member runs",
 }
 
 # Named RINCE variants (paper default; official-code behaviours as variants).

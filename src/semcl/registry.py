@@ -28,8 +28,9 @@ PROVENANCE_TAGS = {
     "crd-readme", "moco-readme", "user-supplied",
 }
 # accuracy: the trained classifier's raw logits (no prior), overall or per shot group;
-# reported: a number the paper gives that the suite does not measure (latency, mIoU, a gain).
-EVALS = {"linear_probe", "retrieval", "ood", "accuracy", "reported"}
+# latency: median ms per test batch through the classifier (semcl.evals.latency);
+# reported: a number the paper gives that the suite does not measure (mIoU, a gain).
+EVALS = {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported"}
 SHOT_GROUPS = ("overall", "many", "medium", "few")
 THRESHOLDS = {"paco": "many > 100, 20 <= medium <= 100, few < 20 training images",
               "oltr": "many >= 100, 20 < medium < 100, few <= 20 training images"}
@@ -67,6 +68,8 @@ class Column:
             return f"retrieval_{self.labels}_{self.measure}"
         if self.eval == "accuracy":
             return f"acc_{self.group}" + ("" if self.group == "overall" or self.thresholds == "paco" else "_oltr")
+        if self.eval == "latency":
+            return "latency_ms"
         if self.eval == "reported":
             return None
         out = substitute.get(self.out, self.out)
@@ -81,6 +84,9 @@ class Column:
             where = "all test images" if self.group == "overall" else \
                 f"mean per-class accuracy of {self.group} classes ({THRESHOLDS[self.thresholds]})"
             return f"top-1 of the raw classifier logits (no prior), {where}, last epoch"
+        if self.eval == "latency":
+            return ("inference latency, median ms per batch of eval.latency_batch (default 64) test images through "
+                    "the classifier, on the run's device (the paper's batch size and GPU are unknown)")
         if self.eval == "reported":
             return "paper value only (not measured by the suite)"
         return f"OOD AUROC vs {self.out} (class-Gaussian max log-density)"
@@ -92,10 +98,20 @@ class Row:
     method: str
     overrides: dict[str, Any]
     reported: dict[str, Reported | None]
+    # a second stage: each seed's run starts from the final weights of this row's run (same seed)
+    init_from: str | None = None
+    # a logit-sum ensemble of these rows' runs (a label may repeat: the k-th repeat takes the seed
+    # k places further along the table's seed list, so "2 x the same model" means two seeds)
+    ensemble: tuple[str, ...] = ()
+    deps_implemented: bool = True  # set at load: every row this one builds on is implemented
 
     @property
     def implemented(self) -> bool:
-        return self.method in METHOD_SCHEMAS
+        return self.method in METHOD_SCHEMAS and self.deps_implemented
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        return ((self.init_from,) if self.init_from else ()) + self.ensemble
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,7 @@ class Table:
     deviations: list[str]
     notes: list[str]
     resources: dict[str, Resources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))  # per profile
+    figure: dict[str, str] | None = None  # {kind: scatter, x: <column key>, y: <column key>} for `semcl figure`
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -154,6 +171,8 @@ class Table:
         tree["eval"]["ood"] = sorted({prof.substitute.get(c.out, c.out) for c in cols if c.eval == "ood"})
         if any(c.eval == "accuracy" for c in cols):  # absent otherwise, so older run ids stay put
             tree["eval"]["accuracy"] = sorted({c.thresholds for c in cols if c.eval == "accuracy"})
+        if any(c.eval == "latency" for c in cols):  # likewise
+            tree["eval"]["latency"] = True
         return tree
 
     def resolve(self, row: Row, profile: str):
@@ -175,6 +194,35 @@ def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str,
                 continue
         out[key] = value
     return out
+
+
+def _link_rows(rows: list[Row], where: str) -> list[Row]:
+    """Check `init_from` / `ensemble` references (known labels, no cycles, the right methods) and
+    mark rows whose base or members are not implemented."""
+    by_label = {r.label: r for r in rows}
+    if len(by_label) != len(rows):
+        dup = next(r.label for r in rows if sum(x.label == r.label for x in rows) > 1)
+        raise ConfigError(f"{where}: two rows are labelled {dup!r}")
+    for r in rows:
+        rw = f"{where}: row {r.label!r}"
+        for dep in r.depends_on:
+            if dep not in by_label:
+                raise ConfigError(f"{rw}: '{'init_from' if dep == r.init_from else 'ensemble'}' names no row {dep!r}")
+        needs_base = getattr(METHOD_SCHEMAS.get(r.method), "needs_base", False)
+        if needs_base and not r.init_from:
+            raise ConfigError(f"{rw}: method {r.method!r} trains on a base run: key 'init_from' is required")
+        if r.init_from and r.method in METHOD_SCHEMAS and not needs_base:
+            raise ConfigError(f"{rw}: key 'init_from': method {r.method!r} does not start from a base run")
+        if (r.method == "ensemble") != bool(r.ensemble):
+            raise ConfigError(f"{rw}: key 'ensemble' goes with method 'ensemble' (a list of at least one row label)")
+
+    def ok(label: str, seen: tuple[str, ...]) -> bool:
+        if label in seen:
+            raise ConfigError(f"{where}: rows {' -> '.join((*seen, label))} depend on each other in a cycle")
+        row = by_label[label]
+        return row.method in METHOD_SCHEMAS and all(ok(d, (*seen, label)) for d in row.depends_on)
+
+    return [dataclasses.replace(r, deps_implemented=all(ok(d, (r.label,)) for d in r.depends_on)) for r in rows]
 
 
 def registry_root() -> Path:
@@ -237,7 +285,24 @@ def _column(c: Any, where: str) -> Column:
                           f"and 'thresholds' in {sorted(THRESHOLDS)}")
     if (col.group is not None or col.thresholds != "paco") and col.eval != "accuracy":
         raise ConfigError(f"{where}: column {col.key!r}: 'group'/'thresholds' only apply to eval accuracy")
+    if col.eval == "latency" and (col.labels or col.measure or col.out):
+        raise ConfigError(f"{where}: column {col.key!r}: latency takes no 'labels'/'measure'/'out'")
     return col
+
+
+def _figure(spec: Any, keys: list[str], where: str) -> dict[str, str] | None:
+    if spec is None:
+        return None
+    fw = f"{where}: figure"
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{fw}: must be a mapping {{kind: scatter, x: <column>, y: <column>}}")
+    _only(spec, {"kind", "x", "y"}, fw)
+    if spec.get("kind") != "scatter":
+        raise ConfigError(f"{fw}: key 'kind' must be 'scatter'")
+    for axis in ("x", "y"):
+        if _require(spec, axis, fw) not in keys:
+            raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")
+    return dict(spec)
 
 
 def _preset(path: Path) -> dict:
@@ -261,7 +326,7 @@ def load_table(path: Path, presets: Path) -> Table:
     if not isinstance(doc, dict):
         raise ConfigError(f"{where}: a registry entry must be a mapping")
     _only(doc, {"id", "paper", "source", "title", "preset", "seeds", "columns", "rows", "profiles",
-                "deviations", "notes", "resources"}, where)
+                "deviations", "notes", "resources", "figure"}, where)
     tid = _require(doc, "id", where)
     preset: dict = {}
     if doc.get("preset"):
@@ -278,7 +343,7 @@ def load_table(path: Path, presets: Path) -> Table:
         rw = f"{where}: rows[{i}]"
         if not isinstance(r, dict):
             raise ConfigError(f"{rw}: must be a mapping")
-        _only(r, {"label", "method", "overrides", "reported"}, rw)
+        _only(r, {"label", "method", "overrides", "reported", "init_from", "ensemble"}, rw)
         method = _require(r, "method", rw)
         if method not in METHOD_SCHEMAS and method not in PLANNED_METHODS:
             raise ConfigError(f"{rw}: unknown method {method!r} (known: {sorted([*METHOD_SCHEMAS, *PLANNED_METHODS])})")
@@ -286,8 +351,16 @@ def load_table(path: Path, presets: Path) -> Table:
         bad = sorted(set(reported) - set(keys))
         if bad:
             raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
+        init_from = r.get("init_from")
+        if init_from is not None and not isinstance(init_from, str):
+            raise ConfigError(f"{rw}: key 'init_from' must be the label of another row")
+        ensemble = r.get("ensemble") or []
+        if not isinstance(ensemble, list) or not all(isinstance(x, str) for x in ensemble):
+            raise ConfigError(f"{rw}: key 'ensemble' must be a list of row labels")
         rows.append(Row(_require(r, "label", rw), method, dict(r.get("overrides") or {}),
-                        {k: _reported(reported.get(k), f"{rw}: reported.{k}") for k in keys}))
+                        {k: _reported(reported.get(k), f"{rw}: reported.{k}") for k in keys},
+                        init_from, tuple(ensemble)))
+    rows = _link_rows(rows, where)
     profiles = {}
     for name, p in (doc.get("profiles") or {}).items():
         pw = f"{where}: profiles.{name}"
@@ -301,11 +374,17 @@ def load_table(path: Path, presets: Path) -> Table:
     table = Table(tid, _require(doc, "paper", where), _require(doc, "source", where),
                   _require(doc, "title", where), path, preset, list(doc.get("seeds") or DEFAULT_SEEDS),
                   columns, rows, profiles, list(doc.get("deviations") or []), list(doc.get("notes") or []),
-                  parse_resources(doc.get("resources"), where))
+                  parse_resources(doc.get("resources"), where), _figure(doc.get("figure"), keys, where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented:
             for prof in profiles:
                 table.resolve(row, prof)
+        repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)
+        for prof in profiles:
+            if repeats > len(table.seeds_for(prof)):
+                raise ConfigError(f"{where}: row {row.label!r}, profile {prof!r}: 'ensemble' repeats a row {repeats} "
+                                  f"times but the profile has {len(table.seeds_for(prof))} seed(s); each repeat "
+                                  f"needs its own seed")
     return table
 
 

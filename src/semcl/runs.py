@@ -35,23 +35,72 @@ class Run:
     profile: str
     config: RunConfig
     run_id: str
+    # runs this one reads (a base run's weights, an ensemble's members), in the row's order
+    depends_on: tuple[str, ...] = ()
 
 
-def make_run_id(cfg: RunConfig, seed: int) -> str:
-    blob = json.dumps({"config": hashable_config(cfg), "seed": seed}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = ()) -> str:
+    """12 hex digits of sha256(config, seed[, the runs it builds on]); a run without dependencies
+    keeps the id it had before dependencies existed."""
+    key: dict = {"config": hashable_config(cfg), "seed": seed}
+    if depends_on:
+        key["after"] = list(depends_on)
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def member_seeds(row_deps: tuple[str, ...], seeds: list[int], seed: int) -> list[tuple[str, int]]:
+    """(row, seed) of each dependency of a row's run with `seed`: the same seed, except that the
+    k-th repeat of a label takes the seed k places further along the seed list (cyclic)."""
+    out, seen = [], {}
+    for label in row_deps:
+        k = seen.get(label, 0)
+        seen[label] = k + 1
+        if k >= len(seeds):
+            raise ValueError(f"the ensemble uses row {label!r} {k + 1} times but the profile has only {len(seeds)} "
+                             f"seed(s) {seeds}: each repeat needs its own seed")
+        out.append((label, seeds[(seeds.index(seed) + k) % len(seeds)]))
+    return out
 
 
 def plan_runs(table: Table, profile: str, rows: list[str] | None = None) -> list[Run]:
-    """Every implemented row x seed of a table under one profile, in table order."""
-    runs = []
-    for row in table.rows:
-        if not row.implemented or (rows and row.label not in rows):
-            continue
-        cfg = table.resolve(row, profile)
-        for seed in table.seeds_for(profile):
-            runs.append(Run(table.id, row.label, seed, profile, cfg, make_run_id(cfg, seed)))
-    return runs
+    """Every implemented row x seed of a table under one profile, in table order. Selecting rows
+    also brings in the runs they build on (bases first)."""
+    seeds = table.seeds_for(profile)
+    made: dict[tuple[str, int], Run] = {}
+
+    def make(label: str, seed: int) -> Run:
+        if (label, seed) not in made:
+            row = table.row(label)
+            cfg = table.resolve(row, profile)
+            deps = tuple(make(d, s).run_id for d, s in member_seeds(row.depends_on, seeds, seed))
+            made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps), deps)
+        return made[(label, seed)]
+
+    wanted = [r for r in table.rows if r.implemented and (not rows or r.label in rows)]
+    for row in wanted:
+        for seed in seeds:
+            make(row.label, seed)
+    order = {r.label: i for i, r in enumerate(table.rows)}
+    return sorted(made.values(), key=lambda r: (order[r.row_label], seeds.index(r.seed)))
+
+
+def waves(runs: list[Run]) -> list[list[Run]]:
+    """Runs in dependency order: wave 0 needs nothing from `runs`, wave k only earlier waves."""
+    ids = {r.run_id for r in runs}
+    depth: dict[str, int] = {}
+    by_id = {r.run_id: r for r in runs}
+
+    def level(rid: str) -> int:
+        if rid not in depth:
+            depth[rid] = 1 + max((level(d) for d in by_id[rid].depends_on if d in ids), default=-1)
+        return depth[rid]
+
+    out: list[list[Run]] = []
+    for run in runs:
+        k = level(run.run_id)
+        out.extend([] for _ in range(k + 1 - len(out)))
+        out[k].append(run)
+    return out
 
 
 def estimate_cost(cfg: RunConfig, profile: str) -> str:
@@ -71,6 +120,8 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
     # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
     factor = 1.0 if cfg.method.name in ("ce", "ce_sa") else 4 / 3
     train = cfg.schedule.epochs * n_train * per_image * factor
+    if cfg.method.name == "ensemble":  # sums its members' saved logits: no training, no forward pass
+        train = 0.0
     probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from semcl.losses import LOSSES, paco_loss
+from semcl.losses import LOSSES, paco_loss, supcon_loss
 
 F64 = torch.float64
 
@@ -21,7 +21,7 @@ def reference_paco(anchors, contrast, contrast_labels, anchor_labels, center_log
         for c in range(n_classes):
             prior = 0.0 if class_prior is None else math.log(float(class_prior[c]))
             logits.append(center_logits[b, c] + prior)
-            weights.append((1.0 - smoothing) * (c == y) + smoothing / n_classes)
+            weights.append(1.0 - smoothing if c == y else smoothing / (n_classes - 1))  # official GPaCo form
         for j in range(contrast.shape[0]):
             if self_mask[b, j]:
                 continue  # the anchor's own column takes no part
@@ -80,7 +80,8 @@ def test_hand_computed_case():
     # Logits: centres [2, 0]; samples (self dropped) 0.5/0.5 = 1 (label 0) and -1/0.5 = -2.
     # lse = log(e^2 + e^0 + e^1 + e^-2) = log 11.242673 = 2.419717
     # weights: own centre 1, same-label sample α = 1:  ℓ = lse − (2 + 1) / 2 = 0.919717
-    # With smoothing 0.2 (C = 2): centre weights [0.9, 0.1], ℓ = lse − (0.9·2 + 0.1·0 + 1) / 2 = 1.019717
+    # With smoothing 0.2 (C = 2): centre weights [1 − 0.2, 0.2 / (2 − 1)] = [0.8, 0.2],
+    #   ℓ = lse − (0.8·2 + 0.2·0 + 1) / 2 = lse − 1.3 = 1.119717
     # With prior [0.75, 0.25]: centre logits [2 + log 0.75, log 0.25] = [1.712318, -1.386294],
     #   lse = log(5.541792 + 0.25 + 2.718282 + 0.135335) = 2.157028, ℓ = lse − (1.712318 + 1) / 2 = 0.800869
     args = (torch.tensor([[1.0]], dtype=F64), torch.tensor([[1.0], [0.5], [-1.0]], dtype=F64),
@@ -89,7 +90,7 @@ def test_hand_computed_case():
     plain = paco_loss(*args, alpha=1.0, tau=0.5, self_mask=self_mask)
     assert math.isclose(plain.item(), 0.9197166463153392, rel_tol=1e-12)
     smoothed = paco_loss(*args, alpha=1.0, tau=0.5, self_mask=self_mask, smoothing=0.2)
-    assert math.isclose(smoothed.item(), 1.0197166463153393, rel_tol=1e-12)
+    assert math.isclose(smoothed.item(), 1.1197166463153392, rel_tol=1e-12)
     prior = torch.tensor([0.75, 0.25], dtype=F64)
     balanced = paco_loss(*args, alpha=1.0, tau=0.5, self_mask=self_mask, class_prior=prior)
     assert math.isclose(balanced.item(), 0.8008694863281933, rel_tol=1e-12)
@@ -170,3 +171,98 @@ def test_bad_arguments():
         paco_loss(anchors, contrast, contrast_labels.double(), anchor_labels, center_logits, **good)
     with pytest.raises(ValueError, match="center_logits"):
         paco_loss(anchors, contrast, contrast_labels, anchor_labels, center_logits[:2], **good)
+
+
+def test_smoothing_spreads_epsilon_over_the_other_classes():
+    # C = 4, ε = 0.3: own centre 0.7, each other centre 0.1 (official GPaCo). The only sample is the
+    # anchor's own column, so ℓ = lse − (0.7·z_y + 0.1·Σ_{c≠y} z_c) over the centre logits z alone.
+    z = torch.tensor([[1.0, -2.0, 0.5, 3.0]], dtype=F64)
+    anchors, contrast, own = torch.ones(1, 2, dtype=F64), torch.ones(1, 2, dtype=F64), torch.tensor([[True]])
+    got = paco_loss(anchors, contrast, torch.tensor([3]), torch.tensor([3]), z, alpha=0.5, tau=0.1, self_mask=own,
+                    smoothing=0.3)
+    expected = math.log(sum(math.exp(v) for v in (1.0, -2.0, 0.5, 3.0))) - (0.7 * 3.0 + 0.1 * (1.0 - 2.0 + 0.5))
+    assert math.isclose(got.item(), expected, rel_tol=1e-12)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        paco_loss(anchors, contrast, torch.tensor([0]), torch.tensor([0]), z[:, :1], alpha=0.0, tau=0.1,
+                  self_mask=own, smoothing=0.1)
+
+
+def reference_supcon(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask):
+    """GPaCo Eq. 3 by loops: A(i) = non-self columns, P(i) = same label in A(i); mean over anchors with P(i)."""
+    losses = []
+    for i in range(anchors.shape[0]):
+        a_set = [j for j in range(contrast.shape[0]) if not self_mask[i, j]]
+        p_set = [j for j in a_set if int(contrast_labels[j]) == int(anchor_labels[i])]
+        if not p_set:
+            continue  # no L_i: left out of the mean
+        logit = {j: sum(anchors[i, d] * contrast[j, d] for d in range(anchors.shape[1])) / tau for j in a_set}
+        log_denominator = torch.log(sum(torch.exp(logit[j]) for j in a_set))
+        losses.append(-sum(logit[p] - log_denominator for p in p_set) / len(p_set))
+    return sum(losses) / len(losses)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_supcon_matches_reference(seed):
+    anchors, contrast, contrast_labels, anchor_labels, _, self_mask = make_case(seed, n_rows=6, n_cols=11)
+    anchor_labels[5] = 7  # a label nowhere in the contrast: this anchor has no positive
+    mine = [t.clone().requires_grad_() for t in (anchors, contrast)]
+    theirs = [t.clone().requires_grad_() for t in (anchors, contrast)]
+    got = supcon_loss(mine[0], mine[1], contrast_labels, anchor_labels, tau=0.3, self_mask=self_mask)
+    ref = reference_supcon(theirs[0], theirs[1], contrast_labels, anchor_labels, 0.3, self_mask)
+    assert got.dtype == F64 and got.shape == ()
+    assert torch.allclose(got, ref, rtol=1e-12)
+    got.backward()
+    ref.backward()
+    for a, b in zip(mine, theirs, strict=True):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-10, atol=1e-13)
+    assert (mine[0].grad[5] == 0).all()  # the anchor without positives takes no part
+    got32 = supcon_loss(anchors.float(), contrast.float(), contrast_labels, anchor_labels, tau=0.3,
+                        self_mask=self_mask)
+    assert got32.dtype == torch.float32 and torch.allclose(got32.double(), ref, rtol=1e-5)
+
+
+def test_supcon_hand_computed_case():
+    # Anchor a = [1] (label 0); columns k = [1] (self), [0.5], [0] (label 0), [-1] (label 1); τ = 0.5.
+    # A(i) logits: 1, 0, -2;  lse = log(e + 1 + e^-2) = 1.349012;  P(i) logits 1 and 0:
+    # L = lse − (1 + 0) / 2 = 0.849012. Other positives stay in the denominator (not the "out" form).
+    # A second anchor [0] with label 2 has no positive and leaves the mean unchanged.
+    anchors = torch.tensor([[1.0], [0.0]], dtype=F64)
+    contrast = torch.tensor([[1.0], [0.5], [0.0], [-1.0]], dtype=F64)
+    self_mask = torch.tensor([[True, False, False, False], [False, False, False, False]])
+    got = supcon_loss(anchors, contrast, torch.tensor([0, 0, 0, 1]), torch.tensor([0, 2]), tau=0.5,
+                      self_mask=self_mask)
+    assert math.isclose(got.item(), 0.8490122167681864, rel_tol=1e-12)
+    none = supcon_loss(anchors[1:].requires_grad_(), contrast, torch.tensor([0, 0, 0, 1]), torch.tensor([2]),
+                       tau=0.5, self_mask=self_mask[1:])
+    assert none.item() == 0.0 and none.requires_grad
+
+
+def test_supcon_is_paco_without_centres_at_alpha_one():
+    # Per anchor, PaCo's ℓ(α)·(1 + α|P|) = −log p_centre − α Σ_P log p is affine in α. With the centre
+    # logits pushed to −60 they drop out of every softmax (e^-60 ≈ 1e-26 of the sum), so
+    # (1 + |P|)·ℓ(1) − ℓ(0) = −Σ_P log p = |P|·L_i, the Eq. 3 term: PaCo minus centres, α = 1, is SupCon.
+    anchors, contrast, contrast_labels, anchor_labels, _, self_mask = make_case(5, n_rows=5, n_cols=10)
+    centres = torch.full((1, 3), -60.0, dtype=F64)
+    terms = []
+    for i in range(5):
+        args = (anchors[i:i + 1], contrast, contrast_labels, anchor_labels[i:i + 1], centres)
+        n_pos = int(((contrast_labels == anchor_labels[i]) & ~self_mask[i]).sum())
+        assert n_pos > 0
+        with_samples = paco_loss(*args, alpha=1.0, tau=0.2, self_mask=self_mask[i:i + 1])
+        centre_only = paco_loss(*args, alpha=0.0, tau=0.2, self_mask=self_mask[i:i + 1])
+        terms.append(((1 + n_pos) * with_samples - centre_only) / n_pos)
+    expected = supcon_loss(anchors, contrast, contrast_labels, anchor_labels, tau=0.2, self_mask=self_mask)
+    assert torch.allclose(torch.stack(terms).mean(), expected, rtol=1e-10)
+
+
+def test_supcon_registry_and_bad_arguments():
+    assert LOSSES["supcon"] is supcon_loss
+    anchors, contrast, contrast_labels, anchor_labels, _, self_mask = make_case(2)
+    with pytest.raises(ValueError, match="share d"):
+        supcon_loss(anchors, contrast[:, :3], contrast_labels, anchor_labels, tau=0.1, self_mask=self_mask)
+    with pytest.raises(ValueError, match="self_mask"):
+        supcon_loss(anchors, contrast, contrast_labels, anchor_labels, tau=0.1, self_mask=self_mask.long())
+    with pytest.raises(ValueError, match="tau > 0"):
+        supcon_loss(anchors, contrast, contrast_labels, anchor_labels, tau=0.0, self_mask=self_mask)
+    with pytest.raises(ValueError, match="integer"):
+        supcon_loss(anchors, contrast, contrast_labels.double(), anchor_labels, tau=0.1, self_mask=self_mask)

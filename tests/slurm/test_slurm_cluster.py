@@ -164,3 +164,25 @@ def test_arrays_larger_than_max_array_size_are_chunked(tmp_path, monkeypatch):
     assert len(arrays) == 2 and tasks == ["-", "0", "1"]
     _wait_settled(store, [r.run_id for r in runs])
     assert all(store.status(r.run_id)[0] == "done" for r in runs)
+
+
+def test_ensemble_rows_wait_for_their_members_with_afterok(ensemble_registry, tmp_path):
+    store = Store(tmp_path / "results")
+    res = subprocess.run([*SEMCL, "--results", str(store.root), "run", "test/ensemble", "--profile", "smoke",
+                          "--executor", "slurm", "--cluster", "local"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    entries = latest_jobs(store)
+    runs = plan_runs(get_table("test/ensemble"), "smoke")
+    members = [r for r in runs if not r.depends_on]
+    ensembles = [r for r in runs if r.depends_on]
+    member_arrays = {entries[r.run_id]["job_id"] for r in members}
+    for ens in ensembles:  # the second array waits on exactly the member tasks it reads
+        assert set(entries[ens.run_id]["after"]) <= member_arrays
+        assert {entries[d]["job_id"] for d in ens.depends_on} <= set(entries[ens.run_id]["after"])
+    _wait_settled(store, [r.run_id for r in runs])
+    assert all(store.status(r.run_id)[0] == "done" for r in runs)
+    times = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j",
+                            ",".join(entries[r.run_id]["job_id"] for r in runs)], capture_output=True, text=True).stdout
+    span = {ln.split("|")[0]: ln.split("|")[1:] for ln in times.splitlines() if ln}
+    last_member_end = max(span[entries[r.run_id]["job_id"]][1] for r in members)
+    assert all(span[entries[r.run_id]["job_id"]][0] >= last_member_end for r in ensembles)

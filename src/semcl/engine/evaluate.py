@@ -1,6 +1,6 @@
 """Evaluate a trained method's backbone with the protocols its table's columns ask for.
 
-All numbers are percentages. Features: the backbone's pooled output (before any head), images
+All numbers are percentages (latency: milliseconds). Features: the backbone's pooled output (before any head), images
 passed through the deterministic test transform with the in-distribution statistics.
 """
 
@@ -18,6 +18,7 @@ from semcl.evals import (
     class_gaussian_auroc,
     extract_features,
     linear_probe,
+    measure_latency,
     retrieval_scores,
     shot_group_accuracy,
     topk_accuracy,
@@ -44,8 +45,45 @@ def _outputs(fn, images, transform, batch_size: int = 256) -> torch.Tensor:
                       for i in range(0, images.shape[0], batch_size)])
 
 
+def logit_metrics(logits: torch.Tensor, labels: torch.Tensor, train_counts: torch.Tensor,
+                  conventions: list[str]) -> dict[str, float]:
+    """Top-1 of raw logits, and per shot-group convention the overall / many / medium / few accuracy."""
+    metrics = {"head_top1": topk_accuracy(logits, labels, ks=(1,))[1]}
+    for convention in conventions:
+        groups = shot_group_accuracy(logits.argmax(dim=1), labels, train_counts, convention=convention)
+        suffix = "" if convention == "paco" else f"_{convention}"
+        metrics["acc_overall"] = groups["overall"]
+        for g in ("many", "medium", "few"):  # NaN when a group has no class (e.g. few at IF 10)
+            metrics[f"acc_{g}{suffix}"] = groups[g]
+        log.info("accuracy (%s): %s", convention, {k: round(v, 2) for k, v in groups.items()})
+    return metrics
+
+
+def save_logits(path: Path, logits: torch.Tensor, labels: torch.Tensor, train_counts: torch.Tensor) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"logits": logits.half(), "labels": labels.clone(), "train_counts": train_counts.clone()}, tmp)
+    tmp.replace(path)
+
+
+def classify_latency(method: Method, images, transform, batch: int, device: torch.device) -> dict[str, float]:
+    """Median / p90 ms of method.classify on the first `batch` test images (repeated when the test
+    set is smaller), already transformed and on the method's device; the caller sets eval mode
+    and no_grad. CUDA work is synchronised before every clock read."""
+    if batch < 1:
+        raise ValueError(f"eval.latency_batch must be >= 1, got {batch}")
+    n = min(batch, images.shape[0])
+    x = transform(images[:n], torch.Generator().manual_seed(0))
+    x = x[torch.arange(batch) % n].to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    timing = measure_latency(method.classify, x, sync=sync)
+    log.info("latency: median %.2f ms, p90 %.2f ms per batch of %d (%s)", timing["median_ms"], timing["p90_ms"],
+             batch, device)
+    return {"latency_ms": timing["median_ms"], "latency_p90_ms": timing["p90_ms"], "latency_batch": float(batch)}
+
+
 @torch.no_grad()
-def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path, seed: int) -> dict:
+def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path, seed: int,
+             logits_path: Path | None = None) -> dict:
     mean, std = STATS[cfg.data.name]
     size = train.images.shape[-1]
     test_tf = build_augment("test", size=size, mean=mean, std=std)
@@ -62,15 +100,15 @@ def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, da
     metrics: dict[str, float] = {}
     if hasattr(method, "classify"):
         logits = _outputs(classify, test.images, test_tf)  # raw logits: no class prior at test time
-        metrics["head_top1"] = topk_accuracy(logits, test.labels, ks=(1,))[1]
         counts = torch.bincount(train.labels, minlength=train.num_classes)
-        for convention in cfg.eval.accuracy or []:
-            groups = shot_group_accuracy(logits.argmax(dim=1), test.labels, counts, convention=convention)
-            suffix = "" if convention == "paco" else f"_{convention}"
-            metrics["acc_overall"] = groups["overall"]
-            for g in ("many", "medium", "few"):  # NaN when a group has no class (e.g. few at IF 10)
-                metrics[f"acc_{g}{suffix}"] = groups[g]
-            log.info("accuracy (%s): %s", convention, {k: round(v, 2) for k, v in groups.items()})
+        metrics.update(logit_metrics(logits, test.labels, counts, cfg.eval.accuracy or []))
+        if logits_path is not None:  # what ensembles sum; float16 halves the file (ImageNet-LT: 100 MB)
+            save_logits(logits_path, logits, test.labels, counts)
+    if cfg.eval.latency:
+        if hasattr(method, "classify"):
+            metrics.update(classify_latency(method, test.images, test_tf, cfg.eval.latency_batch or 64, device))
+        else:
+            log.warning("latency: %s has no classifier to time; not measured", type(method).__name__)
     if cfg.eval.linear_probe:
         p = cfg.probe
         with torch.enable_grad():

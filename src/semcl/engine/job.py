@@ -25,6 +25,7 @@ from semcl.data.longtail import longtail_subset_indices
 from semcl.data.splitfiles import describe_split, load_split
 from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
+from semcl.engine.ensemble import LOGITS_FILE, base_state, ensemble_metrics
 from semcl.engine.evaluate import evaluate
 from semcl.engine.train import train
 from semcl.methods import METHODS, DataInfo
@@ -93,6 +94,15 @@ def _file_logger(path: Path) -> logging.Handler:
     return handler
 
 
+def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.device) -> dict:
+    return {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
+            "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
+            **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
+            "git": git_state(), "versions": _versions(), "device": device_name(device),
+            "threads": torch.get_num_threads(), "wall_time_s": round(time.time() - t0, 2),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None) -> dict:
     """Train, evaluate, write metrics.json. With several ranks, rank 0 alone evaluates and writes."""
     folder = store.run_dir(run.run_id)
@@ -106,6 +116,11 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     t0 = time.time()
     try:
         cfg = run.config
+        if cfg.method.name == "ensemble":  # sums finished members' logits: nothing to train
+            record = _record(run, ensemble_metrics(run, store), [], t0, torch.device("cpu"))
+            write_json_atomic(store.metrics_path(run.run_id), record)
+            (folder / "failed.json").unlink(missing_ok=True)
+            return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
         seed_everything(run.seed)
         d = cfg.data
@@ -124,15 +139,13 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts)
         device = device or pick_device()
         method = METHODS[cfg.method.name](cfg, info).to(device)
+        if run.depends_on:  # a second stage starts from its base run's final weights (same seed)
+            method.load_base_state(base_state(store, run.depends_on[0]))
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
         if distributed.rank() != 0:
             return {}
-        metrics = evaluate(method, cfg, train_set, test_set, root, run.seed)
-        record = {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
-                  "seed": run.seed, "metrics": metrics, "config": config_to_dict(cfg), "history": history,
-                  "git": git_state(), "versions": _versions(), "device": device_name(device),
-                  "threads": torch.get_num_threads(), "wall_time_s": round(time.time() - t0, 2),
-                  "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        metrics = evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE)
+        record = _record(run, metrics, history, t0, device)
         write_json_atomic(store.metrics_path(run.run_id), record)
         (folder / "failed.json").unlink(missing_ok=True)
         return record

@@ -1,5 +1,9 @@
-"""Learning-rate schedule of the SupCon/RINCE training scripts: cosine per epoch with a floor
-of lr * rate**3, and a linear warm-up per iteration over the first epochs."""
+"""Learning-rate schedules.
+
+optim.shape None: the SupCon/RINCE training scripts -- cosine per epoch with a floor of
+lr * rate**3, and a linear warm-up per iteration from warmup_from over the first epochs.
+optim.shape "paco": the official PaCo/GPaCo scripts, which set the lr once per epoch (`paco_lr`).
+"""
 
 from __future__ import annotations
 
@@ -18,8 +22,33 @@ def _epoch_lr(optim: OptimConfig, epochs: int, epoch1: int) -> float:
     return floor + (optim.lr - floor) * (1 + math.cos(math.pi * epoch1 / epochs)) / 2
 
 
+def paco_lr(optim: OptimConfig, epochs: int, epoch: int) -> float:
+    """lr of 0-indexed `epoch` e under the official PaCo/GPaCo rules (paco.md d, d.2), w = warmup_epochs:
+
+    cosine (ImageNet(-LT), iNat, Places scripts, `adjust_learning_rate`):
+        e < w:  lr * (e + 1) / w
+        else:   lr * 0.5 * (1 + cos(pi * (e - w + 1) / (E - w + 1)))       (0 after the last epoch)
+    step (CIFAR scripts, `paco_cifar.py` / `multitask_cifar.py`, milestones 320 and 360):
+        if e <= w: lr * (e + 1) / w      -- e = w is still warm-up, so epoch 10 runs at 1.1 lr
+        elif e > 360: lr * 0.01  elif e > 320: lr * 0.1  else: lr
+      i.e. lr * gamma ** #{m in step_milestones: e > m}: milestone m first applies at epoch m + 1.
+    w = 0 means no warm-up in both.
+    """
+    lr, w = optim.lr, optim.warmup_epochs
+    if optim.cosine:
+        if epoch < w:
+            return lr * (epoch + 1) / w
+        return lr * 0.5 * (1 + math.cos(math.pi * (epoch - w + 1) / (epochs - w + 1)))
+    if w > 0 and epoch <= w:
+        return lr * (epoch + 1) / w
+    passed = sum(epoch > m for m in optim.step_milestones or [])
+    return lr * (optim.step_gamma if optim.step_gamma is not None else 0.1) ** passed
+
+
 def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int) -> float:
     """lr for 0-indexed `epoch` and `step` within it."""
+    if optim.shape == "paco":
+        return paco_lr(optim, epochs, epoch)
     epoch1 = epoch + 1
     if optim.warmup_epochs > 0 and epoch1 <= optim.warmup_epochs:
         target = _epoch_lr(optim, epochs, optim.warmup_epochs)

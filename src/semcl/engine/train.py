@@ -19,6 +19,7 @@ from semcl.data import ImageSet, build_augment
 from semcl.data.augment import STATS
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
+from semcl.engine.sampling import epoch_order
 from semcl.engine.schedule import lr_at
 from semcl.methods import Method
 
@@ -36,7 +37,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     Augmentation runs on the CPU with the epoch's generator (so the random stream does not
     depend on the device); the views then move to `device`."""
     device = device or torch.device("cpu")
-    opt = torch.optim.SGD(method.optimized_parameters(), lr=cfg.optim.lr, momentum=cfg.optim.momentum,
+    params = method.optimized_parameters()
+    if not params or cfg.schedule.epochs == 0:  # e.g. tau-norm: SGD refuses an empty parameter list
+        log.info("nothing to train (%d parameters, %d epochs)", len(params), cfg.schedule.epochs)
+        return []
+    opt = torch.optim.SGD(params, lr=cfg.optim.lr, momentum=cfg.optim.momentum,
                           weight_decay=cfg.optim.weight_decay)
     start, start_step, history, resume_gen, total0 = 0, 0, [], None, 0.0
     state = load(ckpt)
@@ -55,8 +60,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     bs = min(cfg.optim.batch_size, n)
     steps = n // bs  # drop_last, as the official loaders
     epochs = cfg.schedule.epochs
-
-    params = method.optimized_parameters()
+    sampling = getattr(method, "sampling", "instance")
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
         if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)
@@ -74,8 +78,10 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     with interrupt.training():
         for epoch in range(start, epochs):
             method.train()
+            if hasattr(method, "set_epoch"):  # epoch-dependent losses (RIDE's deferred re-weighting)
+                method.set_epoch(epoch)
             g = epoch_generator(seed, epoch)
-            perm = torch.randperm(n, generator=g)
+            perm = epoch_order(train_set.labels, train_set.num_classes, g, sampling)
             first = 0
             total = 0.0
             if epoch == start and start_step:

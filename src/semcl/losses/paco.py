@@ -9,15 +9,18 @@ batch keys + a momentum queue) with one softmax over the concatenation:
                                       from the softmax and from the positives)
     log p = L − log( Σ_c e^{L_c} + Σ_{j not self} e^{L_j} )
 
-Positive weights: the centres get w_c = (1 − ε)·[c = y_a] + ε / C (ε = ``smoothing``; ε = 0
-gives weight 1 on the own centre only, and the centre weights always sum to 1), every non-self
-sample with label y_a gets α. The loss is
+Positive weights: the own centre gets w_{y_a} = 1 − ε and every other centre ε / (C − 1)
+(ε = ``smoothing``: the official GPaCo label smoothing, paco.md c.3 -- the paper is silent, so the
+code's form is the default; the centre weights sum to 1, and ε = 0 leaves weight 1 on the own
+centre only); every non-self sample with label y_a gets α. The loss is
 
     ℓ(a) = − Σ w · log p / Σ w,   averaged over the anchors.
 
 Since Σ w · log p = Σ w · L − (Σ w) · lse, ℓ(a) = lse − Σ w · L / Σ w needs no log of a
 positive sum, so nothing can underflow. A custom autograd Function builds d ℓ / d L = p − w/Σw
 (per anchor, / B) during the forward pass, where the exponentials are at hand.
+
+``supcon_loss`` is GPaCo Eq. 3, SupCon with a queue: the sample terms alone, every positive weight 1.
 """
 
 from __future__ import annotations
@@ -54,8 +57,9 @@ def paco_loss(
         self_f = self_mask.view(torch.uint8).to(dtype)
         same = (anchor_labels[:, None] == contrast_labels[None, :]).view(torch.uint8).to(dtype)
         positive = same.addcmul_(same, self_f, value=-1.0)  # same label and not self
-        centre_w = torch.full_like(centres, smoothing / n_classes, dtype=dtype)
-        centre_w.scatter_add_(1, anchor_labels.long()[:, None], torch.full_like(centre_w[:, :1], 1.0 - smoothing))
+        off_target = smoothing / (n_classes - 1) if n_classes > 1 else 0.0  # _check: ε = 0 when C = 1
+        centre_w = torch.full_like(centres, off_target, dtype=dtype)
+        centre_w.scatter_(1, anchor_labels.long()[:, None], 1.0 - smoothing)
     return _PaCo.apply(anchors @ contrast.T, centres.to(dtype), positive, self_f, centre_w, float(alpha), float(tau))
 
 
@@ -95,31 +99,76 @@ class _PaCo(torch.autograd.Function):
         return grad_sample * grad_loss, grad_centres * grad_loss, None, None, None, None, None
 
 
-def _check(anchors, contrast, contrast_labels, anchor_labels, center_logits, alpha, tau, self_mask, prior, smoothing):
+def supcon_loss(
+    anchors: Tensor,
+    contrast: Tensor,
+    contrast_labels: Tensor,
+    anchor_labels: Tensor,
+    *,
+    tau: float,
+    self_mask: Tensor,
+) -> Tensor:
+    """SupCon in the MoCo framework, exactly GPaCo Eq. 3 (paco.md c.1): for anchor i,
+
+        A(i) = the contrast columns except i's own (self_mask),  P(i) = {p ∈ A(i): y_p = y_i}
+        L_i  = −(1/|P(i)|) Σ_{p∈P(i)} log( e^{a_i·k_p/τ} / Σ_{k∈A(i)} e^{a_i·k/τ} )
+
+    Other positives stay in every denominator; the loss is the mean of L_i over the anchors with
+    |P(i)| ≥ 1. An anchor without positives has no L_i (1/|P(i)| is undefined) and is left out of
+    the mean, as PyTorch Metric Learning's SupConLoss does; the official SupCon code instead
+    counts it as 0 in the mean and GPaCo's copy divides by zero (NaN). Our methods never meet the
+    case: each anchor's other view is always in the contrast set. No anchor with a positive: 0.
+
+    As L_i = lse_{A(i)} − mean_{P(i)} logit, it needs only the [B, M] logits (no [B, M, M]).
+    anchors [B, d], contrast [M, d] with labels [M], anchor_labels [B], self_mask [B, M] bool.
+    """
+    _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask)
+    logits = anchors @ contrast.T / tau
+    positive = (anchor_labels[:, None] == contrast_labels[None, :]) & ~self_mask
+    n_pos = positive.sum(1)
+    has = n_pos > 0
+    if not bool(has.all()):  # keep only rows with an L_i (also avoids an all -inf logsumexp)
+        logits, positive, n_pos, self_mask = logits[has], positive[has], n_pos[has], self_mask[has]
+    if logits.shape[0] == 0:
+        return logits.sum()  # 0, still attached to the graph
+    lse = logits.masked_fill(self_mask, float("-inf")).logsumexp(1)
+    mean_pos = torch.where(positive, logits, 0.0).sum(1) / n_pos
+    return (lse - mean_pos).mean()
+
+
+def _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask):
     if anchors.dim() != 2 or contrast.dim() != 2 or anchors.shape[1] != contrast.shape[1]:
         raise ValueError(f"anchors [B, d] and contrast [M, d] must share d, got {tuple(anchors.shape)} "
                          f"and {tuple(contrast.shape)}")
     n_rows, n_cols = anchors.shape[0], contrast.shape[0]
     if not anchors.is_floating_point() or contrast.dtype != anchors.dtype:
         raise ValueError(f"anchors and contrast must share a floating dtype, got {anchors.dtype} and {contrast.dtype}")
-    if center_logits.dim() != 2 or center_logits.shape[0] != n_rows or center_logits.shape[1] < 1 \
-            or not center_logits.is_floating_point():
-        raise ValueError(f"center_logits must be a floating [B={n_rows}, C] tensor, got {center_logits.dtype} "
-                         f"{tuple(center_logits.shape)}")
     if anchor_labels.shape != (n_rows,) or contrast_labels.shape != (n_cols,):
         raise ValueError(f"labels must be [B={n_rows}] and [M={n_cols}], got {tuple(anchor_labels.shape)} "
                          f"and {tuple(contrast_labels.shape)}")
     for name, labels in (("anchor_labels", anchor_labels), ("contrast_labels", contrast_labels)):
         if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
             raise ValueError(f"{name} must be an integer tensor, got {labels.dtype}")
-    n_classes = center_logits.shape[1]
-    if n_rows and not 0 <= int(anchor_labels.min()) <= int(anchor_labels.max()) < n_classes:
-        raise ValueError(f"anchor_labels must lie in [0, {n_classes}) to pick a class centre")
     if self_mask.dtype != torch.bool or self_mask.shape != (n_rows, n_cols):
         raise ValueError(f"self_mask must be a bool [B={n_rows}, M={n_cols}] tensor, got {self_mask.dtype} "
                          f"{tuple(self_mask.shape)}")
+    if not 0.0 < tau < float("inf"):
+        raise ValueError(f"need tau > 0, got tau={tau}")
+
+
+def _check(anchors, contrast, contrast_labels, anchor_labels, center_logits, alpha, tau, self_mask, prior, smoothing):
+    _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask)
+    n_rows = anchors.shape[0]
+    if center_logits.dim() != 2 or center_logits.shape[0] != n_rows or center_logits.shape[1] < 1 \
+            or not center_logits.is_floating_point():
+        raise ValueError(f"center_logits must be a floating [B={n_rows}, C] tensor, got {center_logits.dtype} "
+                         f"{tuple(center_logits.shape)}")
+    n_classes = center_logits.shape[1]
+    if n_rows and not 0 <= int(anchor_labels.min()) <= int(anchor_labels.max()) < n_classes:
+        raise ValueError(f"anchor_labels must lie in [0, {n_classes}) to pick a class centre")
     if prior is not None and (prior.shape != (n_classes,) or not bool((prior > 0).all())):
         raise ValueError(f"class_prior must be [C={n_classes}] with positive entries")
-    if not (0.0 < tau < float("inf")) or not alpha >= 0.0 or not 0.0 <= smoothing <= 1.0:
-        raise ValueError(f"need tau > 0, alpha >= 0 and 0 <= smoothing <= 1, got tau={tau}, alpha={alpha}, "
-                         f"smoothing={smoothing}")
+    if not alpha >= 0.0 or not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"need alpha >= 0 and 0 <= smoothing <= 1, got alpha={alpha}, smoothing={smoothing}")
+    if smoothing > 0.0 and n_classes < 2:
+        raise ValueError("smoothing moves weight to the other classes: it needs at least 2 classes")

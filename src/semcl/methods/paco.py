@@ -25,7 +25,7 @@ from torch import nn
 
 from semcl.config import GPacoMethod, MultiTaskMethod, PacoMethod
 from semcl.errors import ConfigError
-from semcl.losses import paco_loss, ranked_info_nce
+from semcl.losses import paco_loss, supcon_loss
 from semcl.methods.balanced_softmax import log_prior
 from semcl.methods.base import DataInfo, Method
 from semcl.models import LinearClassifier, MemoryBank, build_backbone, momentum_copy, momentum_update_
@@ -122,13 +122,10 @@ class ParametricContrastive(Method):
                          tau=self.tau, self_mask=self_mask, smoothing=self.label_smoothing)
 
     def _supcon(self, anchors, labels, contrast, contrast_labels) -> torch.Tensor:
-        # SupCon via the ranked InfoNCE with one rank (rank 1 = same label, 0 = other, -1 = self).
-        # Deviation: its "out" form leaves the other positives out of each denominator and averages
-        # over all (anchor, positive) pairs; GPaCo Eq. 3 keeps them and averages per anchor.
-        ranks = (labels[:, None] == contrast_labels[None, :]).long()
-        ranks.fill_diagonal_(-1)
-        return ranked_info_nce(anchors @ contrast.T, ranks, [self.tau], form="out", positives="rank",
-                               rank_reduction="sum")
+        # GPaCo Eq. 3: anchors are the first rows of `contrast`; only their own column leaves A(i)
+        self_mask = torch.zeros(anchors.shape[0], contrast.shape[0], dtype=torch.bool, device=labels.device)
+        self_mask.fill_diagonal_(True)
+        return supcon_loss(anchors, contrast, contrast_labels, labels, tau=self.tau, self_mask=self_mask)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         n = labels.shape[0]

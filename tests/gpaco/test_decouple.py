@@ -1,0 +1,206 @@
+"""Decouple's second stage (cRT, tau-norm, LWS) on a cross-entropy base, and class-balanced sampling."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from semcl.config import build_config
+from semcl.data import ImageSet
+from semcl.engine.sampling import epoch_order
+from semcl.engine.train import train
+from semcl.errors import ConfigError
+from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS
+from semcl.methods import METHODS, DataInfo
+
+COUNTS = torch.tensor([90, 10, 0])  # a head class, a tail class, an empty class
+NAMES = ("decouple_crt", "decouple_tau_norm", "decouple_lws")
+
+
+@pytest.fixture(autouse=True)
+def _single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _cfg(name: str, **method):
+    return build_config({"method": {"name": name, **method}, "model": {"backbone": "resnet_tiny"},
+                         "data": {"augment": "crop_flip"}, "schedule": {"epochs": 1},
+                         "optim": {"batch_size": 20, "lr": 0.5, "warmup_epochs": 0}}, where="test")
+
+
+def _info() -> DataInfo:
+    return DataInfo(3, 3, None, COUNTS)
+
+
+def _base():
+    """A CE model whose BN statistics have moved and whose class rows have different norms."""
+    torch.manual_seed(0)
+    ce = METHODS["ce"](_cfg("ce"), _info())
+    g = torch.Generator().manual_seed(5)
+    ce.train()
+    with torch.no_grad():
+        for _ in range(3):
+            ce.backbone(torch.randn(8, 3, 8, 8, generator=g) * 2 + 1)
+        ce.classifier.fc.weight.mul_(torch.tensor([[0.5], [2.0], [4.0]]))
+        ce.classifier.fc.bias.copy_(torch.tensor([0.3, -0.2, 0.1]))
+    return ce.eval()
+
+
+def _method(name: str, base=None, seed: int = 1, **extra):
+    torch.manual_seed(seed)
+    m = METHODS[name](_cfg(name, **extra), _info())
+    m.load_base_state((base or _base()).state_dict())
+    return m.eval()
+
+
+def _x() -> torch.Tensor:
+    return torch.randn(6, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+
+
+def test_schemas_need_a_base_and_are_no_longer_planned():
+    for name in NAMES:
+        schema = METHOD_SCHEMAS[name]
+        assert schema.needs_base is True and name not in PLANNED_METHODS
+        assert "needs_base" not in {f.name for f in dataclasses.fields(schema)}
+    assert _cfg("decouple_crt").method.sampling == "class_balanced" and _cfg("decouple_tau_norm").method.tau == 1.0
+    with pytest.raises(ConfigError, match="method.sampling"):
+        _cfg("decouple_lws", sampling="square_root")
+
+
+def test_instance_order_is_the_loops_randperm():
+    labels = torch.arange(3).repeat(17)
+    got = epoch_order(labels, 3, torch.Generator().manual_seed(11), "instance")
+    assert torch.equal(got, torch.randperm(51, generator=torch.Generator().manual_seed(11)))
+    with pytest.raises(ValueError, match="unknown sampling"):
+        epoch_order(labels, 3, torch.Generator(), "square_root")
+
+
+def test_class_balanced_order_draws_classes_then_images_uniformly():
+    # 9000 head and 1000 tail images, interleaved; class 2 has none
+    labels = torch.ones(10_000, dtype=torch.long)
+    labels[torch.randperm(10_000, generator=torch.Generator().manual_seed(0))[:9000]] = 0
+    order = epoch_order(labels, 3, torch.Generator().manual_seed(3), "class_balanced")
+    assert order.shape == (10_000,) and order.dtype == torch.long
+    assert int(order.min()) >= 0 and int(order.max()) < 10_000
+    drawn = labels[order]
+    assert int((drawn == 2).sum()) == 0
+    # tail draws ~ Binomial(10000, 1/2): mean 5000, std 50; allow 5 std
+    assert abs(int((drawn == 1).sum()) - 5000) < 5 * 50
+    # within a class, images are hit uniformly: Pearson chi^2 over the class's images ~ chi^2(df)
+    for c, size in ((0, 9000), (1, 1000)):
+        hits = torch.bincount(order[drawn == c], minlength=10_000)[labels == c].double()
+        expected = hits.sum() / size
+        chi2 = float(((hits - expected) ** 2 / expected).sum())
+        assert abs(chi2 - (size - 1)) < 5 * math.sqrt(2 * (size - 1)), (c, chi2)
+    again = epoch_order(labels, 3, torch.Generator().manual_seed(3), "class_balanced")
+    assert torch.equal(order, again)
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.5, 1.0])
+def test_tau_norm_logits_match_a_float64_reference(tau):
+    base = _base()
+    m = _method("decouple_tau_norm", base, tau=tau)
+    x = _x()
+    with torch.no_grad():
+        feats = base.backbone(x).double()
+        w = base.classifier.fc.weight.double()
+        expected = feats @ (w / w.norm(dim=1, keepdim=True) ** tau).T
+        got = m.classify(x)
+    assert torch.allclose(got.double(), expected, rtol=1e-5, atol=1e-5)
+    if tau == 0.0:  # the base logits without the bias
+        assert torch.allclose(got, base.classify(x) - base.classifier.fc.bias, atol=1e-5)
+    assert m.optimized_parameters() == []
+
+
+def test_lws_scales_the_base_logits_bias_included():
+    base = _base()
+    m = _method("decouple_lws", base)
+    x = _x()
+    with torch.no_grad():
+        assert torch.allclose(m.classify(x), base.classify(x), atol=1e-6)  # f = 1: the base classifier
+        m.scales.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        assert torch.allclose(m.classify(x), base.classify(x) * torch.tensor([1.0, 2.0, 0.5]), atol=1e-6)
+    assert m.optimized_parameters() == [m.scales]
+
+
+def test_load_base_state_keeps_the_backbone_and_crt_keeps_its_fresh_classifier():
+    base = _base()
+    x = _x()
+    torch.manual_seed(1)
+    fresh = METHODS["decouple_crt"](_cfg("decouple_crt"), _info())
+    fresh_w = fresh.classifier.fc.weight.detach().clone()
+    fresh.load_base_state(base.state_dict())
+    fresh.eval()
+    for name in NAMES:
+        m = fresh if name == "decouple_crt" else _method(name, base)
+        with torch.no_grad():
+            assert torch.equal(m.backbone(x), base.backbone(x)), name
+        assert not any(p.requires_grad for p in m.backbone.parameters())
+    assert torch.equal(fresh.classifier.fc.weight, fresh_w)
+    assert not torch.allclose(fresh.classifier.fc.weight, base.classifier.fc.weight)
+    assert torch.equal(_method("decouple_lws", base).classifier.fc.weight, base.classifier.fc.weight)
+    assert fresh.optimized_parameters() == list(fresh.classifier.parameters())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_missing_base_key_is_named(name):
+    state = _base().state_dict()
+    del state["backbone.bn1.running_mean"]
+    with pytest.raises(ValueError, match=r"missing \['backbone.bn1.running_mean'\]"):
+        METHODS[name](_cfg(name), _info()).load_base_state(state)
+
+
+def test_classifier_keys_are_required_except_by_crt():
+    state = {k: v for k, v in _base().state_dict().items() if not k.startswith("classifier.")}
+    METHODS["decouple_crt"](_cfg("decouple_crt"), _info()).load_base_state(state)  # discards it anyway
+    with pytest.raises(ValueError, match="classifier.fc.weight"):
+        METHODS["decouple_lws"](_cfg("decouple_lws"), _info()).load_base_state(state)
+
+
+def _train_set() -> ImageSet:
+    labels = torch.tensor([0] * 90 + [1] * 10)
+    images = torch.randint(0, 256, (100, 3, 8, 8), generator=torch.Generator().manual_seed(4), dtype=torch.uint8)
+    return ImageSet("cifar100", images, labels, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("name", ["decouple_crt", "decouple_lws"])
+def test_one_epoch_trains_only_the_head_on_class_balanced_batches(tmp_path, name):
+    base = _base()
+    m = _method(name, base)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    seen = []
+    step = m.training_step
+
+    def recording_step(views, labels):
+        assert not m.backbone.training  # BN statistics frozen while the head trains
+        seen.append(labels)
+        return step(views, labels)
+
+    m.training_step = recording_step
+    history = train(m, _train_set(), m.cfg, seed=123, ckpt=tmp_path / "last.pt")
+    after = m.state_dict()
+    assert len(history) == 1 and math.isfinite(history[0]["loss"]) and (tmp_path / "last.pt").exists()
+    for k in before:
+        if k.startswith("backbone."):  # weights and BN running statistics, bit for bit
+            assert torch.equal(after[k], before[k]), k
+    trained = ["classifier.fc.weight", "classifier.fc.bias"] if name == "decouple_crt" else ["scales"]
+    assert all(not torch.equal(after[k], before[k]) for k in trained)
+    if name == "decouple_lws":
+        assert torch.equal(after["classifier.fc.weight"], before["classifier.fc.weight"])
+    # 5 batches of 20 from a 90/10 set: ~half tail images (Binomial(100, 1/2), std 5)
+    tail = int((torch.cat(seen) == 1).sum())
+    assert len(seen) == 5 and abs(tail - 50) < 4 * 5
+
+
+def test_tau_norm_trains_nothing_and_writes_no_checkpoint(tmp_path):
+    m = _method("decouple_tau_norm")
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    assert train(m, _train_set(), m.cfg, seed=123, ckpt=tmp_path / "last.pt") == []
+    assert not (tmp_path / "last.pt").exists()
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())

@@ -124,6 +124,7 @@ CHOICES: dict[str, set[str]] = {
     "method.ranks": {"superclass"},
     "data.test_split": {"test", "val"},
     "method.prior": {"train", "uniform", "none"},
+    "method.supcon_class_weights": {"effective_number"},
     "method.sampling": {"class_balanced", "instance"},
     "optim.shape": {"paco"},
     "eval.accuracy": {"paco", "oltr"},

@@ -94,6 +94,9 @@ class MultiTaskMethod:
     tau: float = 0.07
     queue_size: int = 1024
     prior: str = "none"  # train: balanced-softmax CE (the LT form); none: plain CE (CIFAR form)
+    # LT scripts (multitask_lt.py): each anchor's SupCon term x its class's effective-number weight
+    # mean(E) / E_y with E_j = (1 - 0.999^n_j) / (1 - 0.999); None = unweighted (CIFAR form)
+    supcon_class_weights: str | None = None
 
 
 @dataclass

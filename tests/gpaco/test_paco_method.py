@@ -76,3 +76,14 @@ def test_pretrained_init_and_partial_freeze(tmp_path):
     assert net.layer4[1].conv2.weight.requires_grad and not net.layer4[0].conv2.weight.requires_grad
     with pytest.raises(ConfigError, match="does not fit the backbone"):
         init_backbone(build_backbone("resnet_tiny"), str(tmp_path / "r18.pth"), None)
+
+
+def test_multitask_lt_form_weights_supcon_anchors_by_effective_number():
+    # E_j = (1 - 0.999^n) / 0.001 for n = 6, 3, 1, 0: 5.98502, 2.997001, 1, 0; mean 2.495505
+    e = [(1 - 0.999**n) / 0.001 for n in (6, 3, 1)] + [0.0]
+    mean = sum(e) / 4
+    m = _method("multitask", prior="train", supcon_class_weights="effective_number")
+    expected = torch.tensor([mean / e[0], mean / e[1], mean / e[2], 0.0])
+    assert torch.allclose(m.supcon_class_weights, expected.float(), rtol=1e-6)
+    assert math.isclose(float(m.supcon_class_weights[2]), 2.4955045, rel_tol=1e-6)
+    assert _method("multitask").supcon_class_weights is None  # CIFAR form: unweighted

@@ -221,6 +221,16 @@ def test_supcon_matches_reference(seed):
     assert got32.dtype == torch.float32 and torch.allclose(got32.double(), ref, rtol=1e-5)
 
 
+def test_supcon_anchor_weights_scale_each_anchor_term():
+    anchors, contrast, contrast_labels, anchor_labels, _, self_mask = make_case(3, n_rows=6, n_cols=11)
+    anchor_labels[5] = 7  # no positive: left out, and so is its weight
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25, 100.0], dtype=F64)
+    got = supcon_loss(anchors, contrast, contrast_labels, anchor_labels, tau=0.3, self_mask=self_mask, anchor_weights=w)
+    per = [reference_supcon(anchors[i:i + 1], contrast, contrast_labels, anchor_labels[i:i + 1], 0.3, self_mask[i:i + 1])
+           for i in range(5)]
+    assert torch.allclose(got, sum(w[i] * per[i] for i in range(5)) / 5, rtol=1e-12)
+
+
 def test_supcon_hand_computed_case():
     # Anchor a = [1] (label 0); columns k = [1] (self), [0.5], [0] (label 0), [-1] (label 1); τ = 0.5.
     # A(i) logits: 1, 0, -2;  lse = log(e + 1 + e^-2) = 1.349012;  P(i) logits 1 and 0:

@@ -107,6 +107,7 @@ def supcon_loss(
     *,
     tau: float,
     self_mask: Tensor,
+    anchor_weights: Tensor | None = None,
 ) -> Tensor:
     """SupCon in the MoCo framework, exactly GPaCo Eq. 3 (paco.md c.1): for anchor i,
 
@@ -121,6 +122,8 @@ def supcon_loss(
 
     As L_i = lse_{A(i)} − mean_{P(i)} logit, it needs only the [B, M] logits (no [B, M, M]).
     anchors [B, d], contrast [M, d] with labels [M], anchor_labels [B], self_mask [B, M] bool.
+    anchor_weights [B]: the mean of w_i · L_i instead (the LT multi-task scripts weight each anchor
+    by its class's effective-number weight, then take the plain mean).
     """
     _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask)
     logits = anchors @ contrast.T / tau
@@ -129,11 +132,13 @@ def supcon_loss(
     has = n_pos > 0
     if not bool(has.all()):  # keep only rows with an L_i (also avoids an all -inf logsumexp)
         logits, positive, n_pos, self_mask = logits[has], positive[has], n_pos[has], self_mask[has]
+        anchor_weights = None if anchor_weights is None else anchor_weights[has]
     if logits.shape[0] == 0:
         return logits.sum()  # 0, still attached to the graph
     lse = logits.masked_fill(self_mask, float("-inf")).logsumexp(1)
     mean_pos = torch.where(positive, logits, 0.0).sum(1) / n_pos
-    return (lse - mean_pos).mean()
+    per_anchor = lse - mean_pos
+    return (per_anchor if anchor_weights is None else per_anchor * anchor_weights).mean()
 
 
 def _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask):

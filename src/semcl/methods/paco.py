@@ -13,8 +13,8 @@ Setup of the official code (../shared/papers/paco.md c.1-c.4):
 * SupCon (GPaCo Eq. 3): PaCo's sample terms only, every positive weighted 1; a linear classifier
   on the detached pooled feature is trained alongside so the run has logits to evaluate.
 * Multi-task (GPaCo's baseline): GPaCo's one-encoder two-view setup with CE (+ log prior in the LT
-  form) on both views' logits + weight * SupCon; the LT scripts' effective-number re-weighting of
-  the SupCon term is not implemented.
+  form) on both views' logits + weight * SupCon; the LT scripts also weight each anchor's SupCon
+  term by its class's effective-number weight (`supcon_class_weights: effective_number`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,17 @@ def center_offset(prior: str, info: DataInfo) -> torch.Tensor:
     if prior == "uniform":  # the official full-CIFAR-100 GPaCo script's constant offset (paco.md g.8)
         return torch.full((info.num_classes,), -float(torch.log(torch.tensor(float(info.num_classes)))))
     return torch.zeros(info.num_classes)
+
+
+def effective_number_weights(info: DataInfo, beta: float = 0.999) -> torch.Tensor:
+    """mean(E) / E_j with E_j = (1 - beta^n_j) / (1 - beta) over all classes: the LT multi-task
+    scripts' per-class weights of the SupCon term (paco.md c.5). An empty class (E = 0, weight
+    infinite there, never used by an anchor) gets 0 here."""
+    if info.class_counts is None:
+        raise ValueError("effective-number weights need the training set's class counts")
+    effective = (1 - beta ** info.class_counts.double()) / (1 - beta)
+    weights = torch.where(effective > 0, effective.mean() / effective.clamp_min(1e-300), 0.0)
+    return weights.float()
 
 
 def init_backbone(backbone: nn.Module, pretrained: str | None, train_only: str | None) -> None:
@@ -105,6 +116,8 @@ class ParametricContrastive(Method):
         self.weight = getattr(m, "weight", 0.0)
         prior = m.prior if isinstance(m, PacoMethod | GPacoMethod | MultiTaskMethod) else "none"
         self.register_buffer("center_offset", center_offset(prior, info))
+        weights = getattr(m, "supcon_class_weights", None)
+        self.register_buffer("supcon_class_weights", effective_number_weights(info) if weights else None)
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _centers(self, feats: torch.Tensor) -> torch.Tensor:
@@ -125,7 +138,9 @@ class ParametricContrastive(Method):
         # GPaCo Eq. 3: anchors are the first rows of `contrast`; only their own column leaves A(i)
         self_mask = torch.zeros(anchors.shape[0], contrast.shape[0], dtype=torch.bool, device=labels.device)
         self_mask.fill_diagonal_(True)
-        return supcon_loss(anchors, contrast, contrast_labels, labels, tau=self.tau, self_mask=self_mask)
+        w = None if self.supcon_class_weights is None else self.supcon_class_weights[labels]
+        return supcon_loss(anchors, contrast, contrast_labels, labels, tau=self.tau, self_mask=self_mask,
+                           anchor_weights=w)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         n = labels.shape[0]

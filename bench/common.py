@@ -151,3 +151,31 @@ def machine_info() -> dict[str, str]:
     except ImportError:
         pass
     return info
+
+
+def long_tail_counts(total: int = 115_846, n_classes: int = 1000, imbalance: float = 256.0):
+    """int64 [C] class sizes by the CIFAR-LT rule n_i = int(n_max * (1/imbalance)**(i/(C-1))), with n_max
+    the largest value whose sizes sum to at most ``total`` (the few images left over go to class 0).
+
+    The defaults stand in for ImageNet-LT: its 115,846 training images over 1000 classes (n_max ≈ 646,
+    smallest class 2). The real set runs 1280 .. 5, which this rule would turn into 229,853 images;
+    keeping n right matters more here, since every cost timed with it grows with n, not the profile.
+    """
+    import torch
+
+    ramp = (1.0 / imbalance) ** (torch.arange(n_classes, dtype=torch.float64) / max(n_classes - 1, 1))
+    lo, hi = 0.0, float(total)
+    for _ in range(60):  # bisection on n_max: the sum is monotone in it
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if int((mid * ramp).long().sum()) <= total else (lo, mid)
+    counts = (lo * ramp).long()
+    counts[0] += total - int(counts.sum())
+    return counts
+
+
+def long_tail_labels(counts, gen):
+    """int64 [n] labels with ``counts[c]`` copies of class c, in an order shuffled by ``gen``."""
+    import torch
+
+    labels = torch.repeat_interleave(torch.arange(len(counts)), counts)
+    return labels[torch.randperm(len(labels), generator=gen)]

@@ -125,6 +125,7 @@ CHOICES: dict[str, set[str]] = {
     "data.test_split": {"test", "val"},
     "method.prior": {"train", "uniform", "none"},
     "method.supcon_class_weights": {"effective_number"},
+    "method.tau_select": {"val"},
     "method.sampling": {"class_balanced", "instance"},
     "optim.shape": {"paco"},
     "eval.accuracy": {"paco", "oltr"},

@@ -119,11 +119,15 @@ class DecoupleCRTMethod:
 class DecoupleTauNormMethod:
     """Decouple tau-normalisation: the base classifier's rows divided by ||w_j||^tau, no bias, no training.
 
-    Kang et al. pick tau on a validation set (their tau_norm.py sweeps 0..2); we use this fixed tau.
+    Kang et al. pick tau on a validation set (their tau_norm.py sweeps 0..2): `tau_select: val` does
+    the same on the dataset's val split (top-1 over `tau_grid`, default 0.0, 0.1, ..., 2.0); without
+    it the fixed `tau` is used.
     """
 
     name: str = "decouple_tau_norm"
     tau: float = 1.0
+    tau_select: str | None = None  # val: choose tau on the val split (ImageNet-LT / Places-LT val files)
+    tau_grid: list[float] | None = None
     needs_base: ClassVar[bool] = True
 
 

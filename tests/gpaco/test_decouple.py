@@ -204,3 +204,33 @@ def test_tau_norm_trains_nothing_and_writes_no_checkpoint(tmp_path):
     assert train(m, _train_set(), m.cfg, seed=123, ckpt=tmp_path / "last.pt") == []
     assert not (tmp_path / "last.pt").exists()
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+
+
+def test_tau_is_chosen_on_validation_as_the_first_best_grid_value():
+    grid = [0.0, 0.5, 1.0, 2.0]
+    base = _base()
+    m = _method("decouple_tau_norm", base, tau_select="val", tau_grid=grid)
+    feats = torch.randn(40, base.backbone.out_dim, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    w = base.classifier.fc.weight.detach().double()
+    labels = (feats @ (w / w.norm(dim=1, keepdim=True) ** 2.0).T).argmax(1)  # tau = 2 is right on every image
+    labels[:3] = (labels[:3] + 1) % 3  # ... but three
+    acc = [float(((feats @ (w / w.norm(dim=1, keepdim=True) ** t).T).argmax(1) == labels).double().mean()) * 100
+           for t in grid]
+    best = acc.index(max(acc))
+    chosen = m.select_on_validation(feats.float(), labels)
+    assert chosen == {"tau": grid[best], "tau_val_top1": pytest.approx(acc[best])}
+    assert float(m.state_dict()["tau"]) == grid[best]  # saved with the method
+    assert _method("decouple_tau_norm", base).validation_grid is None  # fixed tau unless asked
+
+
+def test_tau_norm_row_chooses_tau_on_the_val_split_end_to_end(tmp_path):
+    from semcl.engine.job import execute_run
+    from semcl.registry import get_table
+    from semcl.runs import Store, plan_runs
+
+    runs = {r.row_label: r for r in plan_runs(get_table("gpaco/tab2"), "smoke", ["Decouple tau-norm ResNet-50"])}
+    store = Store(tmp_path)
+    execute_run(runs["CE ResNet-50"], store, tmp_path / "data")
+    rec = execute_run(runs["Decouple tau-norm ResNet-50"], store, tmp_path / "data")
+    assert rec["metrics"]["tau"] in [round(0.1 * i, 1) for i in range(21)] and rec["history"] == []
+    assert 0.0 <= rec["metrics"]["tau_val_top1"] <= 100.0

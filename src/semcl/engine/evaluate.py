@@ -82,6 +82,20 @@ def classify_latency(method: Method, images, transform, batch: int, device: torc
 
 
 @torch.no_grad()
+def select_on_validation(method: Method, cfg: RunConfig, train: ImageSet, val: ImageSet) -> dict[str, float]:
+    """Let a method pick its free parameter on the val split (Decouple tau-norm's tau), on the backbone's
+    features of the val images under the test transform; returns what it chose."""
+    mean, std = STATS[cfg.data.name]
+    test_tf = build_augment("test", size=train.images.shape[-1], mean=mean, std=std)
+    method.eval()
+    device = next(method.parameters()).device
+    feats = _outputs(lambda x: method.backbone(x.to(device)).float().cpu(), val.images, test_tf)
+    chosen = method.select_on_validation(feats, val.labels)
+    log.info("chosen on val (%d images): %s", len(val.labels), chosen)
+    return chosen
+
+
+@torch.no_grad()
 def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path, seed: int,
              logits_path: Path | None = None) -> dict:
     mean, std = STATS[cfg.data.name]

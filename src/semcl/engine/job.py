@@ -26,7 +26,7 @@ from semcl.data.splitfiles import describe_split, load_split
 from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
 from semcl.engine.ensemble import LOGITS_FILE, base_state, ensemble_metrics
-from semcl.engine.evaluate import evaluate
+from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.train import train
 from semcl.methods import METHODS, DataInfo
 from semcl.runs import Run, Store, write_json_atomic
@@ -144,7 +144,15 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
         if distributed.rank() != 0:
             return {}
-        metrics = evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE)
+        chosen = {}
+        if getattr(method, "validation_grid", None):  # e.g. tau-norm's tau, chosen on val as Kang et al.
+            val_set = load_split(d.name, root, "val", d.image_size)
+            val_files = describe_split(val_set)["sources"]
+            if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":
+                raise ValueError(f"{d.name}: the val split is the test split here; choosing on it would tune on test")
+            chosen = select_on_validation(method, cfg, train_set, val_set)
+        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE),
+                   **chosen}
         record = _record(run, metrics, history, t0, device)
         write_json_atomic(store.metrics_path(run.run_id), record)
         (folder / "failed.json").unlink(missing_ok=True)

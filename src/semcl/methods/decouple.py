@@ -12,7 +12,7 @@ Deviations from the official code (facebookresearch/classifier-balancing):
 - its loop calls `.train()` on the frozen feature model, so BN batch statistics are used and the
   running statistics drift during stage 2; we keep the backbone in eval mode (truly frozen);
 - it keeps the epoch with the best validation accuracy; we report the last epoch;
-- tau is swept on a split there (tau_norm.py); here it is a fixed config value.
+- tau is swept on the val split there (tau_norm.py); here too with `tau_select: val`, else fixed.
 """
 
 from __future__ import annotations
@@ -120,12 +120,23 @@ class DecoupleTauNorm(_Decoupled):
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         self.classifier.requires_grad_(False)
-        self.tau = cfg.method.tau
+        self.register_buffer("tau", torch.tensor(float(cfg.method.tau)))  # a buffer: the chosen tau is saved
+        grid = cfg.method.tau_grid or [round(0.1 * i, 1) for i in range(21)]  # tau_norm.py's 0..2 sweep
+        self.validation_grid = grid if cfg.method.tau_select == "val" else None
 
-    def head(self, feats: torch.Tensor) -> torch.Tensor:
+    def head(self, feats: torch.Tensor, tau: float | torch.Tensor | None = None) -> torch.Tensor:
         w = self.classifier.fc.weight
         norms = w.norm(dim=1, keepdim=True).clamp_min(1e-12)  # an all-zero row stays zero, not NaN
-        return F.linear(feats, w / norms.pow(self.tau))
+        return F.linear(feats, w / norms.pow(self.tau if tau is None else tau))
+
+    @torch.no_grad()
+    def select_on_validation(self, feats: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        """Set tau to the grid value with the best val top-1 (the first on ties); returns what it saw."""
+        feats, labels = feats.to(self.tau.device), labels.to(self.tau.device)
+        top1 = [float((self.head(feats, t).argmax(1) == labels).double().mean()) * 100 for t in self.validation_grid]
+        best = max(range(len(top1)), key=lambda i: (top1[i], -i))
+        self.tau.fill_(self.validation_grid[best])
+        return {"tau": float(self.validation_grid[best]), "tau_val_top1": top1[best]}
 
     def optimized_parameters(self) -> list[nn.Parameter]:
         return []

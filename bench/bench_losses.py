@@ -16,6 +16,19 @@ running ``Total Allocated``, so peak extra = max(Total Allocated) − the total 
 event. Reported in units of one [B, N] float32 tensor; target ≤ 3 (the floor itself needs 3:
 scaled logits, log-softmax output, gradient).
 
+supcon_loss (GPaCo Eq. 3, the ``supcon`` / ``multitask`` methods) at the multi-task setting: both
+views of 128 images are the B = 256 anchors, contrast = both views + a queue of K = 8192 (M = 8448),
+d = 128, C = 1000, tau 0.07, LT form (each anchor weighted by its class's effective-number weight).
+Floor: the same [B, M] matmul + one logsumexp, forward + backward; memory as for paco_loss, in
+units of [B, M] beyond the similarity product itself.
+
+ride_loss: E = 3 experts' scaled cosine logits (s = 30), B = 128, C = 1000, LDAM margins, diversity
+weight -0.2, without DRW (T = 1) and with it (effective-number class weights, per-class
+temperatures); class sizes from ``common.long_tail_counts`` (ImageNet-LT's n). Floor: 3 plain
+cross-entropies on the same logits, forward + backward. Per expert RIDE does two softmaxes (LDAM CE
+and the diversity KL) where the floor does one, plus one no-grad softmax of the ensemble: nominal
+work ≈ 2.3× the floor; target ≤ 3×.
+
 Threads: one by default. Both sides are then compute-bound and their ratio is the work ratio;
 with 2 threads on a shared, oversubscribed 2-core machine the blockwise losses (hundreds of
 small OpenMP regions per call) stall at every barrier while one big GEMM does not, and the
@@ -131,6 +144,8 @@ def _run(repeats: int, quick: bool) -> list[Row]:
     for bank in (4096,) if quick else (4096, 8192):
         rows += _bank_rows(bank, repeats, gen)
     rows += _paco_rows(repeats, gen)
+    rows += _supcon_rows(repeats, gen)
+    rows += _ride_rows(repeats, gen)
     return rows
 
 
@@ -185,6 +200,93 @@ def _paco_rows(repeats: int, gen: torch.Generator) -> list[Row]:
             f"{1e3 * median(times['floor']):.1f} ms; mem {floor_mem:.2f}×[B,M+C] (matmul+log_softmax)",
             ratio, "≤ 1.5×; mem ≤ 3×[B,N]", ratio <= 1.5 and mem <= 3.0,
             "mem = peak extra beyond the [B, M] similarity product"))
+    return rows
+
+
+def _supcon_rows(repeats: int, gen: torch.Generator) -> list[Row]:
+    """supcon_loss at the multi-task setting (module doc); floor: the [B, M] matmul + logsumexp."""
+    from common import long_tail_counts
+
+    from semcl.losses.paco import supcon_loss
+    from semcl.methods import DataInfo
+    from semcl.methods.paco import effective_number_weights
+
+    dim, n_classes, queue, half, tau = 128, 1000, 8192, 128, 0.07
+    n_anchor = 2 * half
+    n_cols = n_anchor + queue
+    anchors = torch.nn.functional.normalize(torch.randn(n_anchor, dim, generator=gen), dim=1).requires_grad_()
+    rest = torch.nn.functional.normalize(torch.randn(queue, dim, generator=gen), dim=1)
+    labels = torch.randint(0, n_classes, (half,), generator=gen).repeat(2)  # both views share the labels
+    contrast_labels = torch.cat([labels, torch.randint(0, n_classes, (queue,), generator=gen)])
+    self_mask = torch.zeros(n_anchor, n_cols, dtype=torch.bool)
+    self_mask.fill_diagonal_(True)  # the anchors are the first rows of the contrast set, as in the method
+    info = DataInfo(num_classes=n_classes, in_channels=3, fine_to_coarse=None, class_counts=long_tail_counts())
+    weights = effective_number_weights(info)[labels]
+    unit = n_anchor * n_cols * 4  # bytes of one [B, M] float32 tensor
+
+    def floor() -> None:
+        anchors.grad = None
+        contrast = torch.cat([anchors, rest])
+        (anchors @ contrast.T / tau).logsumexp(1).mean().backward()
+
+    def cand() -> None:
+        anchors.grad = None
+        contrast = torch.cat([anchors, rest])
+        supcon_loss(anchors, contrast, contrast_labels, labels, tau=tau, self_mask=self_mask,
+                    anchor_weights=weights).backward()
+
+    times = interleaved({"floor": floor, "cand": cand}, repeats)
+    ratio = paired_ratio(times, "cand", "floor")
+    # both sides form the [B, M] product from the features: take that one unit off
+    mem = peak_extra_bytes(cand) / unit - 1.0
+    floor_mem = peak_extra_bytes(floor) / unit - 1.0
+    return [Row(
+        f"supcon_loss (multitask LT) B={n_anchor} M={n_cols} d={dim}",
+        f"{1e3 * median(times['cand']):.1f} ms; mem {mem:.2f}×[B,M]",
+        f"{1e3 * median(times['floor']):.1f} ms; mem {floor_mem:.2f}×[B,M] (matmul+logsumexp)",
+        ratio, "≤ 1.5×; mem ≤ 3×[B,M]", ratio <= 1.5 and mem <= 3.0,
+        "mem = peak extra beyond the [B, M] similarity product; anchors weighted by effective-number class weights")]
+
+
+def _ride_rows(repeats: int, gen: torch.Generator) -> list[Row]:
+    """ride_loss, 3 experts, with and without DRW (module doc); floor: 3 cross-entropies."""
+    import torch.nn.functional as F
+    from common import long_tail_counts
+
+    from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_margins, ride_loss
+
+    batch, n_classes, n_experts, scale, dim = 128, 1000, 3, 30.0, 64
+    counts = long_tail_counts()
+    margins = ldam_margins(counts, 0.5).float()
+    drw_weights = effective_number_weights(counts, 0.9999).float()
+    drw_temps = diversity_temperatures(counts, 1.0, 0.02).float()
+    logits = []
+    for _ in range(n_experts):  # s * cos(feature, class weight), as the cosine classifiers give
+        f = torch.nn.functional.normalize(torch.randn(batch, dim, generator=gen), dim=1)
+        w = torch.nn.functional.normalize(torch.randn(n_classes, dim, generator=gen), dim=1)
+        logits.append((scale * f @ w.T).requires_grad_())
+    labels = torch.randint(0, n_classes, (batch,), generator=gen)
+
+    def floor() -> None:
+        for z in logits:
+            z.grad = None
+        sum(F.cross_entropy(z, labels) for z in logits).backward()
+
+    def cand(drw: bool) -> None:
+        for z in logits:
+            z.grad = None
+        ride_loss(logits, labels, margins=margins, scale=scale, class_weights=drw_weights if drw else None,
+                  diversity_weight=-0.2, temperature=drw_temps if drw else 1.0).backward()
+
+    times = interleaved({"floor": floor, "plain": lambda: cand(False), "drw": lambda: cand(True)}, 3 * repeats)
+    rows = []
+    for key, label in (("plain", "no DRW"), ("drw", "DRW")):
+        ratio = paired_ratio(times, key, "floor")
+        rows.append(Row(
+            f"ride_loss E={n_experts} B={batch} C={n_classes} {label}",
+            f"{1e3 * median(times[key]):.2f} ms",
+            f"{1e3 * median(times['floor']):.2f} ms ({n_experts}× cross_entropy)",
+            ratio, "≤ 3×", ratio <= 3.0))
     return rows
 
 

@@ -2,6 +2,7 @@
 
     make bench                     # = .venv/bin/python bench/run_all.py
     .venv/bin/python bench/run_all.py --only losses evals
+    .venv/bin/python bench/run_all.py --only engine --out /tmp/engine.md   # without touching results.md
 
 Benchmarks are not tests: they print numbers and flag misses (MISS) against the targets of
 issue #5; the exit status is 0 unless a section crashed. Every ratio is measured side by side in
@@ -24,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from common import Row, machine_info  # noqa: E402
 
-SECTIONS = ("cli", "losses", "methods", "data", "evals")
+SECTIONS = ("cli", "losses", "methods", "data", "evals", "engine")
 
 
 def _section(name: str) -> list[Row]:
@@ -48,6 +49,10 @@ def _section(name: str) -> list[Row]:
         import bench_evals
 
         return bench_evals.run()
+    if name == "engine":
+        import bench_engine
+
+        return bench_engine.run()
     raise ValueError(name)
 
 

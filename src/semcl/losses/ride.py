@@ -84,10 +84,15 @@ def ride_loss(
         raise ValueError(f"temperature must be a positive scalar or [C={ref.shape[1]}] tensor, got {tuple(t.shape)}")
     factor = diversity_weight * float(t.mean()) ** 2
     with torch.no_grad():  # the ensemble is the target only (official: no gradient through it)
-        target = F.softmax(torch.stack(expert_logits).mean(0) / t, dim=1)
+        log_target = F.log_softmax(torch.stack(expert_logits).mean(0) / t, dim=1)
+        target = log_target.exp()
+        # KL(p̄ ‖ p_i) = Σ p̄ log p̄ − Σ p̄ log p_i: the first sum is the same for every expert, so it is
+        # computed once (F.kl_div would redo it per expert; bench: ~1/3 of the loss's time)
+        neg_entropy = (target * log_target).sum() / ref.shape[0]
     total = ref.new_zeros(())
     for z in expert_logits:
         total = total + ldam_loss(z, labels, margins=margins, scale=scale, class_weights=class_weights)
         if diversity_weight:
-            total = total + factor * F.kl_div(F.log_softmax(z / t, dim=1), target, reduction="batchmean")
+            cross = -(target * F.log_softmax(z / t, dim=1)).sum() / ref.shape[0]
+            total = total + factor * (neg_entropy + cross)
     return total

@@ -181,8 +181,14 @@ def test_ensemble_rows_wait_for_their_members_with_afterok(ensemble_registry, tm
         assert {entries[d]["job_id"] for d in ens.depends_on} <= set(entries[ens.run_id]["after"])
     _wait_settled(store, [r.run_id for r in runs])
     assert all(store.status(r.run_id)[0] == "done" for r in runs)
-    times = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j",
-                            ",".join(entries[r.run_id]["job_id"] for r in runs)], capture_output=True, text=True).stdout
-    span = {ln.split("|")[0]: ln.split("|")[1:] for ln in times.splitlines() if ln}
+    ids = {entries[r.run_id]["job_id"] for r in runs}
+
+    def spans() -> dict | None:  # accounting records jobs a moment after they end
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j", ",".join(sorted(ids))],
+                             capture_output=True, text=True).stdout
+        got = {ln.split("|")[0]: ln.split("|")[1:] for ln in out.splitlines() if ln}
+        return got if ids <= set(got) and all(v[1] not in ("", "Unknown") for v in got.values()) else None
+
+    span = _wait_for(spans, 60, "sacct to record every job")
     last_member_end = max(span[entries[r.run_id]["job_id"]][1] for r in members)
     assert all(span[entries[r.run_id]["job_id"]][0] >= last_member_end for r in ensembles)

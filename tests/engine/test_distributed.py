@@ -1,5 +1,6 @@
 """Data-parallel pieces on 2 CPU processes with the gloo backend: the averaged gradient equals the
-full-batch gradient, and every rank's memory bank receives the keys and labels of both ranks."""
+full-batch gradient, every rank's memory bank receives the keys and labels of both ranks (also
+PaCo's queue), and shuffle-BN computes each key's BatchNorm statistics on a shuffled shard."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from semcl.config import build_config
 from semcl.engine import distributed
-from semcl.models import MemoryBank, gather_from_all_ranks
+from semcl.methods import METHODS, DataInfo
+from semcl.models import MemoryBank, gather_from_all_ranks, shuffled_forward
 
 B, D, C = 8, 5, 3
 
@@ -62,3 +65,49 @@ def test_single_process_is_a_no_op():
     p.grad = torch.full((3,), 2.0)
     distributed.average_gradients_([p])
     assert p.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def _bn_encoder():
+    torch.manual_seed(3)
+    return torch.nn.Sequential(torch.nn.Linear(D, 4), torch.nn.BatchNorm1d(4)).double()
+
+
+def _shuffle_worker(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    x, _ = _data()
+    part = distributed.local_slice(B)
+    encoder = _bn_encoder()
+    torch.manual_seed(7)  # rank 0 draws the permutation from its global generator
+    keys = shuffled_forward(encoder, x[part])
+    linear = torch.nn.Linear(D, 3).double()
+    plain = shuffled_forward(linear, x[part]), linear(x[part])
+    # PaCo: the queue of every rank takes both ranks' keys and labels
+    cfg = build_config({"method": {"name": "paco", "queue_size": 16},
+                        "model": {"backbone": "resnet_tiny", "head_hidden": 8, "head_dim": 4}}, where="test")
+    torch.manual_seed(0)
+    paco = METHODS["paco"](cfg, DataInfo(4, 1, None, torch.tensor([3, 3, 1, 1])))
+    g = torch.Generator().manual_seed(1)
+    views = [torch.randn(B, 1, 12, 12, generator=g) for _ in range(2)]
+    labels = torch.tensor([0, 1, 2, 3, 0, 1, 0, 1])
+    paco.training_step([v[part] for v in views], labels[part])["loss"].backward()
+    paco.after_backward()
+    torch.save({"keys": keys, "plain": plain, "bank_labels": paco.bank.labels.clone(), "ptr": int(paco.bank.ptr)},
+               f"{out}/shuffle{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_shuffle_bn_and_gathered_paco_queue(tmp_path):
+    mp.spawn(_shuffle_worker, args=(f"file://{tmp_path}/init", str(tmp_path)), nprocs=2, join=True)
+    x, _ = _data()
+    torch.manual_seed(7)
+    perm = torch.randperm(B)
+    expected = torch.empty(B, 4, dtype=torch.float64)
+    for shard in (perm[:4], perm[4:]):  # BN statistics of each shuffled shard, as one rank computes them
+        expected[shard] = _bn_encoder()(x[shard]).detach()
+    assert not torch.allclose(expected[:4], _bn_encoder()(x[:4]).detach())  # the shuffle changes the keys
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"shuffle{rank}.pt")
+        torch.testing.assert_close(got["keys"], expected[4 * rank:4 * rank + 4], rtol=1e-12, atol=1e-12)
+        shuffled, direct = got["plain"]
+        torch.testing.assert_close(shuffled, direct, rtol=1e-12, atol=1e-12)  # no BN: the shuffle is invisible
+        assert got["bank_labels"][:8].tolist() == [0, 1, 2, 3, 0, 1, 0, 1] and got["ptr"] == 8

@@ -6,7 +6,8 @@ backward (what DistributedDataParallel does, without wrapping the method, whose 
 is not a `forward`). Keys for memory banks are gathered from all ranks before enqueueing
 (`semcl.models.gather_from_all_ranks`), so every rank's bank holds the whole global batch.
 Rank 0 alone writes checkpoints and metrics; BN statistics stay per rank (no SyncBN), as in the
-official single-node code.
+official single-node code, and momentum key encoders (PaCo, SupCon) use MoCo's shuffle-BN
+(`semcl.models.shuffled_forward`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,15 @@ from semcl.errors import ConfigError
 from semcl.losses import paco_loss, supcon_loss
 from semcl.methods.balanced_softmax import log_prior
 from semcl.methods.base import DataInfo, Method
-from semcl.models import LinearClassifier, MemoryBank, build_backbone, momentum_copy, momentum_update_
+from semcl.models import (
+    LinearClassifier,
+    MemoryBank,
+    build_backbone,
+    gather_from_all_ranks,
+    momentum_copy,
+    momentum_update_,
+    shuffled_forward,
+)
 
 
 def mocov2_head(in_dim: int, hidden: int, out_dim: int) -> nn.Module:
@@ -160,11 +168,11 @@ class ParametricContrastive(Method):
             feats = self.backbone(views[0])
             q = F.normalize(self.head(feats), dim=1)
             with torch.no_grad():
-                # MoCo order: momentum update, then the keys (train-mode BN on the key batch itself;
-                # single-process runs have no shuffle-BN, a documented deviation)
+                # MoCo order: momentum update, then the keys; with several GPUs through shuffle-BN as
+                # the official builder (one process: train-mode BN on the whole key batch)
                 momentum_update_(self.key_backbone, self.backbone, self.momentum)
                 momentum_update_(self.key_head, self.head, self.momentum)
-                keys = F.normalize(self.key_head(self.key_backbone(views[1])), dim=1)
+                keys = F.normalize(shuffled_forward(lambda v: self.key_head(self.key_backbone(v)), views[1]), dim=1)
             contrast, contrast_labels = torch.cat([q, keys, queue]), torch.cat([labels, labels, queue_labels])
             if self.kind == "paco":  # only the queries are anchors; their own keys stay positives
                 loss = self._paco(q, labels, contrast, contrast_labels, feats)
@@ -177,7 +185,8 @@ class ParametricContrastive(Method):
 
     def after_backward(self) -> None:
         if self._pending is not None:
-            self.bank.enqueue(*self._pending)
+            keys, labels = self._pending  # every rank's queue takes the keys of the whole global batch
+            self.bank.enqueue(gather_from_all_ranks(keys), gather_from_all_ranks(labels))
             self._pending = None
 
     def classify(self, x: torch.Tensor) -> torch.Tensor:

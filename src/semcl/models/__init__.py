@@ -16,6 +16,7 @@ from semcl.models.momentum import (
     gather_from_all_ranks,
     momentum_copy,
     momentum_update_,
+    shuffled_forward,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ProjectionHead",
     "build_backbone",
     "gather_from_all_ranks",
+    "shuffled_forward",
     "momentum_copy",
     "momentum_update_",
     "resnet18_cifar",

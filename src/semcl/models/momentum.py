@@ -140,3 +140,25 @@ def gather_from_all_ranks(t: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(parts, t)
     return torch.cat(parts, dim=0)
+
+
+@torch.no_grad()
+def shuffled_forward(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` with MoCo's shuffle-BN across DDP ranks: the global key batch is permuted (one
+    permutation drawn on rank 0 and broadcast), each rank runs ``fn`` on its share of the shuffled
+    batch, and the outputs are gathered and put back in order, so no key's BatchNorm statistics come
+    from its own query's GPU slice. Returns this rank's rows, like ``fn(x)``. Identity wrapper (just
+    ``fn(x)``) without torch.distributed or with one rank: one process has no batch to shuffle across.
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return fn(x)
+    rank = dist.get_rank()
+    x_all = gather_from_all_ranks(x)
+    perm = torch.randperm(x_all.shape[0], device=x_all.device) if rank == 0 else \
+        torch.empty(x_all.shape[0], dtype=torch.long, device=x_all.device)
+    dist.broadcast(perm, src=0)
+    n = x.shape[0]
+    out_shuffled = gather_from_all_ranks(fn(x_all[perm[rank * n:(rank + 1) * n]]))
+    out = torch.empty_like(out_shuffled)
+    out[perm] = out_shuffled  # row i of the shuffled batch is image perm[i]
+    return out[rank * n:(rank + 1) * n]

@@ -80,6 +80,9 @@ class OptimConfig:
     # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
     # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
     shape: str | None = None
+    # mixed precision of the forward pass (official Places-LT / ResNet-200 scripts: fp16 with loss
+    # scaling); None = float32 throughout
+    amp: str | None = None
 
 
 @dataclass
@@ -128,6 +131,7 @@ CHOICES: dict[str, set[str]] = {
     "method.tau_select": {"val"},
     "method.sampling": {"class_balanced", "instance"},
     "optim.shape": {"paco"},
+    "optim.amp": {"fp16", "bf16"},
     "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},
 }

@@ -120,3 +120,33 @@ def test_resume_from_a_requeue_signal_mid_epoch_is_bit_exact(tmp_path, monkeypat
     assert resumed["metrics"] == reference["metrics"]
     assert resumed["history"][1]["loss"] == reference["history"][1]["loss"]
     assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()
+
+
+def test_fp16_autocast_with_loss_scaling_resumes_bit_exact(tmp_path, monkeypatch):
+    """optim.amp fp16: the forward runs in float16 under autocast, the loss is scaled, and the scaler's
+    state travels with the checkpoint, so a resumed run ends exactly where the uninterrupted one does."""
+    run = _smoke_run("Cross-entropy", epochs=2)
+    run.config.optim.amp = "fp16"
+    run = Run(run.table_id, run.row_label, run.seed, run.profile, run.config, make_run_id(run.config, run.seed))
+    reference = execute_run(run, Store(tmp_path / "a"), tmp_path)
+    fp32 = execute_run(_smoke_run("Cross-entropy", epochs=2), Store(tmp_path / "c"), tmp_path)
+    assert reference["history"][0]["loss"] != fp32["history"][0]["loss"]  # the forward really ran in fp16
+    assert abs(reference["history"][0]["loss"] - fp32["history"][0]["loss"]) < 0.05
+    ckpt = torch.load(Store(tmp_path / "a").run_dir(run.run_id) / "checkpoints" / "last.pt", weights_only=False)
+    assert ckpt["scaler"]["scale"] > 0 and "_growth_tracker" in ckpt["scaler"]
+
+    store = Store(tmp_path / "b")
+    real_save = train_mod.save_atomic
+
+    def save_then_die(state, path):
+        real_save(state, path)
+        if state["epoch"] == 1:
+            raise Preempted
+
+    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    with pytest.raises(Preempted):
+        execute_run(run, store, tmp_path)
+    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    resumed = execute_run(run, store, tmp_path)
+    assert resumed["metrics"] == reference["metrics"]
+    assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in reference["history"]]

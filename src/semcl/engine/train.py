@@ -26,6 +26,9 @@ from semcl.methods import Method
 log = logging.getLogger("semcl.train")
 
 
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
 
@@ -43,11 +46,16 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         return []
     opt = torch.optim.SGD(params, lr=cfg.optim.lr, momentum=cfg.optim.momentum,
                           weight_decay=cfg.optim.weight_decay)
+    amp = cfg.optim.amp
+    # fp16 needs loss scaling (skipped steps on overflow); disabled, the scaler is a pass-through
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
     start, start_step, history, resume_gen, total0 = 0, 0, [], None, 0.0
     state = load(ckpt)
     if state is not None:
         method.load_state_dict(state["method"])  # before the optimiser: its state follows the params
         opt.load_state_dict(state["optimizer"])
+        if "scaler" in state:
+            scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"])
         start, history = state["epoch"], state["history"]
         # a checkpoint taken on a requeue signal sits inside an epoch
@@ -71,6 +79,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
         state = {"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
                  "rng": rng_state(), "history": history}
+        if scaler.is_enabled():
+            state["scaler"] = scaler.state_dict()
         if g is not None:
             state.update(generator=g.get_state(), loss_sum=loss_sum)
         return state
@@ -98,12 +108,14 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 part = distributed.local_slice(len(idx))
                 views = [augs[k % len(augs)](images, g)[part].to(device, non_blocking=True)
                          for k in range(method.num_views)]
-                loss = method.training_step(views, labels[part].to(device))["loss"]
+                with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
+                    loss = method.training_step(views, labels[part].to(device))["loss"]
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
-                distributed.average_gradients_(params)
+                scaler.scale(loss).backward()
+                distributed.average_gradients_(params)  # linear: averaging scaled gradients is fine
                 method.after_backward()
-                opt.step()
+                scaler.step(opt)
+                scaler.update()
                 total += float(loss.detach())
                 if interrupt.pending() and step + 1 < steps:
                     save(epoch, step + 1, g, total, sync=False)

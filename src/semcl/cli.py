@@ -188,6 +188,17 @@ def cmd_figure(args) -> None:
     print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
 
 
+def cmd_report(args) -> None:
+    from semcl.report.reproduction import build_report
+
+    try:
+        text, path = build_report(args.paper, args.profile, _store(args), Path(args.out))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
@@ -244,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("table")
     with_profile(sp)
     sp.set_defaults(func=cmd_figure)
+    sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
+    sp.add_argument("paper", help="rince | gpaco | paco | ...")
+    with_profile(sp)
+    sp.add_argument("--out", default="reproduce", help="folder for <paper>.<profile>.md (default: reproduce/)")
+    sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
     sp.add_argument("--data-root")
     sp.set_defaults(func=cmd_prepare)

@@ -1,0 +1,42 @@
+"""`semcl report`: one page per paper from generated run records."""
+
+from __future__ import annotations
+
+import pytest
+
+from semcl.cli import main
+from semcl.registry import get_table, load_registry
+from semcl.report.reproduction import build_report
+from semcl.runs import Store, plan_runs, write_json_atomic
+
+TOP1 = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std 3.61
+
+
+def test_report_lists_every_table_and_renders_those_with_runs(tmp_path):
+    store = Store(tmp_path / "results")
+    fig = get_table("gpaco/fig1a")
+    for run in plan_runs(fig, "paper"):
+        write_json_atomic(store.metrics_path(run.run_id), {"run_id": run.run_id, "metrics": {
+            "acc_overall": TOP1[run.seed], "latency_ms": 10.0 + run.seed / 1000}})
+    text, path = build_report("gpaco", "paper", store, tmp_path / "reproduce")
+    assert path == tmp_path / "reproduce" / "gpaco.paper.md" and path.read_text() == text
+    rows = {ln.split("|")[1].strip(): ln for ln in text.splitlines() if ln.startswith("| `gpaco/")}
+    assert len(rows) == 19  # every gpaco registry entry
+    assert "| 4/4 | 12/12 | 4 | 4 |" in rows["`gpaco/fig1a`"]  # 4 paper latencies, all 4 off by > 2 std
+    assert "| 12/12 | 0/36 | 0 | — |" in rows["`gpaco/tab2`"]
+    assert "## `gpaco/fig1a`" in text and "## `gpaco/tab2`" not in text  # only tables with runs
+    assert "63.00 ± 3.61 (n=3)" in text
+    assert "![gpaco/fig1a](figures/gpaco_fig1a.paper.png)" in text
+    assert (tmp_path / "reproduce" / "figures" / "gpaco_fig1a.paper.png").exists()
+
+
+def test_unknown_paper_is_a_one_line_error(tmp_path, capsys):
+    assert main(["--results", str(tmp_path), "report", "simclr", "--out", str(tmp_path / "r")]) == 2
+    papers = ", ".join(sorted({t.paper for t in load_registry().values()}))
+    assert capsys.readouterr().err == f"semcl: error: no registry entry has paper 'simclr' (papers: {papers})\n"
+
+
+@pytest.mark.parametrize("profile", ["mini"])
+def test_tables_without_the_profile_are_listed_not_rendered(tmp_path, profile):
+    text, _ = build_report("paco", profile, Store(tmp_path), tmp_path / "r")
+    assert "| `paco/full-imagenet` | Full ImageNet table (no. unknown) | 4/4 | no `mini` profile |" in text

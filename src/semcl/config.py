@@ -129,6 +129,7 @@ CHOICES: dict[str, set[str]] = {
     "method.prior": {"train", "uniform", "none"},
     "method.supcon_class_weights": {"effective_number"},
     "method.tau_select": {"val"},
+    "method.logit_norm": {"l2"},
     "method.sampling": {"class_balanced", "instance"},
     "optim.shape": {"paco"},
     "optim.amp": {"fp16", "bf16"},

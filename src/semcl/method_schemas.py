@@ -25,12 +25,45 @@ class CESAMethod:
 
 
 @dataclass
+class LabelSmoothingSuperclassMethod:
+    """RINCE's "label smoothing within superclass": CE whose target moves mass alpha from the true class
+    to its superclass siblings, spread uniformly (a class without siblings keeps a one-hot target)."""
+
+    name: str = "label_smoothing_superclass"
+    alpha: float = 0.1  # the paper tried 3 values (grid unknown); 0.1 is the official code's commented default
+
+
+@dataclass
+class TwoHeadsMethod:
+    """RINCE's "two heads": backbone + fine head + superclass head, L = (1 - weight) CE_fine + weight CE_superclass."""
+
+    name: str = "two_heads"
+    weight: float = 0.1  # lambda: the one known value of the paper's grid (Tab. 10; commented code default)
+    # None: plain CE on each head's logits (paper prose); l2: each head's logits L2-normalised before the CE
+    # (official SupCEResNet(two_heads=True): F.normalize(fc(feat)), logits on the unit sphere)
+    logit_norm: str | None = None
+
+
+@dataclass
 class SCLMethod:
     name: str = "scl"
     form: str = "in"  # in | out
     tau: float = 0.1
     bank_size: int = 4096
     momentum: float = 0.99
+
+
+@dataclass
+class SCLTwoHeadsMethod:
+    """RINCE's "SCL two heads" baseline: SCL with a fine and a superclass projection head on one
+    backbone, L = (1 - weight) * L_fine + weight * L_super; the rest as the SCL rows."""
+
+    name: str = "scl_two_heads"
+    form: str = "in"  # in | out, both heads; the paper's form is unknown (see semcl.methods.scl_two_heads)
+    tau: float = 0.1
+    bank_size: int = 4096
+    momentum: float = 0.99
+    weight: float = 0.1  # lambda, weight of the superclass loss; the paper's grid is unknown (assumed)
 
 
 @dataclass
@@ -170,7 +203,10 @@ METHOD_SCHEMAS: dict[str, type] = {
     "ensemble": EnsembleMethod,
     "ce": CEMethod,
     "ce_sa": CESAMethod,
+    "label_smoothing_superclass": LabelSmoothingSuperclassMethod,
+    "two_heads": TwoHeadsMethod,
     "scl": SCLMethod,
+    "scl_two_heads": SCLTwoHeadsMethod,
     "rince": RinceMethod,
     "paco": PacoMethod,
     "gpaco": GPacoMethod,
@@ -186,9 +222,6 @@ METHOD_SCHEMAS: dict[str, type] = {
 # Methods the registry may name whose training code is not built yet: rows using them are
 # listed as "not implemented" and never planned.
 PLANNED_METHODS: dict[str, str] = {
-    "label_smoothing_superclass": "CE with label smoothing within the superclass",
-    "two_heads": "CE with a fine and a superclass head",
-    "scl_two_heads": "SCL with a fine and a superclass projection head",
     "triplet": "triplet loss with rank-dependent margins",
     "hierarchical_triplet": "hierarchical triplet loss (Ge et al. 2018)",
     "fastap": "FastAP (Cakir et al. 2019)",

@@ -42,7 +42,8 @@ class Run:
 # training FLOPs per image-epoch relative to one fwd+bwd of the backbone: contrastive methods add a
 # key forward (a third); Decouple's second stage only runs the frozen backbone forward (a third), tau-norm
 # and ensembles train nothing; RIDE's three 0.75-width experts are ~1.66x a ResNet-50 (39.0M vs 23.5M params)
-TRAIN_COST = {"ce": 1.0, "ce_sa": 1.0, "balanced_softmax": 1.0, "decouple_crt": 1 / 3, "decouple_lws": 1 / 3,
+TRAIN_COST = {"ce": 1.0, "ce_sa": 1.0, "balanced_softmax": 1.0, "label_smoothing_superclass": 1.0, "two_heads": 1.0,
+              "decouple_crt": 1 / 3, "decouple_lws": 1 / 3,
               "decouple_tau_norm": 0.0, "ensemble": 0.0, "ride": 1.66}
 
 

@@ -1,11 +1,14 @@
 """Contrastive losses: ranked InfoNCE (InfoNCE / SCL / RINCE), parametric contrastive (PaCo / GPaCo),
-SupCon, and RIDE's LDAM + diversity loss."""
+SupCon, and RIDE's LDAM + diversity loss; hierarchy-aware cross-entropies (RINCE's CE baselines)."""
 
+from semcl.losses.hierarchical_ce import superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
 from semcl.losses.paco import paco_loss, supcon_loss
 from semcl.losses.ranked import key_first_rank_only, ranked_info_nce, tau_from_similarity, taus_for_levels
 from semcl.losses.ride import ldam_loss, ride_loss
 
-__all__ = ["LOSSES", "key_first_rank_only", "ldam_loss", "paco_loss", "ranked_info_nce", "ride_loss", "supcon_loss",
-           "tau_from_similarity", "taus_for_levels"]
+__all__ = ["LOSSES", "key_first_rank_only", "ldam_loss", "paco_loss", "ranked_info_nce", "ride_loss",
+           "superclass_label_smoothing_loss", "superclass_smoothed_targets", "supcon_loss", "tau_from_similarity",
+           "taus_for_levels", "two_heads_loss"]
 
-LOSSES = {"ranked_info_nce": ranked_info_nce, "paco": paco_loss, "ride": ride_loss, "supcon": supcon_loss}
+LOSSES = {"ranked_info_nce": ranked_info_nce, "paco": paco_loss, "ride": ride_loss, "supcon": supcon_loss,
+          "superclass_label_smoothing": superclass_label_smoothing_loss, "two_heads": two_heads_loss}

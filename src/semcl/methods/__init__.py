@@ -3,16 +3,21 @@
 from semcl.methods.balanced_softmax import BalancedSoftmax
 from semcl.methods.base import DataInfo, Method
 from semcl.methods.ce import CrossEntropy
+from semcl.methods.ce_baselines import LabelSmoothingSuperclass, TwoHeads
 from semcl.methods.decouple import DecoupleCRT, DecoupleLWS, DecoupleTauNorm
 from semcl.methods.paco import ParametricContrastive
 from semcl.methods.ranked_contrastive import RankedContrastive
 from semcl.methods.ride import Ride
+from semcl.methods.scl_two_heads import SCLTwoHeads
 
 METHODS: dict[str, type[Method]] = {
     "ce": CrossEntropy,
     "ce_sa": CrossEntropy,
+    "label_smoothing_superclass": LabelSmoothingSuperclass,
+    "two_heads": TwoHeads,
     "scl": RankedContrastive,
     "rince": RankedContrastive,
+    "scl_two_heads": SCLTwoHeads,
     "balanced_softmax": BalancedSoftmax,
     "paco": ParametricContrastive,
     "gpaco": ParametricContrastive,

@@ -1,0 +1,85 @@
+"""RINCE's hierarchy-aware cross-entropy baselines (Table 2, ../shared/papers/rince.md §c.10).
+
+Both train like the `ce` row (crop + flip, lr 0.8, 500 epochs, batch 512; set by the registry row)
+and keep its model: a backbone and a linear fine-class head. The evaluations read `backbone`
+features; `classify` returns the fine head's logits (`head_top1`).
+
+- `label_smoothing_superclass`: CE against a target that moves α from the true class to its
+  superclass siblings (semcl.losses.hierarchical_ce.superclass_smoothed_targets).
+- `two_heads`: a second linear head on the same features predicts the superclass;
+  L = (1 − λ)·CE_fine + λ·CE_superclass. `logit_norm: l2` L2-normalises each head's logits before
+  its CE, as the official SupCEResNet(two_heads=True) does; the default is the paper's plain CE.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from semcl.losses.hierarchical_ce import superclass_label_smoothing_loss, two_heads_loss
+from semcl.method_schemas import LabelSmoothingSuperclassMethod, TwoHeadsMethod
+from semcl.methods.base import DataInfo
+from semcl.methods.ce import CrossEntropy
+from semcl.models import LinearClassifier
+
+
+def _fine_to_coarse(info: DataInfo, what: str) -> torch.Tensor:
+    if info.fine_to_coarse is None:
+        raise ValueError(f"{what} needs a dataset with superclass labels (DataInfo.fine_to_coarse is None)")
+    f2c = info.fine_to_coarse.to(torch.int64)
+    if f2c.shape != (info.num_classes,):
+        raise ValueError(f"fine_to_coarse has shape {tuple(f2c.shape)}, expected ({info.num_classes},)")
+    if not bool((f2c >= 0).any()):
+        raise ValueError(f"{what}: no class has a known superclass")
+    return f2c
+
+
+class LabelSmoothingSuperclass(CrossEntropy):
+    """The CE model with superclass label smoothing in its loss."""
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        m = cfg.method
+        assert isinstance(m, LabelSmoothingSuperclassMethod)
+        if not 0.0 <= m.alpha <= 1.0:
+            raise ValueError(f"method.alpha must be in [0, 1], got {m.alpha}")
+        self.alpha = float(m.alpha)
+        self.register_buffer("fine_to_coarse", _fine_to_coarse(info, "label smoothing within superclass"),
+                             persistent=False)
+
+    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.classifier(self.backbone(views[0]))
+        return {"loss": superclass_label_smoothing_loss(logits, labels, self.fine_to_coarse, self.alpha)}
+
+
+class TwoHeads(CrossEntropy):
+    """Backbone + fine head (`classifier`, C outputs) + superclass head (`coarse_classifier`)."""
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        m = cfg.method
+        assert isinstance(m, TwoHeadsMethod)
+        if not 0.0 <= m.weight <= 1.0:
+            raise ValueError(f"method.weight (lambda) must be in [0, 1], got {m.weight}")
+        f2c = _fine_to_coarse(info, "the two-heads baseline")
+        self.weight = float(m.weight)
+        self.logit_norm = m.logit_norm
+        self.num_coarse = int(f2c.max()) + 1
+        self.register_buffer("fine_to_coarse", f2c, persistent=False)
+        self.coarse_classifier = LinearClassifier(self.backbone.out_dim, self.num_coarse)
+
+    def _norm(self, logits: torch.Tensor) -> torch.Tensor:
+        return F.normalize(logits, dim=1) if self.logit_norm == "l2" else logits
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(fine logits [B, C], superclass logits [B, K]) of images x, normalised as `logit_norm` says."""
+        feat = self.backbone(x)
+        return self._norm(self.classifier(feat)), self._norm(self.coarse_classifier(feat))
+
+    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        fine, coarse = self.heads(views[0])
+        return two_heads_loss(fine, coarse, labels, self.fine_to_coarse, self.weight)
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """The fine head's logits (the superclass head is not read by any evaluation)."""
+        return self._norm(self.classifier(self.backbone(x)))

@@ -82,6 +82,38 @@ class RinceMethod:
 
 
 @dataclass
+class TripletMethod:
+    """RINCE's "Triplet (rank margins)": batch-all triplet loss on the normalised SCL projection, margin m1
+    when the negative shares the anchor's superclass, m2 when it is in another one (semcl.losses.metric)."""
+
+    name: str = "triplet"
+    margins: list[float] = field(default_factory=lambda: [0.5, 1.0])  # [m1, m2] (paper); assignment inferred
+
+
+@dataclass
+class FastAPMethod:
+    """FastAP (Cakir et al., CVPR 2019) on the normalised SCL projection, fine-label relevance, batches of two
+    superclasses (semcl.losses.metric, semcl.engine.sampling)."""
+
+    name: str = "fastap"
+    num_bins: int = 5  # the official code's num_bins: bin width 4 / num_bins, num_bins + 1 bin centres on [0, 4]
+
+
+@dataclass
+class HierarchicalTripletMethod:
+    """RINCE's "Hierarchical triplet" (Ge et al., ECCV 2018) with the ground-truth superclasses as the tree:
+    violate margin beta + d_H(y_a, y_n) - s_(y_a) from class statistics refreshed per epoch, anchor-neighbour
+    batches of l_prime + l_prime * c + t images (semcl.losses.hierarchical_triplet, semcl.engine.sampling)."""
+
+    name: str = "hierarchical_triplet"
+    l_prime: int = 30  # anchor classes per batch, one image each (paper: 30)
+    c: int = 10  # images of each anchor class's nearest class (paper: 10)
+    t: int = 182  # random images (paper: 182); l_prime + l_prime * c + t must equal optim.batch_size
+    beta: float = 0.1  # Ge et al.'s constant in the violate margin (0.1, as recalled)
+    squared: bool = False  # False: Euclidean distances in the hinge (Ge et al.); True: squared, the units of d_H, s
+
+
+@dataclass
 class PacoMethod:
     """PaCo (ICCV 2021): momentum key encoder, queue of keys and labels, class centers."""
 
@@ -208,6 +240,9 @@ METHOD_SCHEMAS: dict[str, type] = {
     "scl": SCLMethod,
     "scl_two_heads": SCLTwoHeadsMethod,
     "rince": RinceMethod,
+    "triplet": TripletMethod,
+    "fastap": FastAPMethod,
+    "hierarchical_triplet": HierarchicalTripletMethod,
     "paco": PacoMethod,
     "gpaco": GPacoMethod,
     "supcon": SupConMethod,
@@ -222,9 +257,6 @@ METHOD_SCHEMAS: dict[str, type] = {
 # Methods the registry may name whose training code is not built yet: rows using them are
 # listed as "not implemented" and never planned.
 PLANNED_METHODS: dict[str, str] = {
-    "triplet": "triplet loss with rank-dependent margins",
-    "hierarchical_triplet": "hierarchical triplet loss (Ge et al. 2018)",
-    "fastap": "FastAP (Cakir et al. 2019)",
     "mae_finetune": "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)",
     "gpaco_vit": "GPaCo fine-tuning of MAE ViTs",
     "multitask_vit": "CE + 0.5 * SupCon fine-tuning of MAE ViTs",

@@ -91,7 +91,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             if hasattr(method, "set_epoch"):  # epoch-dependent losses (RIDE's deferred re-weighting)
                 method.set_epoch(epoch)
             g = epoch_generator(seed, epoch)
-            perm = epoch_order(train_set.labels, train_set.num_classes, g, sampling)
+            perm = epoch_order(train_set.labels, train_set.num_classes, g, sampling,
+                               batch_size=bs, fine_to_coarse=train_set.fine_to_coarse,
+                               context=getattr(method, "sampling_context", None))
             first = 0
             total = 0.0
             if epoch == start and start_step:

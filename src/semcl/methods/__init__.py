@@ -5,6 +5,8 @@ from semcl.methods.base import DataInfo, Method
 from semcl.methods.ce import CrossEntropy
 from semcl.methods.ce_baselines import LabelSmoothingSuperclass, TwoHeads
 from semcl.methods.decouple import DecoupleCRT, DecoupleLWS, DecoupleTauNorm
+from semcl.methods.hierarchical_triplet import HierarchicalTriplet
+from semcl.methods.metric_learning import FastAP, RankMarginTriplet
 from semcl.methods.paco import ParametricContrastive
 from semcl.methods.ranked_contrastive import RankedContrastive
 from semcl.methods.ride import Ride
@@ -18,6 +20,9 @@ METHODS: dict[str, type[Method]] = {
     "scl": RankedContrastive,
     "rince": RankedContrastive,
     "scl_two_heads": SCLTwoHeads,
+    "triplet": RankMarginTriplet,
+    "fastap": FastAP,
+    "hierarchical_triplet": HierarchicalTriplet,
     "balanced_softmax": BalancedSoftmax,
     "paco": ParametricContrastive,
     "gpaco": ParametricContrastive,

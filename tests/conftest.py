@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from semcl.registry import load_registry
 
@@ -67,3 +68,14 @@ def ensemble_registry(registry_copy) -> Path:
     (registry_copy / "test").mkdir()
     (registry_copy / "test" / "ensemble.yaml").write_text(ENSEMBLE_TABLE)
     return registry_copy
+
+
+@pytest.fixture
+def single_thread():
+    """Pin torch to one intra-op thread: small CPU batches gain nothing from more, on a shared busy CPU
+    two OpenMP threads contend (a batch-2 ResNet-50 forward gets ~10x slower), and one thread keeps
+    reductions in one order for the bit-exact comparisons."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

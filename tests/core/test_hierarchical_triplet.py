@@ -25,12 +25,7 @@ L_PRIME, C, T = 2, 3, 2  # batch 2 + 2 * 3 + 2 = 10
 DIM = 4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # identical reductions run to run
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
 
 def _cfg(batch_size: int = L_PRIME + L_PRIME * C + T, **method):

@@ -19,15 +19,11 @@ from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS, FastAPMethod, 
 from semcl.methods import METHODS, DataInfo
 from semcl.registry import get_table
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 F2C = torch.tensor([0, 0, 0, 1, 1, 2, -1])  # superclasses {0, 1, 2}, {3, 4}, {5}; class 6 has none
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # --- triplet loss with rank margins ------------------------------------------------------------

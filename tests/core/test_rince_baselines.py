@@ -15,15 +15,11 @@ from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS, LabelSmoothing
 from semcl.methods import METHODS, DataInfo
 from semcl.registry import get_table
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 F2C = torch.tensor([0, 0, 0, 1, 1, 2])  # superclasses {0, 1, 2}, {3, 4}, {5}
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # --- label smoothing within the superclass -------------------------------------------------------

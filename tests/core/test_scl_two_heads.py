@@ -16,12 +16,7 @@ LABELS = torch.tensor([0, 1, 2, 0, 3, 5, 4, 1])
 BANK, DIM = 24, 4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # identical reductions run to run
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
 
 def _cfg(name: str = "scl_two_heads", **method):

@@ -16,16 +16,12 @@ from semcl.errors import ConfigError
 from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS
 from semcl.methods import METHODS, DataInfo
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 COUNTS = torch.tensor([90, 10, 0])  # a head class, a tail class, an empty class
 NAMES = ("decouple_crt", "decouple_tau_norm", "decouple_lws")
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _cfg(name: str, **method):

@@ -19,6 +19,18 @@ class DataInfo:
     fine_to_coarse: torch.Tensor | None  # int64 [C]: superclass of each class, where known
     class_counts: torch.Tensor | None = None  # int64 [C]: training images per class (class priors)
 
+    def superclasses(self, what: str) -> torch.Tensor:
+        """int64 [C] superclass of each class (-1 = none), for methods that need the hierarchy;
+        ValueError naming `what` when the dataset has none."""
+        if self.fine_to_coarse is None:
+            raise ValueError(f"{what} needs a dataset with superclass labels (DataInfo.fine_to_coarse is None)")
+        f2c = self.fine_to_coarse.to(torch.int64)
+        if f2c.shape != (self.num_classes,):
+            raise ValueError(f"fine_to_coarse has shape {tuple(f2c.shape)}, expected ({self.num_classes},)")
+        if not bool((f2c >= 0).any()):
+            raise ValueError(f"{what}: no class has a known superclass")
+        return f2c
+
 
 class Method(nn.Module):
     """Base class. Subclasses build their modules in __init__ and define `training_step`.

@@ -23,17 +23,6 @@ from semcl.methods.ce import CrossEntropy
 from semcl.models import LinearClassifier
 
 
-def _fine_to_coarse(info: DataInfo, what: str) -> torch.Tensor:
-    if info.fine_to_coarse is None:
-        raise ValueError(f"{what} needs a dataset with superclass labels (DataInfo.fine_to_coarse is None)")
-    f2c = info.fine_to_coarse.to(torch.int64)
-    if f2c.shape != (info.num_classes,):
-        raise ValueError(f"fine_to_coarse has shape {tuple(f2c.shape)}, expected ({info.num_classes},)")
-    if not bool((f2c >= 0).any()):
-        raise ValueError(f"{what}: no class has a known superclass")
-    return f2c
-
-
 class LabelSmoothingSuperclass(CrossEntropy):
     """The CE model with superclass label smoothing in its loss."""
 
@@ -44,7 +33,7 @@ class LabelSmoothingSuperclass(CrossEntropy):
         if not 0.0 <= m.alpha <= 1.0:
             raise ValueError(f"method.alpha must be in [0, 1], got {m.alpha}")
         self.alpha = float(m.alpha)
-        self.register_buffer("fine_to_coarse", _fine_to_coarse(info, "label smoothing within superclass"),
+        self.register_buffer("fine_to_coarse", info.superclasses("label smoothing within superclass"),
                              persistent=False)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -61,7 +50,7 @@ class TwoHeads(CrossEntropy):
         assert isinstance(m, TwoHeadsMethod)
         if not 0.0 <= m.weight <= 1.0:
             raise ValueError(f"method.weight (lambda) must be in [0, 1], got {m.weight}")
-        f2c = _fine_to_coarse(info, "the two-heads baseline")
+        f2c = info.superclasses("the two-heads baseline")
         self.weight = float(m.weight)
         self.logit_norm = m.logit_norm
         self.num_coarse = int(f2c.max()) + 1

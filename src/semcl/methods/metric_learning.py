@@ -42,12 +42,6 @@ class _ProjectedMetric(Method):
         return torch.nn.functional.normalize(z.float(), dim=1)
 
 
-def _fine_to_coarse(info: DataInfo, what: str) -> torch.Tensor:
-    if info.fine_to_coarse is None:
-        raise ValueError(f"{what} needs a dataset with superclass labels (DataInfo.fine_to_coarse is None)")
-    return info.fine_to_coarse.to(torch.int64)
-
-
 class RankMarginTriplet(_ProjectedMetric):
     """RINCE's "Triplet (rank margins)" baseline."""
 
@@ -58,7 +52,7 @@ class RankMarginTriplet(_ProjectedMetric):
         if len(m.margins) != 2 or any(v < 0 for v in m.margins):
             raise ValueError(f"triplet: method.margins must be two non-negative values (m1, m2), got {m.margins}")
         self.margins = (float(m.margins[0]), float(m.margins[1]))
-        self.register_buffer("fine_to_coarse", _fine_to_coarse(info, "the rank-margin triplet loss"), persistent=False)
+        self.register_buffer("fine_to_coarse", info.superclasses("the rank-margin triplet loss"), persistent=False)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         z = self.embed(views[0])
@@ -78,7 +72,7 @@ class FastAP(_ProjectedMetric):
         assert isinstance(m, FastAPMethod)
         if m.num_bins < 1:
             raise ValueError(f"fastap: method.num_bins must be >= 1, got {m.num_bins}")
-        _fine_to_coarse(info, "FastAP's two-superclass batches")
+        info.superclasses("FastAP's two-superclass batches")
         self.num_bins = int(m.num_bins)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:

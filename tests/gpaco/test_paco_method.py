@@ -87,3 +87,14 @@ def test_multitask_lt_form_weights_supcon_anchors_by_effective_number():
     assert torch.allclose(m.supcon_class_weights, expected.float(), rtol=1e-6)
     assert math.isclose(float(m.supcon_class_weights[2]), 2.4955045, rel_tol=1e-6)
     assert _method("multitask").supcon_class_weights is None  # CIFAR form: unweighted
+
+
+@pytest.mark.parametrize("name", ["paco", "gpaco", "supcon", "multitask"])
+def test_fp16_autocast_step_computes_the_loss_in_float32(name):
+    # optim.amp fp16: encoders run in float16, the queue stays float32; the loss must be float32 and
+    # equal to the same step without autocast up to float16 rounding of the encoder outputs
+    labels = torch.tensor([0, 1, 2, 0])
+    plain = float(_method(name).training_step(_views(), labels)["loss"].detach())
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = _method(name).training_step(_views(), labels)["loss"]
+    assert loss.dtype == torch.float32 and math.isclose(float(loss.detach()), plain, rel_tol=2e-2)

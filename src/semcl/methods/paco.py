@@ -139,23 +139,26 @@ class ParametricContrastive(Method):
         # empty class -- possible in small LT profiles -- needs no special case: class_prior=None
         self_mask = torch.zeros(anchors.shape[0], contrast.shape[0], dtype=torch.bool, device=labels.device)
         self_mask.fill_diagonal_(True)  # anchors are the first rows of `contrast`
-        return paco_loss(anchors, contrast, contrast_labels, labels, self._centers(feats), alpha=self.alpha,
-                         tau=self.tau, self_mask=self_mask, smoothing=self.label_smoothing)
+        centers = self._centers(feats).float()
+        with torch.autocast(anchors.device.type, enabled=False):  # the loss runs in float32 (optim.amp)
+            return paco_loss(anchors, contrast, contrast_labels, labels, centers, alpha=self.alpha,
+                             tau=self.tau, self_mask=self_mask, smoothing=self.label_smoothing)
 
     def _supcon(self, anchors, labels, contrast, contrast_labels) -> torch.Tensor:
         # GPaCo Eq. 3: anchors are the first rows of `contrast`; only their own column leaves A(i)
         self_mask = torch.zeros(anchors.shape[0], contrast.shape[0], dtype=torch.bool, device=labels.device)
         self_mask.fill_diagonal_(True)
         w = None if self.supcon_class_weights is None else self.supcon_class_weights[labels]
-        return supcon_loss(anchors, contrast, contrast_labels, labels, tau=self.tau, self_mask=self_mask,
-                           anchor_weights=w)
+        with torch.autocast(anchors.device.type, enabled=False):  # the loss runs in float32 (optim.amp)
+            return supcon_loss(anchors, contrast, contrast_labels, labels, tau=self.tau, self_mask=self_mask,
+                               anchor_weights=w)
 
     def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         n = labels.shape[0]
         queue, queue_labels = self.bank.features.clone(), self.bank.labels.clone()
         if self.kind in ("gpaco", "multitask"):
             feats = self.backbone(torch.cat(views[:2]))  # one encoder, both views, with gradients
-            z = F.normalize(self.head(feats), dim=1)
+            z = F.normalize(self.head(feats).float(), dim=1)  # losses in float32 under autocast (optim.amp)
             y = torch.cat([labels, labels])
             contrast, contrast_labels = torch.cat([z, queue]), torch.cat([y, queue_labels])
             if self.kind == "gpaco":  # both views are anchors
@@ -166,13 +169,13 @@ class ParametricContrastive(Method):
             keys = z[n:]
         else:
             feats = self.backbone(views[0])
-            q = F.normalize(self.head(feats), dim=1)
+            q = F.normalize(self.head(feats).float(), dim=1)  # losses in float32 under autocast (optim.amp)
             with torch.no_grad():
                 # MoCo order: momentum update, then the keys; with several GPUs through shuffle-BN as
                 # the official builder (one process: train-mode BN on the whole key batch)
                 momentum_update_(self.key_backbone, self.backbone, self.momentum)
                 momentum_update_(self.key_head, self.head, self.momentum)
-                keys = F.normalize(shuffled_forward(lambda v: self.key_head(self.key_backbone(v)), views[1]), dim=1)
+                keys = F.normalize(shuffled_forward(lambda v: self.key_head(self.key_backbone(v)), views[1]).float(), dim=1)
             contrast, contrast_labels = torch.cat([q, keys, queue]), torch.cat([labels, labels, queue_labels])
             if self.kind == "paco":  # only the queries are anchors; their own keys stay positives
                 loss = self._paco(q, labels, contrast, contrast_labels, feats)

@@ -208,8 +208,8 @@ def _supcon_rows(repeats: int, gen: torch.Generator) -> list[Row]:
     from common import long_tail_counts
 
     from semcl.losses.paco import supcon_loss
-    from semcl.methods import DataInfo
-    from semcl.methods.paco import effective_number_weights
+    from semcl.methods.base import DataInfo
+    from semcl.methods.paco.method import effective_number_weights
 
     dim, n_classes, queue, half, tau = 128, 1000, 8192, 128, 0.07
     n_anchor = 2 * half

@@ -22,7 +22,8 @@ from common import Row, interleaved, median, paired_ratio
 
 from semcl.config import build_config
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 
 BATCH = 128
 # name -> (config method section, floor, limit)
@@ -40,9 +41,9 @@ def _build(method_section: dict):
     cfg = build_config(tree, where="bench")
     info = DataInfo(num_classes=100, in_channels=3, fine_to_coarse=torch.tensor(CIFAR100_FINE_TO_COARSE),
                     class_counts=torch.full((100,), 500, dtype=torch.long))
-    method = METHODS[cfg.method.name](cfg, info)
+    method = method_class(cfg.method.name)(cfg, info)
     method.train()
-    opt = torch.optim.SGD(method.optimized_parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    opt = torch.optim.SGD(method.param_groups(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     bank = getattr(method, "bank", None)
     if bank is not None:  # a full bank of random keys with real labels, as after the first epoch
         gen = torch.Generator().manual_seed(1)
@@ -54,7 +55,7 @@ def _build(method_section: dict):
 
 def _stepper(method, opt, views, labels):
     def step() -> None:
-        loss = method.training_step(views[: method.num_views], labels)["loss"]
+        loss = method.training_step(Batch.of(views[: method.num_views], labels))["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         method.after_backward()

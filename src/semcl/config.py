@@ -20,20 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.method_schemas import (  # noqa: F401  (re-exported: the schema is one module to its users)
-    METHOD_SCHEMAS,
-    PLANNED_METHODS,
-    RINCE_VARIANTS,
-    BalancedSoftmaxMethod,
-    CEMethod,
-    CESAMethod,
-    GPacoMethod,
-    MultiTaskMethod,
-    PacoMethod,
-    RinceMethod,
-    SCLMethod,
-    SupConMethod,
-)
+from semcl.methods.registry import METHODS, PLANNED_METHODS
 
 
 @dataclass
@@ -119,18 +106,9 @@ class EvalConfig:
     latency_batch: int | None = None
 
 
+# allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices
 CHOICES: dict[str, set[str]] = {
-    "method.form": {"in", "out", "out_in"},
-    "method.positives": {"rank", "cumulative"},
-    "method.rank_reduction": {"sum", "mean"},
-    "method.variant": set(RINCE_VARIANTS),
-    "method.ranks": {"superclass"},
     "data.test_split": {"test", "val"},
-    "method.prior": {"train", "uniform", "none"},
-    "method.supcon_class_weights": {"effective_number"},
-    "method.tau_select": {"val"},
-    "method.logit_norm": {"l2"},
-    "method.sampling": {"class_balanced", "instance"},
     "optim.shape": {"paco"},
     "optim.amp": {"fp16", "bf16"},
     "eval.accuracy": {"paco", "oltr"},
@@ -164,7 +142,7 @@ def parse_augment(name: str) -> list[tuple[str, int, int, float | None]]:
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    method: Any = field(default_factory=CEMethod)
+    method: Any = None  # the dataclass of METHODS[method.name].schema
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
@@ -243,7 +221,7 @@ def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _build(cls: type, values: dict, prefix: str, where: str) -> Any:
+def _build(cls: type, values: dict, prefix: str, where: str, choices: dict | None = None) -> Any:
     hints = _type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
@@ -253,40 +231,33 @@ def _build(cls: type, values: dict, prefix: str, where: str) -> Any:
     for name, value in values.items():
         key = f"{prefix}.{name}"
         checked = _check_type(value, hints[name], key, where)
-        allowed = CHOICES.get(key)
+        allowed = (choices or {}).get(name) if choices is not None else CHOICES.get(key)
         for v in checked if isinstance(checked, list) else [checked]:
             if allowed is not None and v is not None and v not in allowed:
                 raise ConfigError(f"{where}: '{key}' = {v!r} is not one of {sorted(allowed)}")
         kwargs[name] = checked
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as err:  # a schema's own cross-field check (__post_init__)
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def build_config(tree: dict, *, where: str) -> RunConfig:
     """Validate a nested dict into a RunConfig; `where` names the source in errors."""
     method = dict(tree.get("method", {}))
     name = method.get("name", "ce")
-    if name not in METHOD_SCHEMAS:
+    if name not in METHODS:
         extra = " (planned, not implemented yet)" if name in PLANNED_METHODS else ""
-        raise ConfigError(f"{where}: unknown method 'method.name' = {name!r}{extra}; known: {sorted(METHOD_SCHEMAS)}")
-    cfg = RunConfig(method=_build(METHOD_SCHEMAS[name], method, "method", where))
+        raise ConfigError(f"{where}: unknown method 'method.name' = {name!r}{extra}; known: {sorted(METHODS)}")
+    spec = METHODS[name]
+    cfg = RunConfig(method=_build(spec.schema, method, "method", where, choices=spec.choices))
     for section, cls in SECTIONS.items():
         setattr(cfg, section, _build(cls, tree.get(section, {}), section, where))
-    _resolve_variants(cfg, where)
     try:
         parse_augment(cfg.data.augment)
     except ValueError as err:
         raise ConfigError(f"{where}: 'data.augment' = {cfg.data.augment!r}: {err}") from None
     return cfg
-
-
-def _resolve_variants(cfg: RunConfig, where: str) -> None:
-    m = cfg.method
-    if isinstance(m, RinceMethod):
-        for knob, value in RINCE_VARIANTS[m.variant].items():
-            if getattr(m, knob) is None:
-                setattr(m, knob, value)
-        if m.form == "out_in" and len(m.taus) < 2:
-            raise ConfigError(f"{where}: 'method.form' = 'out_in' needs at least two temperatures in 'method.taus'")
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

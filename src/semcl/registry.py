@@ -17,7 +17,9 @@ from typing import Any
 import yaml
 
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
-from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config, merge
+from semcl.config import build_config, merge
+from semcl.methods.registry import METHODS, PLANNED_METHODS
+from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.errors import ConfigError
 
 # the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
@@ -103,15 +105,23 @@ class Row:
     # a logit-sum ensemble of these rows' runs (a label may repeat: the k-th repeat takes the seed
     # k places further along the table's seed list, so "2 x the same model" means two seeds)
     ensemble: tuple[str, ...] = ()
+    # knowledge distillation: each seed's run learns from this row's run of the same seed, frozen
+    teacher: str | None = None
     deps_implemented: bool = True  # set at load: every row this one builds on is implemented
 
     @property
     def implemented(self) -> bool:
-        return self.method in METHOD_SCHEMAS and self.deps_implemented
+        return self.method in METHODS and self.deps_implemented
+
+    @property
+    def dependency_kind(self) -> str | None:
+        """Which of the row keys init_from / ensemble / teacher it uses (one at most)."""
+        kinds = [k for k in DEPENDENCY_KINDS if getattr(self, k)]
+        return kinds[0] if kinds else None
 
     @property
     def depends_on(self) -> tuple[str, ...]:
-        return ((self.init_from,) if self.init_from else ()) + self.ensemble
+        return ((self.init_from,) if self.init_from else ()) + ((self.teacher,) if self.teacher else ()) + self.ensemble
 
 
 @dataclass(frozen=True)
@@ -182,8 +192,8 @@ class Table:
 def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:
     """A profile's `method.*` keys apply to the rows whose method has that field (e.g. a smaller
     memory bank for every contrastive row); a key no method knows is still an error."""
-    known = {f.name for schema in METHOD_SCHEMAS.values() for f in dataclasses.fields(schema)}
-    mine = {f.name for f in dataclasses.fields(METHOD_SCHEMAS[method])}
+    known = {f.name for spec in METHODS.values() for f in dataclasses.fields(spec.schema)}
+    mine = {f.name for f in dataclasses.fields(METHODS[method].schema)}
     out = {}
     for key, value in overrides.items():
         if key.startswith("method."):
@@ -197,7 +207,8 @@ def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str,
 
 
 def _link_rows(rows: list[Row], where: str) -> list[Row]:
-    """Check `init_from` / `ensemble` references (known labels, no cycles, the right methods) and
+    """Check `init_from` / `teacher` / `ensemble` references (known labels, no cycles, the kind the
+    method's spec declares) and
     mark rows whose base or members are not implemented."""
     by_label = {r.label: r for r in rows}
     if len(by_label) != len(rows):
@@ -205,22 +216,27 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         raise ConfigError(f"{where}: two rows are labelled {dup!r}")
     for r in rows:
         rw = f"{where}: row {r.label!r}"
+        used = [k for k in DEPENDENCY_KINDS if getattr(r, k)]
+        if len(used) > 1:
+            raise ConfigError(f"{rw}: keys {' and '.join(repr(k) for k in used)} exclude each other")
+        kind = used[0] if used else None
         for dep in r.depends_on:
             if dep not in by_label:
-                raise ConfigError(f"{rw}: '{'init_from' if dep == r.init_from else 'ensemble'}' names no row {dep!r}")
-        needs_base = getattr(METHOD_SCHEMAS.get(r.method), "needs_base", False)
-        if needs_base and not r.init_from:
-            raise ConfigError(f"{rw}: method {r.method!r} trains on a base run: key 'init_from' is required")
-        if r.init_from and r.method in METHOD_SCHEMAS and not needs_base:
-            raise ConfigError(f"{rw}: key 'init_from': method {r.method!r} does not start from a base run")
-        if (r.method == "ensemble") != bool(r.ensemble):
-            raise ConfigError(f"{rw}: key 'ensemble' goes with method 'ensemble' (a list of at least one row label)")
+                raise ConfigError(f"{rw}: {kind!r} names no row {dep!r}")
+        spec = METHODS.get(r.method)
+        if spec is None:  # planned: its dependency kind is unknown yet
+            continue
+        if spec.depends and kind != spec.depends:
+            raise ConfigError(f"{rw}: method {r.method!r} builds on other runs: key {spec.depends!r} is required")
+        if kind and spec.depends != kind:
+            raise ConfigError(f"{rw}: key {kind!r}: method {r.method!r} does not take "
+                              f"{'other runs' if spec.depends is None else repr(kind) + ' (it takes ' + repr(spec.depends) + ')'}")
 
     def ok(label: str, seen: tuple[str, ...]) -> bool:
         if label in seen:
             raise ConfigError(f"{where}: rows {' -> '.join((*seen, label))} depend on each other in a cycle")
         row = by_label[label]
-        return row.method in METHOD_SCHEMAS and all(ok(d, (*seen, label)) for d in row.depends_on)
+        return row.method in METHODS and all(ok(d, (*seen, label)) for d in row.depends_on)
 
     return [dataclasses.replace(r, deps_implemented=all(ok(d, (r.label,)) for d in r.depends_on)) for r in rows]
 
@@ -343,23 +359,24 @@ def load_table(path: Path, presets: Path) -> Table:
         rw = f"{where}: rows[{i}]"
         if not isinstance(r, dict):
             raise ConfigError(f"{rw}: must be a mapping")
-        _only(r, {"label", "method", "overrides", "reported", "init_from", "ensemble"}, rw)
+        _only(r, {"label", "method", "overrides", "reported", "init_from", "ensemble", "teacher"}, rw)
         method = _require(r, "method", rw)
-        if method not in METHOD_SCHEMAS and method not in PLANNED_METHODS:
-            raise ConfigError(f"{rw}: unknown method {method!r} (known: {sorted([*METHOD_SCHEMAS, *PLANNED_METHODS])})")
+        if method not in METHODS and method not in PLANNED_METHODS:
+            raise ConfigError(f"{rw}: unknown method {method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
         reported = r.get("reported") or {}
         bad = sorted(set(reported) - set(keys))
         if bad:
             raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
-        init_from = r.get("init_from")
-        if init_from is not None and not isinstance(init_from, str):
-            raise ConfigError(f"{rw}: key 'init_from' must be the label of another row")
+        init_from, teacher = r.get("init_from"), r.get("teacher")
+        for key, value in (("init_from", init_from), ("teacher", teacher)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{rw}: key {key!r} must be the label of another row")
         ensemble = r.get("ensemble") or []
         if not isinstance(ensemble, list) or not all(isinstance(x, str) for x in ensemble):
             raise ConfigError(f"{rw}: key 'ensemble' must be a list of row labels")
         rows.append(Row(_require(r, "label", rw), method, dict(r.get("overrides") or {}),
                         {k: _reported(reported.get(k), f"{rw}: reported.{k}") for k in keys},
-                        init_from, tuple(ensemble)))
+                        init_from, tuple(ensemble), teacher))
     rows = _link_rows(rows, where)
     profiles = {}
     for name, p in (doc.get("profiles") or {}).items():

@@ -19,6 +19,7 @@ from typing import Any
 from semcl.catalog import BACKBONE_GFLOPS, DATASETS
 from semcl.config import RunConfig, hashable_config
 from semcl.errors import ResultsError
+from semcl.methods.registry import METHODS
 from semcl.registry import Table
 
 STATUSES = ("done", "partial", "failed", "missing")
@@ -37,14 +38,6 @@ class Run:
     run_id: str
     # runs this one reads (a base run's weights, an ensemble's members), in the row's order
     depends_on: tuple[str, ...] = ()
-
-
-# training FLOPs per image-epoch relative to one fwd+bwd of the backbone: contrastive methods add a
-# key forward (a third); Decouple's second stage only runs the frozen backbone forward (a third), tau-norm
-# and ensembles train nothing; RIDE's three 0.75-width experts are ~1.66x a ResNet-50 (39.0M vs 23.5M params)
-TRAIN_COST = {"ce": 1.0, "ce_sa": 1.0, "balanced_softmax": 1.0, "label_smoothing_superclass": 1.0, "two_heads": 1.0,
-              "decouple_crt": 1 / 3, "decouple_lws": 1 / 3,
-              "decouple_tau_norm": 0.0, "ensemble": 0.0, "ride": 1.66}
 
 
 def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = ()) -> str:
@@ -126,7 +119,7 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
         n_train = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
     per_image = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) * 1e9
     # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
-    train = cfg.schedule.epochs * n_train * per_image * TRAIN_COST.get(cfg.method.name, 4 / 3)
+    train = cfg.schedule.epochs * n_train * per_image * METHODS[cfg.method.name].train_cost
     probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe

@@ -11,13 +11,15 @@ import torch
 import torch.nn.functional as F
 
 import semcl.engine.train as train_mod
-from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config
+from semcl.config import build_config
+from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.data import ImageSet
 from semcl.engine import interrupt
-from semcl.engine.sampling import anchor_neighbour_order, epoch_order
+from semcl.data.sampling import anchor_neighbour_order
 from semcl.losses import LOSSES, hierarchical_triplet_loss
 from semcl.losses.hierarchical_triplet import class_statistics, nearest_classes, violate_margins
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.registry import METHODS, method_class
 from semcl.registry import get_table
 
 F2C = torch.tensor([0, 0, 0, 1, 1, 2])  # 6 classes: superclass 0 of 3, 1 of 2, class 5 alone
@@ -37,7 +39,7 @@ def _cfg(batch_size: int = L_PRIME + L_PRIME * C + T, **method):
 
 def _method(seed: int = 0, **method):
     torch.manual_seed(seed)
-    return METHODS["hierarchical_triplet"](_cfg(**method), DataInfo(6, 1, F2C))
+    return method_class("hierarchical_triplet")(_cfg(**method), DataInfo(6, 1, F2C))
 
 
 def _brute_force_loss(z, labels, margins, squared):
@@ -54,12 +56,12 @@ def _brute_force_loss(z, labels, margins, squared):
 
 
 def test_schema_registry_and_table_profiles():
-    assert "hierarchical_triplet" in METHOD_SCHEMAS and "hierarchical_triplet" not in PLANNED_METHODS
+    assert "hierarchical_triplet" in METHODS and "hierarchical_triplet" not in PLANNED_METHODS
     m = build_config({"method": {"name": "hierarchical_triplet"}}, where="x").method
     assert (m.l_prime, m.c, m.t, m.beta, m.squared) == (30, 10, 182, 0.1, False)
     assert m.l_prime + m.l_prime * m.c + m.t == 512  # the paper's batch
-    cls = METHODS["hierarchical_triplet"]
-    assert cls.num_views == 1 and cls.sampling == "anchor_neighbour"
+    cls = method_class("hierarchical_triplet")
+    assert cls.num_views == 1 and cls.epoch_order is not Method.epoch_order  # its own batches
     assert LOSSES["hierarchical_triplet"] is hierarchical_triplet_loss
     table = get_table("rince/tab2")
     row = table.row("Hierarchical triplet")
@@ -178,9 +180,9 @@ def test_anchor_neighbour_batches():
             assert len(set(group.tolist())) == C  # without replacement
         randoms += block[L_PRIME * (1 + C):].tolist()
     assert len(randoms) == steps * T and len(set(randoms)) == len(randoms)  # one permutation for the random part
-    # determinism: a function of the generator alone; the dispatcher gives the same
-    again = epoch_order(labels, 6, torch.Generator().manual_seed(5), "anchor_neighbour", batch_size=bs,
-                        context={"l_prime": L_PRIME, "c": C, "t": T, "neighbour_of_class": neighbours})
+    # determinism: a function of the generator alone
+    again = anchor_neighbour_order(labels, 6, bs, torch.Generator().manual_seed(5),
+                                   l_prime=L_PRIME, c=C, t=T, neighbour_of_class=neighbours)
     assert torch.equal(order, again)
     other = anchor_neighbour_order(labels, 6, bs, torch.Generator().manual_seed(6),
                                    l_prime=L_PRIME, c=C, t=T, neighbour_of_class=neighbours)
@@ -212,8 +214,6 @@ def test_sampler_rejects_bad_sizes(kwargs, match):
     bs = kwargs["l_prime"] * (1 + kwargs["c"]) + (2 if "batch size" in match else kwargs["t"])
     with pytest.raises(ValueError, match=match):
         anchor_neighbour_order(_labels(), 6, bs, torch.Generator(), neighbour_of_class=torch.full((6,), -1), **kwargs)
-    with pytest.raises(ValueError, match="sampling context"):
-        epoch_order(_labels(), 6, torch.Generator(), "anchor_neighbour", batch_size=bs)
 
 
 def _views(n: int = 10, seed: int = 1, dtype=torch.float32) -> list[torch.Tensor]:
@@ -227,7 +227,7 @@ BATCH_LABELS = torch.tensor([0, 1, 1, 1, 3, 4, 4, 4, 0, 5])  # an anchor-neighbo
 def test_training_step_loss_statistics_and_gradient():
     m = _method().double()
     ref = copy.deepcopy(m)
-    out = m.training_step(_views(dtype=torch.float64), BATCH_LABELS)
+    out = m.training_step(Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
     with torch.no_grad():
         z = F.normalize(ref.head(ref.backbone(_views(dtype=torch.float64)[0])), dim=1)
     # the batch entered the running sums; no epoch statistics yet, so the margins come from them
@@ -249,13 +249,13 @@ def test_training_step_loss_statistics_and_gradient():
 
 def test_set_epoch_fixes_the_statistics_and_the_neighbours():
     m = _method().double()
-    m.set_epoch(0)  # nothing seen yet: no neighbour
+    m.on_epoch_start(0)  # nothing seen yet: no neighbour
     assert m.neighbour_of_class.tolist() == [-1] * 6 and int(m.stats_epoch) == 0
     with torch.no_grad():
-        m.training_step(_views(dtype=torch.float64), BATCH_LABELS)
-        m.training_step(_views(seed=2, dtype=torch.float64), BATCH_LABELS.flip(0))
+        m.training_step(Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
+        m.training_step(Batch.of(_views(seed=2, dtype=torch.float64), BATCH_LABELS.flip(0)))
     sums, counts = m.epoch_sum.clone(), m.epoch_count.clone()
-    m.set_epoch(1)
+    m.on_epoch_start(1)
     assert torch.equal(m.class_sum, sums) and torch.equal(m.class_count, counts)
     assert int(m.epoch_count.sum()) == 0 and int(m.stats_epoch) == 1
     stats = class_statistics(sums, counts, F2C)
@@ -270,20 +270,20 @@ def test_set_epoch_fixes_the_statistics_and_the_neighbours():
                                                                                    m.neighbour_of_class)
     # the epoch's statistics now drive the margins, whatever the running sums of the new epoch hold
     with torch.no_grad():
-        out = m.training_step(_views(seed=3, dtype=torch.float64), BATCH_LABELS)
+        out = m.training_step(Batch.of(_views(seed=3, dtype=torch.float64), BATCH_LABELS))
     torch.testing.assert_close(out["d_same_superclass"], stats.thresholds[0])
     # a second call for the same epoch (a resume inside it) changes nothing
     state = copy.deepcopy(m.state_dict())
-    m.set_epoch(1)
+    m.on_epoch_start(1)
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in state.items())
 
 
 def test_state_dict_round_trip_restores_the_statistics():
     m = _method()
-    m.set_epoch(0)
-    m.training_step(_views(), BATCH_LABELS)["loss"].backward()
-    m.set_epoch(1)
-    m.training_step(_views(seed=2), BATCH_LABELS)
+    m.on_epoch_start(0)
+    m.training_step(Batch.of(_views(), BATCH_LABELS))["loss"].backward()
+    m.on_epoch_start(1)
+    m.training_step(Batch.of(_views(seed=2), BATCH_LABELS))
     state = m.state_dict()
     for key in ("epoch_sum", "epoch_count", "class_sum", "class_count", "neighbour_of_class", "stats_epoch"):
         assert key in state
@@ -292,8 +292,8 @@ def test_state_dict_round_trip_restores_the_statistics():
     for key in ("epoch_sum", "epoch_count", "class_sum", "class_count", "neighbour_of_class", "stats_epoch"):
         assert torch.equal(getattr(other, key), getattr(m, key)), key
     assert torch.equal(other.sampling_context["neighbour_of_class"], m.sampling_context["neighbour_of_class"])
-    a = m.training_step(_views(seed=4), BATCH_LABELS)["loss"]
-    b = other.training_step(_views(seed=4), BATCH_LABELS)["loss"]
+    a = m.training_step(Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
+    b = other.training_step(Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
     assert torch.equal(a, b)
 
 
@@ -306,7 +306,7 @@ def test_state_dict_round_trip_restores_the_statistics():
 ])
 def test_rejects_bad_settings(method, batch_size, info, match):
     with pytest.raises(ValueError, match=match):
-        METHODS["hierarchical_triplet"](_cfg(batch_size=batch_size, **method), info)
+        method_class("hierarchical_triplet")(_cfg(batch_size=batch_size, **method), info)
 
 
 # ---- the train loop: anchor-neighbour epochs and bit-exact resume -------------------------------------------
@@ -330,7 +330,7 @@ def _train_setup(epochs: int = 3):
 
 def _fresh(cfg):
     torch.manual_seed(11)
-    return METHODS["hierarchical_triplet"](cfg, DataInfo(6, 1, F2C))
+    return method_class("hierarchical_triplet")(cfg, DataInfo(6, 1, F2C))
 
 
 def test_train_loop_resumes_bit_exact(tmp_path, monkeypatch):

@@ -12,11 +12,13 @@ import torch.nn.functional as F
 import semcl.losses.metric as metric
 from semcl.config import build_config
 from semcl.data import ImageSet
-from semcl.engine.sampling import epoch_order, two_superclass_order
+from semcl.data.sampling import two_superclass_order
 from semcl.engine.train import train
 from semcl.losses import LOSSES, fastap_loss, fastap_per_query, rank_margin_triplet_loss
-from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS, FastAPMethod, TripletMethod
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.metric_learning import FastAPMethod, TripletMethod
+from semcl.methods.registry import PLANNED_METHODS
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 from semcl.registry import get_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
@@ -205,7 +207,7 @@ def _sampler_labels() -> tuple[torch.Tensor, torch.Tensor]:
 def test_two_superclass_blocks():
     labels, f2c = _sampler_labels()
     n, bs = len(labels), 24  # 197 images: 8 full blocks and a cut-short ninth
-    order = epoch_order(labels, 7, torch.Generator().manual_seed(4), "two_superclasses", batch_size=bs, fine_to_coarse=f2c)
+    order = two_superclass_order(labels, f2c, bs, torch.Generator().manual_seed(4))
     assert order.shape == (n,) and order.dtype == torch.long
     assert int(order.min()) >= 0 and int(order.max()) < n
     coarse = f2c[labels[order]]
@@ -220,8 +222,8 @@ def test_two_superclass_blocks():
             assert len(torch.unique(order[s:s + bs])) == bs
     assert len(pairs) > 1  # superclass pairs vary from block to block
     assert len(torch.unique(coarse[n - n % bs:])) <= 2
-    again = epoch_order(labels, 7, torch.Generator().manual_seed(4), "two_superclasses", batch_size=bs, fine_to_coarse=f2c)
-    other = epoch_order(labels, 7, torch.Generator().manual_seed(5), "two_superclasses", batch_size=bs, fine_to_coarse=f2c)
+    again = two_superclass_order(labels, f2c, bs, torch.Generator().manual_seed(4))
+    other = two_superclass_order(labels, f2c, bs, torch.Generator().manual_seed(5))
     assert torch.equal(order, again) and not torch.equal(order, other)
 
 
@@ -247,18 +249,17 @@ def test_one_superclass_and_keyword_errors():
     labels = torch.tensor([0, 1, 2, 0, 1, 2])
     order = two_superclass_order(labels, torch.tensor([0, 0, 0]), 4, torch.Generator().manual_seed(0))
     assert order.shape == (6,) and sorted(order[:4].tolist()) == sorted(set(order[:4].tolist()))
-    with pytest.raises(ValueError, match="batch_size and fine_to_coarse"):
-        epoch_order(labels, 3, torch.Generator(), "two_superclasses", batch_size=4)
     with pytest.raises(ValueError, match="no training image has a known superclass"):
         two_superclass_order(labels, torch.tensor([-1, -1, -1]), 4, torch.Generator())
 
 
-def test_other_modes_ignore_the_new_keywords():
-    labels = torch.arange(3).repeat(9)
-    for mode in ("instance", "class_balanced"):
-        plain = epoch_order(labels, 3, torch.Generator().manual_seed(1), mode)
-        keyed = epoch_order(labels, 3, torch.Generator().manual_seed(1), mode, batch_size=4, fine_to_coarse=F2C[:3])
-        assert torch.equal(plain, keyed)
+def test_fastap_batches_are_two_superclass_blocks_and_triplet_keeps_instance_order():
+    labels = torch.arange(7).repeat(4)
+    fastap, triplet = method_class("fastap")(_cfg("fastap"), DataInfo(7, 1, F2C)), method_class("triplet")(_cfg("triplet"), DataInfo(7, 1, F2C))
+    got = fastap.epoch_order(labels, 7, torch.Generator().manual_seed(1), 4)
+    assert torch.equal(got, two_superclass_order(labels, F2C, 4, torch.Generator().manual_seed(1)))
+    plain = triplet.epoch_order(labels, 7, torch.Generator().manual_seed(1), 4)
+    assert torch.equal(plain, torch.randperm(28, generator=torch.Generator().manual_seed(1)))
 
 
 # --- methods, schemas, registry ----------------------------------------------------------------
@@ -272,7 +273,7 @@ def _cfg(name: str, **method):
 
 
 def test_schemas_registry_and_rows():
-    assert METHOD_SCHEMAS["triplet"] is TripletMethod and METHOD_SCHEMAS["fastap"] is FastAPMethod
+    assert METHODS["triplet"].schema is TripletMethod and METHODS["fastap"].schema is FastAPMethod
     assert "triplet" not in PLANNED_METHODS and "fastap" not in PLANNED_METHODS
     assert build_config({"method": {"name": "triplet"}}, where="x").method.margins == [0.5, 1.0]
     assert build_config({"method": {"name": "fastap"}}, where="x").method.num_bins == 5
@@ -280,18 +281,17 @@ def test_schemas_registry_and_rows():
     rows = {r.label: r for r in get_table("rince/tab2").rows}
     assert rows["Triplet"].method == "triplet" and rows["Triplet"].overrides["optim.lr"] == 0.75
     assert rows["FastAP"].method == "fastap" and rows["FastAP"].overrides["optim.lr"] == 0.1
-    assert METHODS["fastap"].sampling == "two_superclasses" and not hasattr(METHODS["triplet"], "sampling")
 
 
 @pytest.mark.parametrize("name, loss_fn", [("triplet", lambda z, y: rank_margin_triplet_loss(z, y, F2C, (0.5, 1.0))),
                                            ("fastap", lambda z, y: fastap_loss(z, y, 5))])
 def test_training_step_is_the_loss_on_the_normalised_projection(name, loss_fn):
     torch.manual_seed(0)
-    m = METHODS[name](_cfg(name), DataInfo(7, 1, F2C))
+    m = method_class(name)(_cfg(name), DataInfo(7, 1, F2C))
     assert m.num_views == 1 and not hasattr(m, "bank")
     x = torch.randn(10, 1, 12, 12, generator=torch.Generator().manual_seed(3))
     labels = torch.tensor([0, 0, 1, 2, 3, 3, 4, 5, 0, 1])
-    loss = m.training_step([x], labels)["loss"]
+    loss = m.training_step(Batch.of([x], labels))["loss"]
     z = m.head(m.backbone(x))
     torch.testing.assert_close(z.norm(dim=1), torch.ones(10))
     assert float(loss.detach()) > 0
@@ -308,7 +308,7 @@ def test_training_step_is_the_loss_on_the_normalised_projection(name, loss_fn):
 ])
 def test_rejects_bad_settings(name, method, info, match):
     with pytest.raises(ValueError, match=match):
-        METHODS[name](_cfg(name, **method), info)
+        method_class(name)(_cfg(name, **method), info)
 
 
 def test_engine_feeds_fastap_two_superclass_batches(tmp_path):
@@ -318,12 +318,12 @@ def test_engine_feeds_fastap_two_superclass_batches(tmp_path):
     data = ImageSet("fashion_mnist", torch.randint(0, 256, (30, 1, 12, 12), dtype=torch.uint8, generator=g), labels,
                     [str(k) for k in range(7)], coarse_of=F2C)
     torch.manual_seed(0)
-    m = METHODS["fastap"](cfg, DataInfo(7, 1, F2C))
+    m = method_class("fastap")(cfg, DataInfo(7, 1, F2C))
     before, batches, real_step = copy.deepcopy(m), [], m.training_step
 
-    def spy(views, labels):
-        batches.append(labels.clone())
-        return real_step(views, labels)
+    def spy(batch):
+        batches.append(batch.labels.clone())
+        return real_step(batch)
 
     m.training_step = spy
     history = train(m, data, cfg, seed=0, ckpt=tmp_path / "last.pt")

@@ -11,8 +11,10 @@ from semcl.config import build_config
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE, FASHION_MNIST_FINE_TO_COARSE
 from semcl.errors import ConfigError
 from semcl.losses import LOSSES, superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
-from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS, LabelSmoothingSuperclassMethod, TwoHeadsMethod
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
+from semcl.methods.registry import PLANNED_METHODS
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 from semcl.registry import get_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
@@ -153,7 +155,7 @@ def _batch():
 
 def test_schemas_are_registered_and_no_longer_planned():
     for name, schema in (("label_smoothing_superclass", LabelSmoothingSuperclassMethod), ("two_heads", TwoHeadsMethod)):
-        assert METHOD_SCHEMAS[name] is schema and name in METHODS and name not in PLANNED_METHODS
+        assert METHODS[name].schema is schema and name in METHODS and name not in PLANNED_METHODS
     assert (LabelSmoothingSuperclassMethod().alpha, TwoHeadsMethod().weight, TwoHeadsMethod().logit_norm) == (0.1, 0.1, None)
     assert _cfg("two_heads", logit_norm="l2").method.logit_norm == "l2"
     with pytest.raises(ConfigError, match="logit_norm"):
@@ -174,31 +176,31 @@ def test_tab2_rows_train_like_the_ce_row():
 @pytest.mark.parametrize("name", ["label_smoothing_superclass", "two_heads"])
 def test_methods_refuse_a_dataset_without_superclasses(name):
     with pytest.raises(ValueError, match="superclass"):
-        METHODS[name](_cfg(name), _info(None))
+        method_class(name)(_cfg(name), _info(None))
 
 
 def test_label_smoothing_method_step_uses_the_smoothed_target_and_alpha_zero_is_ce():
     x, y = _batch()
     torch.manual_seed(0)
-    m = METHODS["label_smoothing_superclass"](_cfg("label_smoothing_superclass", alpha=0.3), _info()).train()
-    loss = m.training_step([x], y)["loss"]
+    m = method_class("label_smoothing_superclass")(_cfg("label_smoothing_superclass", alpha=0.3), _info()).train()
+    loss = m.training_step(Batch.of([x], y))["loss"]
     expected = superclass_label_smoothing_loss(m.classify(x), y, F2C, 0.3)  # train-mode BN: same batch, same output
     torch.testing.assert_close(loss, expected)
     loss.backward()
     assert m.classifier.fc.weight.grad.abs().sum() > 0 and next(m.backbone.parameters()).grad is not None
     torch.manual_seed(0)
-    ls0 = METHODS["label_smoothing_superclass"](_cfg("label_smoothing_superclass", alpha=0.0), _info()).train()
+    ls0 = method_class("label_smoothing_superclass")(_cfg("label_smoothing_superclass", alpha=0.0), _info()).train()
     torch.manual_seed(0)
-    ce = METHODS["ce"](_cfg("ce"), _info()).train()
-    torch.testing.assert_close(ls0.training_step([x], y)["loss"], ce.training_step([x], y)["loss"])
+    ce = method_class("ce")(_cfg("ce"), _info()).train()
+    torch.testing.assert_close(ls0.training_step(Batch.of([x], y))["loss"], ce.training_step(Batch.of([x], y))["loss"])
 
 
 def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
     x, y = _batch()
     torch.manual_seed(0)
-    m = METHODS["two_heads"](_cfg("two_heads", weight=0.25), _info()).train()
+    m = method_class("two_heads")(_cfg("two_heads", weight=0.25), _info()).train()
     assert m.num_coarse == 3 and m.coarse_classifier.fc.out_features == 3 and m.classifier.fc.out_features == 6
-    out = m.training_step([x], y)
+    out = m.training_step(Batch.of([x], y))
     fine, coarse = m.heads(x)
     ce = torch.nn.functional.cross_entropy
     torch.testing.assert_close(out["loss"], 0.75 * ce(fine, y) + 0.25 * ce(coarse, F2C[y]))
@@ -208,10 +210,10 @@ def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
     assert m.coarse_classifier.fc.weight.grad.abs().sum() > 0 and m.classifier.fc.weight.grad.abs().sum() > 0
     before = out["loss"].item()
     opt.step()
-    assert m.training_step([x], y)["loss"].item() < before  # one SGD step on the same batch lowers the loss
+    assert m.training_step(Batch.of([x], y))["loss"].item() < before  # one SGD step on the same batch lowers the loss
     # weight 0: the superclass head receives no gradient
-    m0 = METHODS["two_heads"](_cfg("two_heads", weight=0.0), _info()).train()
-    m0.training_step([x], y)["loss"].backward()
+    m0 = method_class("two_heads")(_cfg("two_heads", weight=0.0), _info()).train()
+    m0.training_step(Batch.of([x], y))["loss"].backward()
     grad = m0.coarse_classifier.fc.weight.grad
     assert grad is None or grad.abs().sum() == 0
 
@@ -219,12 +221,12 @@ def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
 def test_two_heads_l2_variant_normalises_both_heads_logits():
     x, y = _batch()
     torch.manual_seed(0)
-    m = METHODS["two_heads"](_cfg("two_heads", logit_norm="l2"), _info()).train()
+    m = method_class("two_heads")(_cfg("two_heads", logit_norm="l2"), _info()).train()
     fine, coarse = m.heads(x)
     torch.testing.assert_close(fine.norm(dim=1), torch.ones(12))
     torch.testing.assert_close(coarse.norm(dim=1), torch.ones(12))
     torch.testing.assert_close(m.classify(x).norm(dim=1), torch.ones(12))
     ce = torch.nn.functional.cross_entropy
-    torch.testing.assert_close(m.training_step([x], y)["loss"], 0.9 * ce(fine, y) + 0.1 * ce(coarse, F2C[y]))
+    torch.testing.assert_close(m.training_step(Batch.of([x], y))["loss"], 0.9 * ce(fine, y) + 0.1 * ce(coarse, F2C[y]))
     # unit-norm logits bound the fine CE from below: log(1 + (C - 1) e^{-margin}) with margin <= sqrt(C / (C - 1))
     assert ce(fine, y).item() >= math.log(1 + 5 * math.exp(-math.sqrt(6 / 5))) - 1e-6

@@ -7,9 +7,12 @@ import copy
 import pytest
 import torch
 
-from semcl.config import METHOD_SCHEMAS, PLANNED_METHODS, build_config
+from semcl.config import build_config
+from semcl.errors import ConfigError
+from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.losses import ranked_info_nce
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 
 F2C = torch.tensor([0, 0, 1, 1, 2, 2])  # 6 classes, 3 superclasses of 2
 LABELS = torch.tensor([0, 1, 2, 0, 3, 5, 4, 1])
@@ -26,7 +29,7 @@ def _cfg(name: str = "scl_two_heads", **method):
 
 def _method(seed: int = 0, prefill: bool = True, **method):
     torch.manual_seed(seed)
-    m = METHODS["scl_two_heads"](_cfg(**method), DataInfo(6, 1, F2C))
+    m = method_class("scl_two_heads")(_cfg(**method), DataInfo(6, 1, F2C))
     if prefill:  # 16 of 24 slots filled (the rest stay label -1: negatives), different keys per bank
         g = torch.Generator().manual_seed(100 + seed)
         bank_labels = torch.randint(0, 6, (16,), generator=g)
@@ -75,10 +78,10 @@ def _same_superclass(a, b):
 
 
 def test_schema_and_registry():
-    assert "scl_two_heads" in METHOD_SCHEMAS and "scl_two_heads" not in PLANNED_METHODS
+    assert "scl_two_heads" in METHODS and "scl_two_heads" not in PLANNED_METHODS
     m = build_config({"method": {"name": "scl_two_heads"}}, where="x").method
     assert (m.form, m.tau, m.bank_size, m.momentum, m.weight) == ("in", 0.1, 4096, 0.99, 0.1)
-    assert METHODS["scl_two_heads"].num_views == 2
+    assert method_class("scl_two_heads").num_views == 2
 
 
 @pytest.mark.parametrize("form", ["in", "out"])
@@ -88,7 +91,7 @@ def test_loss_is_weighted_sum_of_fine_and_superclass_scl(form):
     ref = copy.deepcopy(m)
     fine_feats, fine_labels = m.bank.features.clone(), m.bank.labels.clone()
     coarse_feats, coarse_labels = m.coarse_bank.features.clone(), m.coarse_bank.labels.clone()
-    out = m.training_step(_views(dtype=torch.float64), LABELS)
+    out = m.training_step(Batch.of(_views(dtype=torch.float64), LABELS))
     with torch.no_grad():
         qf, qc, kf, kc = _projections(ref)
         fine = _scl_by_hand(qf, kf, fine_feats, fine_labels, LABELS, _same_class, 0.1, form)
@@ -115,11 +118,11 @@ def test_loss_is_weighted_sum_of_fine_and_superclass_scl(form):
 def test_weight_zero_is_plain_scl_on_the_fine_head(form):
     two = _method(form=form, weight=0.0)
     torch.manual_seed(7)  # different init: the SCL method gets the fine pieces from the state dict
-    scl = METHODS["scl"](_cfg("scl", form=form), DataInfo(6, 1, F2C))
+    scl = method_class("scl")(_cfg("scl", form=form), DataInfo(6, 1, F2C))
     result = scl.load_state_dict(two.state_dict(), strict=False)
     assert result.missing_keys == [] and all(k.startswith(("coarse_", "key_coarse_")) for k in result.unexpected_keys)
-    loss_two = two.training_step(_views(), LABELS)["loss"]
-    loss_scl = scl.training_step(_views(), LABELS)["loss"]
+    loss_two = two.training_step(Batch.of(_views(), LABELS))["loss"]
+    loss_scl = scl.training_step(Batch.of(_views(), LABELS))["loss"]
     torch.testing.assert_close(loss_two, loss_scl, rtol=1e-6, atol=0.0)
     loss_two.backward()
     loss_scl.backward()
@@ -132,7 +135,7 @@ def test_both_banks_receive_keys_and_fine_labels_after_backward():
     m = _method()
     ref = copy.deepcopy(m)
     before = {name: copy.deepcopy(b.state_dict()) for name, b in (("fine", m.bank), ("coarse", m.coarse_bank))}
-    loss = m.training_step(_views(), LABELS)["loss"]
+    loss = m.training_step(Batch.of(_views(), LABELS))["loss"]
     for name, bank in (("fine", m.bank), ("coarse", m.coarse_bank)):  # nothing written before backward
         assert all(torch.equal(v, before[name][k]) for k, v in bank.state_dict().items())
     loss.backward()
@@ -151,7 +154,7 @@ def test_both_banks_receive_keys_and_fine_labels_after_backward():
 
 def test_state_dict_round_trip_restores_both_banks_and_key_encoders():
     m = _method()
-    m.training_step(_views(), LABELS)["loss"].backward()
+    m.training_step(Batch.of(_views(), LABELS))["loss"].backward()
     m.after_backward()
     state = m.state_dict()
     for key in ("bank.features", "bank.labels", "bank.ptr", "coarse_bank.features", "coarse_bank.labels",
@@ -162,8 +165,8 @@ def test_state_dict_round_trip_restores_both_banks_and_key_encoders():
     for name in ("bank", "coarse_bank"):
         for k, v in getattr(m, name).state_dict().items():
             assert torch.equal(getattr(other, name).state_dict()[k], v), f"{name}.{k}"
-    a = m.training_step(_views(), LABELS)
-    b = other.training_step(_views(), LABELS)
+    a = m.training_step(Batch.of(_views(), LABELS))
+    b = other.training_step(Batch.of(_views(), LABELS))
     assert torch.equal(a["loss"], b["loss"])
 
 
@@ -173,7 +176,7 @@ def test_deterministic_on_cpu():
         m = _method()
         step = []
         for _ in range(2):
-            loss = m.training_step(_views(), LABELS)["loss"]
+            loss = m.training_step(Batch.of(_views(), LABELS))["loss"]
             loss.backward()
             m.after_backward()
             step.append(loss.detach())
@@ -181,11 +184,16 @@ def test_deterministic_on_cpu():
     assert torch.equal(losses[0], losses[1])
 
 
-@pytest.mark.parametrize(("method", "info", "match"), [
-    ({"form": "out_in"}, DataInfo(6, 1, F2C), "method.form"),
-    ({"weight": 1.5}, DataInfo(6, 1, F2C), "weight"),
-    ({}, DataInfo(6, 1, None), "superclass"),
+@pytest.mark.parametrize(("method", "match"), [
+    ({"form": "out_in"}, "'method.form' = 'out_in' is not one of"),
+    ({"weight": 1.5}, "'method.weight' .lambda. must lie in"),
 ])
-def test_rejects_bad_settings(method, info, match):
-    with pytest.raises(ValueError, match=match):
-        METHODS["scl_two_heads"](_cfg(**method), info)
+def test_config_rejects_bad_settings(method, match):
+    # the schema's choices and range check: refused when the config is built, naming the key
+    with pytest.raises(ConfigError, match=match):
+        _cfg(**method)
+
+
+def test_rejects_a_dataset_without_superclasses():
+    with pytest.raises(ValueError, match="superclass"):
+        method_class("scl_two_heads")(_cfg(), DataInfo(6, 1, None))

@@ -10,7 +10,8 @@ import torch.multiprocessing as mp
 
 from semcl.config import build_config
 from semcl.engine import distributed
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 from semcl.models import MemoryBank, gather_from_all_ranks, shuffled_forward
 
 B, D, C = 8, 5, 3
@@ -85,11 +86,11 @@ def _shuffle_worker(rank: int, init: str, out: str) -> None:
     cfg = build_config({"method": {"name": "paco", "queue_size": 16},
                         "model": {"backbone": "resnet_tiny", "head_hidden": 8, "head_dim": 4}}, where="test")
     torch.manual_seed(0)
-    paco = METHODS["paco"](cfg, DataInfo(4, 1, None, torch.tensor([3, 3, 1, 1])))
+    paco = method_class("paco")(cfg, DataInfo(4, 1, None, torch.tensor([3, 3, 1, 1])))
     g = torch.Generator().manual_seed(1)
     views = [torch.randn(B, 1, 12, 12, generator=g) for _ in range(2)]
     labels = torch.tensor([0, 1, 2, 3, 0, 1, 0, 1])
-    paco.training_step([v[part] for v in views], labels[part])["loss"].backward()
+    paco.training_step(Batch.of([v[part] for v in views], labels[part]))["loss"].backward()
     paco.after_backward()
     torch.save({"keys": keys, "plain": plain, "bank_labels": paco.bank.labels.clone(), "ptr": int(paco.bank.ptr)},
                f"{out}/shuffle{rank}.pt")

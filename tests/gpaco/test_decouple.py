@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from semcl.config import build_config
 from semcl.data import ImageSet
-from semcl.engine.sampling import epoch_order
+from semcl.data.sampling import class_balanced_order
 from semcl.engine.train import train
 from semcl.errors import ConfigError
-from semcl.method_schemas import METHOD_SCHEMAS, PLANNED_METHODS
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.registry import PLANNED_METHODS
+from semcl.methods.base import Batch, DataInfo, Dependency
+from semcl.methods.registry import METHODS, method_class
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
@@ -37,7 +38,7 @@ def _info() -> DataInfo:
 def _base():
     """A CE model whose BN statistics have moved and whose class rows have different norms."""
     torch.manual_seed(0)
-    ce = METHODS["ce"](_cfg("ce"), _info())
+    ce = method_class("ce")(_cfg("ce"), _info())
     g = torch.Generator().manual_seed(5)
     ce.train()
     with torch.no_grad():
@@ -48,10 +49,19 @@ def _base():
     return ce.eval()
 
 
+def _base_run(state: dict) -> list[Dependency]:
+    """A finished base run as the engine hands it to a second stage."""
+    return [Dependency("init_from", "base", Path("base"), lambda: state, dict, dict)]
+
+
+def _params(m) -> list:
+    return [p for g in m.param_groups() for p in g["params"]]
+
+
 def _method(name: str, base=None, seed: int = 1, **extra):
     torch.manual_seed(seed)
-    m = METHODS[name](_cfg(name, **extra), _info())
-    m.load_base_state((base or _base()).state_dict())
+    m = method_class(name)(_cfg(name, **extra), _info())
+    m.load_dependencies(_base_run((base or _base()).state_dict()))
     return m.eval()
 
 
@@ -61,9 +71,7 @@ def _x() -> torch.Tensor:
 
 def test_schemas_need_a_base_and_are_no_longer_planned():
     for name in NAMES:
-        schema = METHOD_SCHEMAS[name]
-        assert schema.needs_base is True and name not in PLANNED_METHODS
-        assert "needs_base" not in {f.name for f in dataclasses.fields(schema)}
+        assert METHODS[name].depends == "init_from" and name not in PLANNED_METHODS
     assert _cfg("decouple_crt").method.sampling == "class_balanced" and _cfg("decouple_tau_norm").method.tau == 1.0
     with pytest.raises(ConfigError, match="method.sampling"):
         _cfg("decouple_lws", sampling="square_root")
@@ -71,17 +79,18 @@ def test_schemas_need_a_base_and_are_no_longer_planned():
 
 def test_instance_order_is_the_loops_randperm():
     labels = torch.arange(3).repeat(17)
-    got = epoch_order(labels, 3, torch.Generator().manual_seed(11), "instance")
+    m = _method("decouple_crt", sampling="instance")
+    got = m.epoch_order(labels, 3, torch.Generator().manual_seed(11), 20)
     assert torch.equal(got, torch.randperm(51, generator=torch.Generator().manual_seed(11)))
-    with pytest.raises(ValueError, match="unknown sampling"):
-        epoch_order(labels, 3, torch.Generator(), "square_root")
+    balanced = _method("decouple_crt").epoch_order(labels, 3, torch.Generator().manual_seed(11), 20)
+    assert torch.equal(balanced, class_balanced_order(labels, 3, torch.Generator().manual_seed(11)))
 
 
 def test_class_balanced_order_draws_classes_then_images_uniformly():
     # 9000 head and 1000 tail images, interleaved; class 2 has none
     labels = torch.ones(10_000, dtype=torch.long)
     labels[torch.randperm(10_000, generator=torch.Generator().manual_seed(0))[:9000]] = 0
-    order = epoch_order(labels, 3, torch.Generator().manual_seed(3), "class_balanced")
+    order = class_balanced_order(labels, 3, torch.Generator().manual_seed(3))
     assert order.shape == (10_000,) and order.dtype == torch.long
     assert int(order.min()) >= 0 and int(order.max()) < 10_000
     drawn = labels[order]
@@ -94,7 +103,7 @@ def test_class_balanced_order_draws_classes_then_images_uniformly():
         expected = hits.sum() / size
         chi2 = float(((hits - expected) ** 2 / expected).sum())
         assert abs(chi2 - (size - 1)) < 5 * math.sqrt(2 * (size - 1)), (c, chi2)
-    again = epoch_order(labels, 3, torch.Generator().manual_seed(3), "class_balanced")
+    again = class_balanced_order(labels, 3, torch.Generator().manual_seed(3))
     assert torch.equal(order, again)
 
 
@@ -111,7 +120,7 @@ def test_tau_norm_logits_match_a_float64_reference(tau):
     assert torch.allclose(got.double(), expected, rtol=1e-5, atol=1e-5)
     if tau == 0.0:  # the base logits without the bias
         assert torch.allclose(got, base.classify(x) - base.classifier.fc.bias, atol=1e-5)
-    assert m.optimized_parameters() == []
+    assert _params(m) == []
 
 
 def test_lws_scales_the_base_logits_bias_included():
@@ -122,16 +131,16 @@ def test_lws_scales_the_base_logits_bias_included():
         assert torch.allclose(m.classify(x), base.classify(x), atol=1e-6)  # f = 1: the base classifier
         m.scales.copy_(torch.tensor([1.0, 2.0, 0.5]))
         assert torch.allclose(m.classify(x), base.classify(x) * torch.tensor([1.0, 2.0, 0.5]), atol=1e-6)
-    assert m.optimized_parameters() == [m.scales]
+    assert _params(m) == [m.scales]
 
 
-def test_load_base_state_keeps_the_backbone_and_crt_keeps_its_fresh_classifier():
+def test_loading_the_base_run_keeps_the_backbone_and_crt_keeps_its_fresh_classifier():
     base = _base()
     x = _x()
     torch.manual_seed(1)
-    fresh = METHODS["decouple_crt"](_cfg("decouple_crt"), _info())
+    fresh = method_class("decouple_crt")(_cfg("decouple_crt"), _info())
     fresh_w = fresh.classifier.fc.weight.detach().clone()
-    fresh.load_base_state(base.state_dict())
+    fresh.load_dependencies(_base_run(base.state_dict()))
     fresh.eval()
     for name in NAMES:
         m = fresh if name == "decouple_crt" else _method(name, base)
@@ -141,7 +150,7 @@ def test_load_base_state_keeps_the_backbone_and_crt_keeps_its_fresh_classifier()
     assert torch.equal(fresh.classifier.fc.weight, fresh_w)
     assert not torch.allclose(fresh.classifier.fc.weight, base.classifier.fc.weight)
     assert torch.equal(_method("decouple_lws", base).classifier.fc.weight, base.classifier.fc.weight)
-    assert fresh.optimized_parameters() == list(fresh.classifier.parameters())
+    assert _params(fresh) == list(fresh.classifier.parameters())
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -149,14 +158,14 @@ def test_a_missing_base_key_is_named(name):
     state = _base().state_dict()
     del state["backbone.bn1.running_mean"]
     with pytest.raises(ValueError, match=r"missing \['backbone.bn1.running_mean'\]"):
-        METHODS[name](_cfg(name), _info()).load_base_state(state)
+        method_class(name)(_cfg(name), _info()).load_dependencies(_base_run(state))
 
 
 def test_classifier_keys_are_required_except_by_crt():
     state = {k: v for k, v in _base().state_dict().items() if not k.startswith("classifier.")}
-    METHODS["decouple_crt"](_cfg("decouple_crt"), _info()).load_base_state(state)  # discards it anyway
+    method_class("decouple_crt")(_cfg("decouple_crt"), _info()).load_dependencies(_base_run(state))  # discards it
     with pytest.raises(ValueError, match="classifier.fc.weight"):
-        METHODS["decouple_lws"](_cfg("decouple_lws"), _info()).load_base_state(state)
+        method_class("decouple_lws")(_cfg("decouple_lws"), _info()).load_dependencies(_base_run(state))
 
 
 def _train_set() -> ImageSet:
@@ -173,10 +182,10 @@ def test_one_epoch_trains_only_the_head_on_class_balanced_batches(tmp_path, name
     seen = []
     step = m.training_step
 
-    def recording_step(views, labels):
+    def recording_step(batch):
         assert not m.backbone.training  # BN statistics frozen while the head trains
-        seen.append(labels)
-        return step(views, labels)
+        seen.append(batch.labels)
+        return step(batch)
 
     m.training_step = recording_step
     history = train(m, _train_set(), m.cfg, seed=123, ckpt=tmp_path / "last.pt")

@@ -10,8 +10,9 @@ from torch import nn
 
 from semcl.config import build_config
 from semcl.errors import ConfigError
-from semcl.methods import METHODS, DataInfo
-from semcl.methods.paco import init_backbone
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
+from semcl.methods.paco.method import init_backbone
 from semcl.models import build_backbone
 
 COUNTS = torch.tensor([6, 3, 1, 0])  # an empty class must not break the prior (official +1e-9)
@@ -21,7 +22,7 @@ def _method(name: str, **extra):
     cfg = build_config({"method": {"name": name, "queue_size": 16, **extra},
                         "model": {"backbone": "resnet_tiny", "head_hidden": 8, "head_dim": 4}}, where="test")
     torch.manual_seed(0)
-    return METHODS[name](cfg, DataInfo(4, 1, None, COUNTS))
+    return method_class(name)(cfg, DataInfo(4, 1, None, COUNTS))
 
 
 def _views(n: int = 4) -> list[torch.Tensor]:
@@ -33,7 +34,7 @@ def _views(n: int = 4) -> list[torch.Tensor]:
 def test_step_enqueues_keys_with_labels_after_backward(name):
     m = _method(name)
     labels = torch.tensor([0, 1, 2, 0])
-    loss = m.training_step(_views(), labels)["loss"]
+    loss = m.training_step(Batch.of(_views(), labels))["loss"]
     assert loss.ndim == 0 and math.isfinite(float(loss.detach()))
     assert int((m.bank.labels >= 0).sum()) == 0  # nothing written before backward
     loss.backward()
@@ -61,7 +62,7 @@ def test_center_offsets_train_uniform_none():
 def test_gpaco_gradient_reaches_both_views():
     m = _method("gpaco")
     views = [v.requires_grad_() for v in _views()]
-    m.training_step(views, torch.tensor([0, 1, 2, 0]))["loss"].backward()
+    m.training_step(Batch.of(views, torch.tensor([0, 1, 2, 0])))["loss"].backward()
     assert all(v.grad is not None and v.grad.abs().sum() > 0 for v in views)
 
 
@@ -94,7 +95,7 @@ def test_fp16_autocast_step_computes_the_loss_in_float32(name):
     # optim.amp fp16: encoders run in float16, the queue stays float32; the loss must be float32 and
     # equal to the same step without autocast up to float16 rounding of the encoder outputs
     labels = torch.tensor([0, 1, 2, 0])
-    plain = float(_method(name).training_step(_views(), labels)["loss"].detach())
+    plain = float(_method(name).training_step(Batch.of(_views(), labels))["loss"].detach())
     with torch.autocast("cpu", dtype=torch.float16):
-        loss = _method(name).training_step(_views(), labels)["loss"]
+        loss = _method(name).training_step(Batch.of(_views(), labels))["loss"]
     assert loss.dtype == torch.float32 and math.isclose(float(loss.detach()), plain, rel_tol=2e-2)

@@ -16,7 +16,8 @@ from semcl.data import ImageSet
 from semcl.engine.train import train
 from semcl.losses import LOSSES, ride_loss
 from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_logits, ldam_margins
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.registry import METHODS, method_class
 from semcl.models.ride import RideBackbone
 
 F64 = torch.float64
@@ -115,7 +116,7 @@ def _cfg(backbone: str = "resnet_tiny", **method):
 
 def _method(**method):
     torch.manual_seed(0)
-    return METHODS["ride"](_cfg(**method), DataInfo(4, 1, None, COUNTS))
+    return method_class("ride")(_cfg(**method), DataInfo(4, 1, None, COUNTS))
 
 
 def _by_hand(m, x):
@@ -171,11 +172,11 @@ def test_imagenet_experts_own_layer3_and_layer4(name):
 def test_epoch_buffer_round_trips_and_switches_drw():
     m = _method(drw_epoch=5)
     assert int(m.epoch) == 0 and not m.drw_active  # without set_epoch calls: no re-weighting
-    m.set_epoch(7)
+    m.on_epoch_start(7)
     fresh = _method(drw_epoch=5)
     fresh.load_state_dict(m.state_dict())
     assert int(fresh.epoch) == 7 and fresh.drw_active
-    fresh.set_epoch(4)
+    fresh.on_epoch_start(4)
     assert not fresh.drw_active
     assert not _method(drw_epoch=None).drw_active
 
@@ -183,11 +184,11 @@ def test_epoch_buffer_round_trips_and_switches_drw():
 @pytest.mark.parametrize("epoch", [0, 5], ids=["before-drw", "drw"])
 def test_training_step_is_the_formula(epoch):
     m = _method(drw_epoch=5)
-    m.set_epoch(epoch)
+    m.on_epoch_start(epoch)
     x = torch.randn(6, 1, 12, 12, generator=torch.Generator().manual_seed(4))
     labels = torch.tensor([0, 0, 1, 2, 3, 0])
     ref_model = copy.deepcopy(m)
-    got = m.training_step([x], labels)["loss"]
+    got = m.training_step(Batch.of([x], labels))["loss"]
     _, logits = _by_hand(ref_model, x)
     ref = reference_ride([z.double() for z in logits], labels, COUNTS, max_m=0.5, s=30.0, lam=-0.2, T=1.0,
                          drw=epoch >= 5, beta=0.9999, reweight=0.02)
@@ -200,12 +201,12 @@ def test_one_engine_step_loss_equals_the_formula(tmp_path):
     data = ImageSet("fashion_mnist", torch.randint(0, 256, (16, 1, 12, 12), dtype=torch.uint8, generator=g),
                     torch.tensor([0] * 8 + [1] * 4 + [2] * 3 + [3]), ["a", "b", "c", "d"])
     torch.manual_seed(0)
-    m = METHODS["ride"](cfg, DataInfo(4, 1, None, torch.bincount(data.labels, minlength=4)))
+    m = method_class("ride")(cfg, DataInfo(4, 1, None, torch.bincount(data.labels, minlength=4)))
     before, seen, real_step = copy.deepcopy(m), {}, m.training_step
 
-    def spy(views, labels):
-        seen.update(views=[v.clone() for v in views], labels=labels.clone())
-        return real_step(views, labels)
+    def spy(batch):
+        seen.update(views=[v.clone() for v in batch.views], labels=batch.labels.clone())
+        return real_step(batch)
 
     m.training_step = spy
     history = train(m, data, cfg, seed=0, ckpt=tmp_path / "last.pt")

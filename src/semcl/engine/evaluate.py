@@ -23,7 +23,7 @@ from semcl.evals import (
     shot_group_accuracy,
     topk_accuracy,
 )
-from semcl.methods import Method
+from semcl.methods.base import Method
 
 log = logging.getLogger("semcl.evaluate")
 
@@ -89,7 +89,7 @@ def select_on_validation(method: Method, cfg: RunConfig, train: ImageSet, val: I
     test_tf = build_augment("test", size=train.images.shape[-1], mean=mean, std=std)
     method.eval()
     device = next(method.parameters()).device
-    feats = _outputs(lambda x: method.backbone(x.to(device)).float().cpu(), val.images, test_tf)
+    feats = _outputs(lambda x: method.features(x.to(device)).float().cpu(), val.images, test_tf)
     chosen = method.select_on_validation(feats, val.labels)
     log.info("chosen on val (%d images): %s", len(val.labels), chosen)
     return chosen
@@ -102,24 +102,23 @@ def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, da
     size = train.images.shape[-1]
     test_tf = build_augment("test", size=size, mean=mean, std=std)
     method.eval()
-    backbone = method.backbone
     device = next(method.parameters()).device
 
     def encode(x: torch.Tensor) -> torch.Tensor:
-        return backbone(x.to(device)).float().cpu()
+        return method.features(x.to(device)).float().cpu()
 
     def classify(x: torch.Tensor) -> torch.Tensor:
         return method.classify(x.to(device)).float().cpu()
 
     metrics: dict[str, float] = {}
-    if hasattr(method, "classify"):
+    if method.has_classifier:
         logits = _outputs(classify, test.images, test_tf)  # raw logits: no class prior at test time
         counts = torch.bincount(train.labels, minlength=train.num_classes)
         metrics.update(logit_metrics(logits, test.labels, counts, cfg.eval.accuracy or []))
         if logits_path is not None:  # what ensembles sum; float16 halves the file (ImageNet-LT: 100 MB)
             save_logits(logits_path, logits, test.labels, counts)
     if cfg.eval.latency:
-        if hasattr(method, "classify"):
+        if method.has_classifier:
             metrics.update(classify_latency(method, test.images, test_tf, cfg.eval.latency_batch or 64, device))
         else:
             log.warning("latency: %s has no classifier to time; not measured", type(method).__name__)

@@ -25,10 +25,11 @@ from semcl.data.longtail import longtail_subset_indices
 from semcl.data.splitfiles import describe_split, load_split
 from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
-from semcl.engine.ensemble import LOGITS_FILE, base_state, ensemble_metrics
+from semcl.engine.dependencies import LOGITS_FILE, dependencies
 from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.train import train
-from semcl.methods import METHODS, DataInfo
+from semcl.methods.base import DataInfo
+from semcl.methods.registry import method_spec
 from semcl.runs import Run, Store, write_json_atomic
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
@@ -116,8 +117,12 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     t0 = time.time()
     try:
         cfg = run.config
-        if cfg.method.name == "ensemble":  # sums finished members' logits: nothing to train
-            record = _record(run, ensemble_metrics(run, store), [], t0, torch.device("cpu"))
+        spec = method_spec(cfg.method.name)
+        cls = spec.load()
+        deps = dependencies(run, store, spec.depends)
+        computed = cls.metrics_from_dependencies(cfg, deps)
+        if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
+            record = _record(run, computed, [], t0, torch.device("cpu"))
             write_json_atomic(store.metrics_path(run.run_id), record)
             (folder / "failed.json").unlink(missing_ok=True)
             return record
@@ -136,16 +141,17 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             test_set = test_set.subset(torch.arange(min(d.test_limit, len(test_set.labels))))
         write_json_atomic(folder / "data.json", {"train": describe_split(train_set), "test": describe_split(test_set)})
         counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)
-        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts)
+        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts,
+                        tuple(train_set.class_names))
         device = device or pick_device()
-        method = METHODS[cfg.method.name](cfg, info).to(device)
-        if run.depends_on:  # a second stage starts from its base run's final weights (same seed)
-            method.load_base_state(base_state(store, run.depends_on[0]))
+        method = cls(cfg, info).to(device)
+        if deps:  # a second stage's base run, a teacher (same seed)
+            method.load_dependencies(deps)
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
         if distributed.rank() != 0:
             return {}
         chosen = {}
-        if getattr(method, "validation_grid", None):  # e.g. tau-norm's tau, chosen on val as Kang et al.
+        if method.validation_grid:  # e.g. tau-norm's tau, chosen on val as Kang et al.
             val_set = load_split(d.name, root, "val", d.image_size)
             val_files = describe_split(val_set)["sources"]
             if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":

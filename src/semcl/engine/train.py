@@ -19,9 +19,8 @@ from semcl.data import ImageSet, build_augment
 from semcl.data.augment import STATS
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
-from semcl.engine.sampling import epoch_order
 from semcl.engine.schedule import lr_at
-from semcl.methods import Method
+from semcl.methods.base import Batch, Method, TrainContext
 
 log = logging.getLogger("semcl.train")
 
@@ -40,12 +39,13 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     Augmentation runs on the CPU with the epoch's generator (so the random stream does not
     depend on the device); the views then move to `device`."""
     device = device or torch.device("cpu")
-    params = method.optimized_parameters()
-    if not params or cfg.schedule.epochs == 0:  # e.g. tau-norm: SGD refuses an empty parameter list
-        log.info("nothing to train (%d parameters, %d epochs)", len(params), cfg.schedule.epochs)
+    opt = method.configure_optimizer(cfg.optim)
+    if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
+        log.info("nothing to train (%s, %d epochs)", "no parameters" if opt is None else "parameters",
+                 cfg.schedule.epochs)
         return []
-    opt = torch.optim.SGD(params, lr=cfg.optim.lr, momentum=cfg.optim.momentum,
-                          weight_decay=cfg.optim.weight_decay)
+    params = [p for group in opt.param_groups for p in group["params"]]
+    lr_scales = [group.get("lr_scale", 1.0) for group in opt.param_groups]
     amp = cfg.optim.amp
     # fp16 needs loss scaling (skipped steps on overflow); disabled, the scaler is a pass-through
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
@@ -63,12 +63,12 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         log.info("resumed from %s at epoch %d step %d", ckpt, start, start_step)
     size = train_set.images.shape[-1]
     aug = build_augment(cfg.data.augment, size=size, mean=STATS[cfg.data.name][0], std=STATS[cfg.data.name][1])
-    augs = getattr(aug, "views", [aug])  # "a+b" recipes: one per view
+    augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
     n = len(train_set.labels)
     bs = min(cfg.optim.batch_size, n)
     steps = n // bs  # drop_last, as the official loaders
     epochs = cfg.schedule.epochs
-    sampling = getattr(method, "sampling", "instance")
+    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed))
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
         if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)
@@ -88,12 +88,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     with interrupt.training():
         for epoch in range(start, epochs):
             method.train()
-            if hasattr(method, "set_epoch"):  # epoch-dependent losses (RIDE's deferred re-weighting)
-                method.set_epoch(epoch)
+            method.on_epoch_start(epoch)  # epoch-dependent losses and statistics
             g = epoch_generator(seed, epoch)
-            perm = epoch_order(train_set.labels, train_set.num_classes, g, sampling,
-                               batch_size=bs, fine_to_coarse=train_set.fine_to_coarse,
-                               context=getattr(method, "sampling_context", None))
+            perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)
             first = 0
             total = 0.0
             if epoch == start and start_step:
@@ -102,16 +99,17 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             t0 = time.time()
             for step in range(first, steps):
                 lr = lr_at(cfg.optim, epochs, epoch, step, steps)
-                for group in opt.param_groups:
-                    group["lr"] = lr
+                for group, scale in zip(opt.param_groups, lr_scales, strict=True):
+                    group["lr"] = lr * scale
                 idx = perm[step * bs:(step + 1) * bs]
                 images, labels = train_set.images[idx], train_set.labels[idx]
                 # every rank draws the whole global batch's views (same stream), then keeps its slice
                 part = distributed.local_slice(len(idx))
                 views = [augs[k % len(augs)](images, g)[part].to(device, non_blocking=True)
                          for k in range(method.num_views)]
+                batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g)
                 with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
-                    loss = method.training_step(views, labels[part].to(device))["loss"]
+                    loss = method.training_step(batch)["loss"]
                 opt.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 distributed.average_gradients_(params)  # linear: averaging scaled gradients is fine

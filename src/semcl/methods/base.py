@@ -1,13 +1,31 @@
-"""What every method provides to the engine: modules to train, one training step, its state."""
+"""The engine–method contract: every hook the engine calls, each with its default.
+
+The engine (semcl.engine.train / job / evaluate) talks to a method only through this class; a method
+overrides the hooks it needs and nothing else. Order of calls in one run:
+
+    method = cls(cfg, info)                  # build modules (seeded: construction order is the init)
+    method.load_dependencies(deps)           # rows with init_from / teacher: the runs it builds on
+    opt = method.configure_optimizer(cfg.optim)
+    method.on_train_start(ctx)               # the training set, augmentations, device, run folder
+    per epoch:  method.on_epoch_start(epoch)
+                order = method.epoch_order(labels, num_classes, generator, batch_size)
+                per step: out = method.training_step(batch); backward; method.after_backward(); opt.step()
+    evaluation: method.features(x), method.classify(x) where has_classifier, method.stage_features(x)
+
+`state_dict()` is the method's whole training state (key encoders, queues with labels and pointer
+are modules or buffers), so checkpoints and resumes need no further hook.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from semcl.config import RunConfig
+from semcl.config import OptimConfig, RunConfig
 
 
 @dataclass(frozen=True)
@@ -18,6 +36,7 @@ class DataInfo:
     in_channels: int
     fine_to_coarse: torch.Tensor | None  # int64 [C]: superclass of each class, where known
     class_counts: torch.Tensor | None = None  # int64 [C]: training images per class (class priors)
+    class_names: tuple[str, ...] | None = None
 
     def superclasses(self, what: str) -> torch.Tensor:
         """int64 [C] superclass of each class (-1 = none), for methods that need the hierarchy;
@@ -32,36 +51,126 @@ class DataInfo:
         return f2c
 
 
-class Method(nn.Module):
-    """Base class. Subclasses build their modules in __init__ and define `training_step`.
+@dataclass
+class Batch:
+    """One training step's input."""
 
-    `backbone` is what the evaluations read (features before any head). Every piece of
-    training state (key encoders, memory banks with their labels and pointer) is a module or
-    buffer, so `state_dict()` is a complete checkpoint of the method.
+    views: list[torch.Tensor]  # method.num_views augmented views [B, C, H, W], on the method's device
+    labels: torch.Tensor  # int64 [B], on the method's device
+    indices: torch.Tensor  # int64 [B] positions of the images in the training set (CPU)
+    epoch: int = 0
+    step: int = 0
+    # the epoch's CPU generator, positioned after this batch's augmentation: randomness a method draws
+    # from it (CutMix boxes, neighbour picks) replays exactly on resume
+    generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
+
+    @classmethod
+    def of(cls, views: list[torch.Tensor], labels: torch.Tensor, **kw: Any) -> Batch:
+        """A batch from views and labels alone (tests, benchmarks): indices 0..B-1."""
+        return cls(list(views), labels, kw.pop("indices", torch.arange(labels.shape[0])), **kw)
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """What the engine hands a method before the first step."""
+
+    train_set: Any  # semcl.data ImageSet / FileImageSet: images, labels, num_classes, fine_to_coarse
+    augment: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]  # one per view recipe
+    device: torch.device
+    run_dir: Path | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A finished run this run builds on (its row's `init_from` / `teacher` / `ensemble`)."""
+
+    kind: str  # semcl.methods.spec.DEPENDENCY_KINDS
+    run_id: str
+    run_dir: Path
+    load_state: Callable[[], dict[str, torch.Tensor]]  # that run's final `method` state, safely loaded
+    load_logits: Callable[[], dict[str, torch.Tensor]]  # its saved test logits, labels, train counts
+    load_metrics: Callable[[], dict[str, float]]  # its metrics.json "metrics"
+
+
+class Method(nn.Module):
+    """Base class of every method. Subclasses build their modules in __init__ and define `training_step`.
+
+    `backbone` is what the evaluations read through `features` (features before any head).
     """
 
     num_views: int = 1
     backbone: nn.Module
+    has_classifier: bool = False  # True where `classify` gives class logits (accuracy columns)
+    # a free parameter chosen on the val split after training (e.g. Decouple tau-norm's tau)
+    validation_grid: list[float] | None = None
 
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()
         self.cfg = cfg
         self.info = info
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Losses of one batch; the engine back-propagates `loss`. Side effects that the
-        official code performs before the optimiser step (momentum update, enqueue) go here."""
-        raise NotImplementedError
+    # ---- runs this one builds on -------------------------------------------------------------
+    def load_dependencies(self, deps: list[Dependency]) -> None:
+        """Receive the runs named by the row (a base run's weights, a teacher). Methods whose spec
+        declares no dependency never get any; the default refuses, naming the method."""
+        if deps:
+            raise ValueError(f"method {self.cfg.method.name!r} does not build on other runs "
+                             f"(got {', '.join(d.kind for d in deps)})")
+
+    @classmethod
+    def metrics_from_dependencies(cls, cfg: RunConfig, deps: list[Dependency]) -> dict[str, float] | None:
+        """Metrics computed from finished runs alone, without data or training (an ensemble of saved
+        logits); None (default): the run trains and is evaluated."""
+        return None
+
+    # ---- optimisation ------------------------------------------------------------------------
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Parameter groups for the optimiser; a group may carry `lr_scale` (x the scheduled lr)."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        return [{"params": params}] if params else []
+
+    def configure_optimizer(self, optim: OptimConfig) -> torch.optim.Optimizer | None:
+        """SGD with momentum and weight decay (every registered recipe); None when nothing trains."""
+        groups = self.param_groups()
+        if not any(g["params"] for g in groups):
+            return None
+        return torch.optim.SGD(groups, lr=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay)
+
+    # ---- training ----------------------------------------------------------------------------
+    def on_train_start(self, ctx: TrainContext) -> None:
+        """Called once before the first step of this process (also after a resume)."""
+
+    def on_epoch_start(self, epoch: int) -> None:
+        """Called before each epoch's batch order is drawn (epoch-dependent losses, statistics)."""
+
+    def epoch_order(self, labels: torch.Tensor, num_classes: int, generator: torch.Generator,
+                    batch_size: int) -> torch.Tensor:
+        """int64 [n] training-set positions in visiting order, drawn from `generator` alone:
+        a permutation (each image once per epoch) unless the method needs other batches."""
+        return torch.randperm(len(labels), generator=generator)
+
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Losses of one batch; the engine back-propagates `loss`. Side effects that the official
+        code performs before the optimiser step (momentum update) go here."""
+        raise NotImplementedError(f"{type(self).__name__} defines no training_step")
 
     def after_backward(self) -> None:
         """Called after backward, before the optimiser step (e.g. to enqueue keys)."""
 
-    def load_base_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Start from a base run's final weights (`state` = that run's checkpoint["method"]).
+    # ---- evaluation --------------------------------------------------------------------------
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The representation the evaluations read (linear probe, retrieval, OOD, k-NN)."""
+        return self.backbone(x)
 
-        Called once before training by rows with `init_from` (e.g. Decouple's second stage on a
-        cross-entropy run of the same seed); methods without a second stage refuse."""
-        raise ValueError(f"method {self.cfg.method.name!r} does not start from a base run")
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of images x (raw, no prior); only where `has_classifier`."""
+        raise NotImplementedError(f"{type(self).__name__} has no classifier")
 
-    def optimized_parameters(self) -> list[nn.Parameter]:
-        return [p for p in self.parameters() if p.requires_grad]
+    def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Pooled features after each backbone stage, by stage name (per-stage probes); {} if none."""
+        return {}
+
+    def select_on_validation(self, feats: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        """Choose `validation_grid`'s value on val features; returns what was chosen."""
+        raise NotImplementedError(f"{type(self).__name__} has no validation grid")

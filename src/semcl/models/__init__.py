@@ -12,6 +12,7 @@ from semcl.models.backbones import (
 )
 from semcl.models.heads import LinearClassifier, NormalizedLinear, ProjectionHead
 from semcl.models.momentum import (
+    MomentumQueue,
     MemoryBank,
     gather_from_all_ranks,
     momentum_copy,
@@ -20,6 +21,7 @@ from semcl.models.momentum import (
 )
 
 __all__ = [
+    "MomentumQueue",
     "BACKBONES",
     "BasicBlock",
     "Bottleneck",

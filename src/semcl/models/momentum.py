@@ -162,3 +162,58 @@ def shuffled_forward(fn, x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(out_shuffled)
     out[perm] = out_shuffled  # row i of the shuffled batch is image perm[i]
     return out[rank * n:(rank + 1) * n]
+
+
+class MomentumQueue:
+    """MoCo's key side, shared by every queue-based method: momentum copies of online modules, queues
+    of keys with their labels, and the official update order.
+
+    `copy(online)` makes a key encoder (MoCo's initialisation: identical, no gradients), `bank(...)` a
+    queue; `update()` takes one EMA step of every copy towards its online module; `stage(labels, **keys)`
+    holds this step's keys (queues are read by the step's graph, so they are written only after
+    backward), and `flush()` enqueues them, gathered over DDP ranks so every rank's queue receives the
+    keys of the whole global batch.
+
+    It holds references only: the method registers the copies and queues under names of its choosing,
+    so they are in its `state_dict` and move with `.to()`.
+    """
+
+    def __init__(self, momentum: float | None) -> None:
+        self.momentum = momentum  # None: queues without key encoders (GPaCo's one-encoder setup)
+        self._pairs: list[tuple[nn.Module, nn.Module]] = []
+        self._banks: dict[str, MemoryBank] = {}
+        self._pending: tuple[torch.Tensor, dict[str, torch.Tensor]] | None = None
+
+    def copy(self, online: nn.Module) -> nn.Module:
+        if self.momentum is None:
+            raise ValueError("MomentumQueue(momentum=None) keeps no key encoders")
+        target = momentum_copy(online)
+        self._pairs.append((target, online))
+        return target
+
+    def bank(self, size: int, dim: int, name: str = "keys") -> MemoryBank:
+        if name in self._banks:
+            raise ValueError(f"queue {name!r} exists already")
+        self._banks[name] = MemoryBank(size, dim)
+        return self._banks[name]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        for target, online in self._pairs:
+            momentum_update_(target, online, self.momentum)
+
+    def stage(self, labels: torch.Tensor, **keys: torch.Tensor) -> None:
+        """Hold this step's keys for each named queue (default name: keys) until `flush`."""
+        unknown = sorted(set(keys) - set(self._banks))
+        if unknown:
+            raise ValueError(f"no queue named {unknown[0]!r} (queues: {', '.join(self._banks)})")
+        self._pending = (labels.detach(), {k: v.detach() for k, v in keys.items()})
+
+    def flush(self) -> None:
+        if self._pending is None:
+            return
+        labels, keys = self._pending
+        labels = gather_from_all_ranks(labels)
+        for name, k in keys.items():
+            self._banks[name].enqueue(gather_from_all_ranks(k), labels)
+        self._pending = None

@@ -10,7 +10,7 @@ Departures from the official code, chosen for GPaCo's comparison:
 - no knowledge distillation (GPaCo: "we do not apply knowledge distillation tricks");
 - the suite's optimiser and schedule (GPaCo's "same training time + RandAugment"), not RIDE's.
 
-DRW needs the epoch: the engine calls ``set_epoch`` at each epoch start when it does; until then the
+DRW needs the epoch: the engine calls ``on_epoch_start`` at each epoch start; until then the
 method stays at epoch 0 (no re-weighting). The epoch is a buffer, so it travels with checkpoints.
 """
 
@@ -20,13 +20,14 @@ import torch
 from torch import nn
 
 from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_margins, ride_loss
-from semcl.methods.base import DataInfo, Method
+from semcl.methods.base import Batch, DataInfo, Method
 from semcl.models import NormalizedLinear
 from semcl.models.ride import RideBackbone
 
 
 class Ride(Method):
     num_views = 1
+    has_classifier = True
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -44,7 +45,7 @@ class Ride(Method):
                              diversity_temperatures(counts, p.diversity_temperature, p.diversity_reweight).float())
         self.register_buffer("epoch", torch.zeros((), dtype=torch.long))
 
-    def set_epoch(self, epoch: int) -> None:
+    def on_epoch_start(self, epoch: int) -> None:
         """The 0-based epoch about to run (DRW switches on at ``method.drw_epoch``)."""
         self.epoch.fill_(int(epoch))
 
@@ -57,7 +58,8 @@ class Ride(Method):
         s = self.cfg.method.scale
         return [s * clf(f) for clf, f in zip(self.classifiers, self.backbone.expert_features(x), strict=True)]
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         p, drw = self.cfg.method, self.drw_active
         loss = ride_loss(self.expert_logits(views[0]), labels, margins=self.margins, scale=p.scale,
                          class_weights=self.drw_weights if drw else None, diversity_weight=p.diversity_weight,

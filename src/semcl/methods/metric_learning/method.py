@@ -12,7 +12,7 @@ FastAP's histogram); the evaluations read ``backbone`` features, as for SCL and 
 - ``triplet``: batch-all triplets over the batch, margins m1 = 0.5 (negative in the anchor's
   superclass) and m2 = 1 (negative in another superclass); instance sampling.
 - ``fastap``: FastAP with ``num_bins`` = 5 over fine-label relevance; batches of two superclasses
-  (``sampling = "two_superclasses"``, semcl.engine.sampling.two_superclass_order).
+  (`epoch_order`: semcl.data.sampling.two_superclass_order).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from __future__ import annotations
 import torch
 
 from semcl.losses.metric import fastap_loss, rank_margin_triplet_loss
-from semcl.method_schemas import FastAPMethod, TripletMethod
-from semcl.methods.base import DataInfo, Method
+from semcl.data.sampling import two_superclass_order
+from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.models import ProjectionHead, build_backbone
 
 
@@ -54,7 +55,8 @@ class RankMarginTriplet(_ProjectedMetric):
         self.margins = (float(m.margins[0]), float(m.margins[1]))
         self.register_buffer("fine_to_coarse", info.superclasses("the rank-margin triplet loss"), persistent=False)
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         z = self.embed(views[0])
         with torch.autocast(z.device.type, enabled=False):
             loss = rank_margin_triplet_loss(z, labels, self.fine_to_coarse, self.margins)
@@ -63,8 +65,6 @@ class RankMarginTriplet(_ProjectedMetric):
 
 class FastAP(_ProjectedMetric):
     """RINCE's FastAP baseline: batches of two superclasses, relevance = same fine class."""
-
-    sampling = "two_superclasses"  # read by the training loop (semcl.engine.sampling.epoch_order)
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -75,7 +75,14 @@ class FastAP(_ProjectedMetric):
         info.superclasses("FastAP's two-superclass batches")
         self.num_bins = int(m.num_bins)
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def epoch_order(self, labels: torch.Tensor, num_classes: int, generator: torch.Generator,
+                    batch_size: int) -> torch.Tensor:
+        """Batches of two superclasses (semcl.data.sampling.two_superclass_order)."""
+        return two_superclass_order(labels, self.info.superclasses("FastAP's two-superclass batches"), batch_size,
+                                    generator)
+
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         z = self.embed(views[0])
         with torch.autocast(z.device.type, enabled=False):
             loss = fastap_loss(z, labels, self.num_bins)

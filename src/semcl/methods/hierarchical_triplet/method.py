@@ -11,14 +11,14 @@ and which are ours). Per step, with the statistics described below::
     α[a, n] = β + d_{H(y_a, y_n)} − s_{y_a}
     L = 1 / (2 Z) Σ_{(a, p, n)} [ d(x_a, x_p) − d(x_a, x_n) + α[a, n] ]_+
 
-Batches (``sampling = "anchor_neighbour"``, semcl.engine.sampling.anchor_neighbour_order): l′ anchor
+Batches (`epoch_order`: semcl.data.sampling.anchor_neighbour_order): l′ anchor
 classes with one image each, c images of each anchor class's nearest class, t random images.
 
 Class statistics (our design; Ge et al. rebuild their tree from the whole training set's embeddings,
 as recalled, once per epoch): the method never sees the training set, so instead of an extra pass it
 accumulates, at every step, the per-class sum and count of the batch's normalised projections (the
 training view, under the weights of that step; every DDP rank adds the whole global batch). At the
-start of each epoch (``set_epoch``, which the train loop calls before it draws the epoch's order)
+start of each epoch (``on_epoch_start``, which the train loop calls before it draws the epoch's order)
 these accumulators become the epoch's statistics (class means μ_y and counts n_y of the previous
 epoch; a class not seen then keeps its older statistics) and are reset, and the nearest class of every
 class, ``neighbour_of_class``, is recomputed from them. The sampler reads it through
@@ -28,7 +28,7 @@ include the current batch, so every class of a batch has statistics. In the firs
 is known and each anchor class gets a uniformly drawn other class.
 
 All of it lives in persistent buffers (accumulators, statistics, neighbour map and the epoch they
-belong to), so a checkpoint resumes bit-exactly, also inside an epoch: ``set_epoch`` with the epoch
+belong to), so a checkpoint resumes bit-exactly, also inside an epoch: ``on_epoch_start`` with the epoch
 the statistics already belong to changes nothing.
 """
 
@@ -44,14 +44,14 @@ from semcl.losses.hierarchical_triplet import (
     nearest_classes,
     violate_margins,
 )
-from semcl.method_schemas import HierarchicalTripletMethod
-from semcl.methods.base import DataInfo, Method
+from semcl.data.sampling import anchor_neighbour_order
+from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.hierarchical_triplet import HierarchicalTripletMethod
 from semcl.models import ProjectionHead, build_backbone, gather_from_all_ranks
 
 
 class HierarchicalTriplet(Method):
     num_views = 1
-    sampling = "anchor_neighbour"  # read by the training loop (semcl.engine.sampling.epoch_order)
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -84,12 +84,17 @@ class HierarchicalTriplet(Method):
 
     @property
     def sampling_context(self) -> dict:
-        """What semcl.engine.sampling.anchor_neighbour_order needs, on the CPU."""
+        """What semcl.data.sampling.anchor_neighbour_order needs, on the CPU."""
         return {"l_prime": self.l_prime, "c": self.c, "t": self.t,
                 "neighbour_of_class": self.neighbour_of_class.detach().cpu()}
 
     @torch.no_grad()
-    def set_epoch(self, epoch: int) -> None:
+    def epoch_order(self, labels: torch.Tensor, num_classes: int, generator: torch.Generator,
+                    batch_size: int) -> torch.Tensor:
+        """Anchor-neighbour batches of l' + l'c + t images (semcl.data.sampling.anchor_neighbour_order)."""
+        return anchor_neighbour_order(labels, num_classes, batch_size, generator, **self.sampling_context)
+
+    def on_epoch_start(self, epoch: int) -> None:
         """The previous epoch's accumulators become the statistics; the neighbour map follows them."""
         if int(self.stats_epoch) == epoch:  # resumed inside this epoch: already done
             return
@@ -117,7 +122,8 @@ class HierarchicalTriplet(Method):
         self.epoch_sum += onehot.T @ z.to(torch.float64)  # a matmul, not index_add_: no atomics on the GPU
         self.epoch_count += torch.bincount(labels, minlength=len(self.epoch_count))
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         z = self.head(self.backbone(views[0]))
         z = F.normalize(z.float() if z.dtype in (torch.float16, torch.bfloat16) else z, dim=1)  # loss outside autocast
         with torch.autocast(z.device.type, enabled=False):

@@ -6,19 +6,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from semcl.methods.base import DataInfo, Method
+from semcl.methods.base import Batch, DataInfo, Method
 from semcl.models import LinearClassifier, build_backbone
 
 
 class CrossEntropy(Method):
     num_views = 1
+    has_classifier = True
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": F.cross_entropy(logits, labels)}
 

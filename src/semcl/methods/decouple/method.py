@@ -6,7 +6,7 @@
 - `decouple_tau_norm`: the base classifier's rows divided by ||w_j||^tau; nothing is trained.
 
 The base (`init_from` row, same seed) is any method whose state has `backbone.*` and
-`classifier.*` (a LinearClassifier), e.g. `ce` or `balanced_softmax`; `load_base_state` loads it.
+`classifier.*` (a LinearClassifier), e.g. `ce` or `balanced_softmax`; `load_dependencies` loads it.
 
 Deviations from the official code (facebookresearch/classifier-balancing):
 - its loop calls `.train()` on the frozen feature model, so BN batch statistics are used and the
@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from semcl.methods.base import DataInfo, Method
+from semcl.data.sampling import class_balanced_order
+from semcl.methods.base import Batch, DataInfo, Dependency, Method
 from semcl.models import LinearClassifier, build_backbone
 
 
@@ -42,7 +43,8 @@ class _Decoupled(Method):
     """Frozen backbone (no gradient, eval mode) with a linear classifier on top."""
 
     num_views = 1
-    sampling = "class_balanced"  # read by the train loop; cRT / LWS take it from the config
+    has_classifier = True
+    sampling = "class_balanced"  # cRT / LWS take it from the config (method.sampling)
     load_classifier = True  # False for cRT: its classifier is a fresh one
 
     def __init__(self, cfg, info: DataInfo):
@@ -57,7 +59,16 @@ class _Decoupled(Method):
         self.backbone.eval()  # BN running statistics stay the base run's
         return self
 
-    def load_base_state(self, state: dict[str, torch.Tensor]) -> None:
+    def epoch_order(self, labels: torch.Tensor, num_classes: int, generator: torch.Generator,
+                    batch_size: int) -> torch.Tensor:
+        if self.sampling == "instance":
+            return super().epoch_order(labels, num_classes, generator, batch_size)
+        return class_balanced_order(labels, num_classes, generator)
+
+    def load_dependencies(self, deps: list[Dependency]) -> None:
+        """Start from the base run's final weights (the row's `init_from`, same seed)."""
+        (base,) = deps
+        state = base.load_state()
         _load_prefixed(self.backbone, state, "backbone.")
         if self.load_classifier:
             _load_prefixed(self.classifier, state, "classifier.")
@@ -69,7 +80,8 @@ class _Decoupled(Method):
     def head(self, feats: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         return {"loss": F.cross_entropy(self.head(self.features(views[0])), labels)}
 
     def classify(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,8 +96,8 @@ class DecoupleCRT(_Decoupled):
     def head(self, feats: torch.Tensor) -> torch.Tensor:
         return self.classifier(feats)
 
-    def optimized_parameters(self) -> list[nn.Parameter]:
-        return list(self.classifier.parameters())
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.classifier.parameters())}]
 
 
 class DecoupleLWS(_Decoupled):
@@ -103,15 +115,15 @@ class DecoupleLWS(_Decoupled):
     def head(self, feats: torch.Tensor) -> torch.Tensor:
         return self.classifier(feats) * self.scales
 
-    def optimized_parameters(self) -> list[nn.Parameter]:
-        return [self.scales]
+    def param_groups(self) -> list[dict]:
+        return [{"params": [self.scales]}]
 
 
 class DecoupleTauNorm(_Decoupled):
     """tau-norm: logits_j = (w_j / ||w_j||^tau) . x without the bias, as the official tau_norm.py
     (`dotproduct_similarity(feat, pnorm(weights, p))`; the paper's Eq. drops b as well).
 
-    Nothing trains: `optimized_parameters()` is empty, so the train loop skips training whatever
+    Nothing trains: `param_groups()` is empty, so the train loop skips training whatever
     schedule.epochs says (rows should set 0, so no checkpoint is written and no time is spent).
     """
 
@@ -138,5 +150,5 @@ class DecoupleTauNorm(_Decoupled):
         self.tau.fill_(self.validation_grid[best])
         return {"tau": float(self.validation_grid[best]), "tau_val_top1": top1[best]}
 
-    def optimized_parameters(self) -> list[nn.Parameter]:
+    def param_groups(self) -> list[dict]:
         return []

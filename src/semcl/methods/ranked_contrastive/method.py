@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from semcl.config import RinceMethod, SCLMethod
 from semcl.data.hierarchy import candidate_ranks, rank_matrix, superclass_similarity
 from semcl.losses import key_first_rank_only, ranked_info_nce
-from semcl.methods.base import DataInfo, Method
-from semcl.models import (
-    MemoryBank,
-    ProjectionHead,
-    build_backbone,
-    gather_from_all_ranks,
-    momentum_copy,
-    momentum_update_,
-)
+from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.ranked_contrastive import RinceMethod, SCLMethod
+from semcl.models import MomentumQueue, ProjectionHead, build_backbone
 
 
 def _class_similarity(m, info: DataInfo) -> torch.Tensor:
@@ -45,9 +38,10 @@ class RankedContrastive(Method):
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.head = ProjectionHead(self.backbone.out_dim, cfg.model.head_hidden, cfg.model.head_dim,
                                    num_layers=cfg.model.head_layers)
-        self.key_backbone = momentum_copy(self.backbone)
-        self.key_head = momentum_copy(self.head)
-        self.bank = MemoryBank(m.bank_size, cfg.model.head_dim)
+        self.keys = MomentumQueue(m.momentum)
+        self.key_backbone = self.keys.copy(self.backbone)
+        self.key_head = self.keys.copy(self.head)
+        self.bank = self.keys.bank(m.bank_size, cfg.model.head_dim)
         ranks, levels = rank_matrix(_class_similarity(m, info))
         self.register_buffer("class_ranks", ranks, persistent=False)
         if isinstance(m, SCLMethod):
@@ -60,10 +54,9 @@ class RankedContrastive(Method):
             self.taus = list(m.taus)
             self.form, self.positives, self.reduction = m.form, m.positives, m.rank_reduction
             self.key_only_first = m.key_first_rank_only
-        self.momentum = m.momentum
-        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         q = self.head(self.backbone(views[0]))
         with torch.no_grad():
             # key net in train mode: its BN statistics come from its own forward (official code)
@@ -78,15 +71,9 @@ class RankedContrastive(Method):
         else:
             loss = ranked_info_nce(sim, ranks, self.taus, **kwargs)
         # official order: momentum update and enqueue after the loss, before the optimiser step
-        momentum_update_(self.key_backbone, self.backbone, self.momentum)
-        momentum_update_(self.key_head, self.head, self.momentum)
-        # the bank is read by this step's graph, so it is written only after backward
-        self._pending = (k.detach(), labels)
+        self.keys.update()
+        self.keys.stage(labels, keys=k)  # enqueued after backward (the bank is read by this step's graph)
         return {"loss": loss}
 
     def after_backward(self) -> None:
-        if self._pending is not None:
-            keys, labels = self._pending
-            # with several GPUs every bank receives the keys of the whole global batch
-            self.bank.enqueue(gather_from_all_ranks(keys), gather_from_all_ranks(labels))
-            self._pending = None
+        self.keys.flush()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from semcl.methods.base import DataInfo
-from semcl.methods.ce import CrossEntropy
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.ce.method import CrossEntropy
 
 
 def log_prior(info: DataInfo) -> torch.Tensor:
@@ -29,6 +29,7 @@ class BalancedSoftmax(CrossEntropy):
         super().__init__(cfg, info)
         self.register_buffer("log_prior", log_prior(info))
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": F.cross_entropy(logits + self.log_prior, labels)}

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from semcl.losses.hierarchical_ce import superclass_label_smoothing_loss, two_heads_loss
-from semcl.method_schemas import LabelSmoothingSuperclassMethod, TwoHeadsMethod
-from semcl.methods.base import DataInfo
-from semcl.methods.ce import CrossEntropy
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.ce.method import CrossEntropy
+from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
 from semcl.models import LinearClassifier
 
 
@@ -36,7 +36,8 @@ class LabelSmoothingSuperclass(CrossEntropy):
         self.register_buffer("fine_to_coarse", info.superclasses("label smoothing within superclass"),
                              persistent=False)
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": superclass_label_smoothing_loss(logits, labels, self.fine_to_coarse, self.alpha)}
 
@@ -65,7 +66,8 @@ class TwoHeads(CrossEntropy):
         feat = self.backbone(x)
         return self._norm(self.classifier(feat)), self._norm(self.coarse_classifier(feat))
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         fine, coarse = self.heads(views[0])
         return two_heads_loss(fine, coarse, labels, self.fine_to_coarse, self.weight)
 

@@ -1,5 +1,5 @@
-"""The order in which one epoch visits the training images: instance, class-balanced, two-superclass
-or anchor-neighbour sampling.
+"""Batch orders for one epoch of training images: instance, class-balanced, two-superclass or
+anchor-neighbour sampling. A method picks its order in `Method.epoch_order` (semcl.methods.base).
 
 An epoch always has n positions (n = training images), so steps per epoch and the schedule do not
 depend on the sampler; Kang et al.'s loop also stops each epoch after n // batch_size steps, although
@@ -10,39 +10,15 @@ from __future__ import annotations
 
 import torch
 
-MODES = ("instance", "class_balanced", "two_superclasses", "anchor_neighbour")
-
-
-def epoch_order(labels: torch.Tensor, num_classes: int, generator: torch.Generator, mode: str, *,
-                batch_size: int | None = None, fine_to_coarse: torch.Tensor | None = None,
-                context: dict | None = None) -> torch.Tensor:
-    """int64 [n] image indices for one epoch, drawn from `generator` alone.
-
-    instance: a permutation of the n images (each image once per epoch).
-    class_balanced: every position draws a class uniformly among the classes that have images,
-    then an image uniformly within that class (with replacement), so every class is seen equally
-    often in expectation. Kang et al.'s ClassAwareSampler instead cycles through a shuffled class
-    list, takes 4 consecutive images per class visit, and walks each class's images in reshuffled
-    order without replacement: the same class marginal, but ours lets a batch's class counts vary
-    (binomially) and may repeat an image within an epoch.
-    two_superclasses: FastAP's batches (see `two_superclass_order`); needs `batch_size` and
-    `fine_to_coarse`, which the other modes ignore.
-    anchor_neighbour: the hierarchical triplet loss's batches (see `anchor_neighbour_order`); needs
-    `batch_size` and the method's `context` (l_prime, c, t, neighbour_of_class).
+def class_balanced_order(labels: torch.Tensor, num_classes: int, generator: torch.Generator) -> torch.Tensor:
+    """int64 [n] image indices, drawn from `generator` alone: every position draws a class uniformly
+    among the classes that have images, then an image uniformly within that class (with replacement),
+    so every class is seen equally often in expectation. Kang et al.'s ClassAwareSampler instead cycles
+    through a shuffled class list, takes 4 consecutive images per class visit, and walks each class's
+    images in reshuffled order without replacement: the same class marginal, but ours lets a batch's
+    class counts vary (binomially) and may repeat an image within an epoch.
     """
     n = len(labels)
-    if mode == "instance":
-        return torch.randperm(n, generator=generator)  # exactly the loop's historical order
-    if mode == "two_superclasses":
-        if batch_size is None or fine_to_coarse is None:
-            raise ValueError("sampling mode 'two_superclasses' needs batch_size and fine_to_coarse")
-        return two_superclass_order(labels, fine_to_coarse, batch_size, generator)
-    if mode == "anchor_neighbour":
-        if batch_size is None or context is None:
-            raise ValueError("sampling mode 'anchor_neighbour' needs batch_size and the method's sampling context")
-        return anchor_neighbour_order(labels, num_classes, batch_size, generator, **context)
-    if mode != "class_balanced":
-        raise ValueError(f"unknown sampling mode {mode!r}; known: {', '.join(MODES)}")
     counts = torch.bincount(labels, minlength=num_classes)
     present = torch.nonzero(counts).flatten()
     if len(present) == 0:

@@ -31,18 +31,9 @@ import torch
 
 from semcl.data.hierarchy import candidate_ranks
 from semcl.losses import ranked_info_nce
-from semcl.method_schemas import SCLTwoHeadsMethod
-from semcl.methods.base import DataInfo, Method
-from semcl.models import (
-    MemoryBank,
-    ProjectionHead,
-    build_backbone,
-    gather_from_all_ranks,
-    momentum_copy,
-    momentum_update_,
-)
-
-FORMS = ("in", "out")
+from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.scl_two_heads import SCLTwoHeadsMethod
+from semcl.models import MemoryBank, MomentumQueue, ProjectionHead, build_backbone
 
 
 class SCLTwoHeads(Method):
@@ -51,11 +42,7 @@ class SCLTwoHeads(Method):
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         m = cfg.method
-        assert isinstance(m, SCLTwoHeadsMethod)
-        if m.form not in FORMS:
-            raise ValueError(f"scl_two_heads: method.form must be one of {FORMS}, got {m.form!r}")
-        if not 0.0 <= m.weight <= 1.0:
-            raise ValueError(f"scl_two_heads: method.weight (lambda) must lie in [0, 1], got {m.weight}")
+        assert isinstance(m, SCLTwoHeadsMethod)  # form and weight are checked by its schema
         if info.fine_to_coarse is None:
             raise ValueError("scl_two_heads needs a dataset with superclass labels (fine_to_coarse)")
 
@@ -66,19 +53,19 @@ class SCLTwoHeads(Method):
         # Built in the SCL method's order first (same seed -> same fine pieces as an SCL run), then the superclass head.
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.head = head()
-        self.key_backbone = momentum_copy(self.backbone)
-        self.key_head = momentum_copy(self.head)
-        self.bank = MemoryBank(m.bank_size, cfg.model.head_dim)
+        self.keys = MomentumQueue(m.momentum)
+        self.key_backbone = self.keys.copy(self.backbone)
+        self.key_head = self.keys.copy(self.head)
+        self.bank = self.keys.bank(m.bank_size, cfg.model.head_dim, "fine")
         self.coarse_head = head()
-        self.key_coarse_head = momentum_copy(self.coarse_head)
-        self.coarse_bank = MemoryBank(m.bank_size, cfg.model.head_dim)
+        self.key_coarse_head = self.keys.copy(self.coarse_head)
+        self.coarse_bank = self.keys.bank(m.bank_size, cfg.model.head_dim, "coarse")
 
         f2c = info.fine_to_coarse.to(torch.int64)
         # rank 1: same class (fine head) / same superclass (superclass head); rank 0: negative
         self.register_buffer("fine_ranks", torch.eye(info.num_classes, dtype=torch.int64), persistent=False)
         self.register_buffer("coarse_ranks", (f2c[:, None] == f2c[None, :]).to(torch.int64), persistent=False)
-        self.form, self.tau, self.weight, self.momentum = m.form, m.tau, m.weight, m.momentum
-        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.form, self.tau, self.weight = m.form, m.tau, m.weight
 
     def _scl(self, q: torch.Tensor, k: torch.Tensor, bank: MemoryBank, class_ranks: torch.Tensor,
              labels: torch.Tensor) -> torch.Tensor:
@@ -87,7 +74,8 @@ class SCLTwoHeads(Method):
         ranks = torch.cat([torch.ones_like(labels)[:, None], candidate_ranks(class_ranks, labels, bank.labels)], dim=1)
         return ranked_info_nce(sim, ranks, [self.tau], form=self.form)
 
-    def training_step(self, views: list[torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views, labels = batch.views, batch.labels
         feats = self.backbone(views[0])
         q_fine, q_coarse = self.head(feats), self.coarse_head(feats)
         with torch.no_grad():
@@ -98,18 +86,9 @@ class SCLTwoHeads(Method):
         loss_coarse = self._scl(q_coarse, k_coarse, self.coarse_bank, self.coarse_ranks, labels)
         loss = (1.0 - self.weight) * loss_fine + self.weight * loss_coarse
         # official order (SCL rows): momentum update after the loss, before the optimiser step
-        momentum_update_(self.key_backbone, self.backbone, self.momentum)
-        momentum_update_(self.key_head, self.head, self.momentum)
-        momentum_update_(self.key_coarse_head, self.coarse_head, self.momentum)
-        # the banks are read by this step's graph, so they are written only after backward
-        self._pending = (k_fine.detach(), k_coarse.detach(), labels)
+        self.keys.update()
+        self.keys.stage(labels, fine=k_fine, coarse=k_coarse)  # the banks are read by this step's graph
         return {"loss": loss, "loss_fine": loss_fine.detach(), "loss_coarse": loss_coarse.detach()}
 
     def after_backward(self) -> None:
-        if self._pending is not None:
-            k_fine, k_coarse, labels = self._pending
-            # with several GPUs every bank receives the keys of the whole global batch
-            labels = gather_from_all_ranks(labels)
-            self.bank.enqueue(gather_from_all_ranks(k_fine), labels)
-            self.coarse_bank.enqueue(gather_from_all_ranks(k_coarse), labels)
-            self._pending = None
+        self.keys.flush()  # both banks take the whole global batch's keys with the fine labels

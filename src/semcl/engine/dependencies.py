@@ -1,0 +1,52 @@
+"""The runs a run builds on (a base run, a teacher, ensemble members), handed to its method as
+`semcl.methods.base.Dependency` objects that load what the method asks for, safely and lazily."""
+
+from __future__ import annotations
+
+import torch
+
+from semcl.errors import ResultsError
+from semcl.methods.base import Dependency
+from semcl.runs import Run, Store
+
+LOGITS_FILE = "test_logits.pt"
+
+
+def _finished(store: Store, run_id: str, what: str) -> None:
+    status = store.status(run_id)[0]
+    if status != "done":
+        raise ResultsError(f"{store.run_dir(run_id)}: {what} {run_id} is not finished (status: {status})")
+
+
+def _load(path, what: str, run_id: str) -> dict:
+    if not path.exists():
+        raise ResultsError(f"{path}: {what} {run_id} has no such file; rerun it")
+    try:
+        # tensors and plain containers only: loading a shared results folder never runs code
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling errors come in many types
+        raise ResultsError(f"{path}: unreadable ({type(err).__name__}); delete it and rerun {what} {run_id}") from None
+
+
+def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
+    """One Dependency per run id in `run.depends_on`, in the row's order; each checks that the run
+    finished before it loads anything from it."""
+    out = []
+    what = {"init_from": "base run", "teacher": "teacher run", "ensemble": "ensemble member"}.get(kind, "run")
+    for rid in run.depends_on:
+        folder = store.run_dir(rid)
+
+        def state(rid=rid, folder=folder) -> dict:
+            _finished(store, rid, what)
+            return _load(folder / "checkpoints" / "last.pt", what, rid)["method"]
+
+        def logits(rid=rid, folder=folder) -> dict:
+            _finished(store, rid, what)
+            return _load(folder / LOGITS_FILE, what, rid)
+
+        def metrics(rid=rid) -> dict:
+            _finished(store, rid, what)
+            return store.read_record(rid)["metrics"]
+
+        out.append(Dependency(kind or "", rid, folder, state, logits, metrics))
+    return out

@@ -1,0 +1,49 @@
+"""What the spine knows about a method: its name, config schema, class, training cost and the runs it
+builds on. Torch-free, so `semcl list` / `plan` validate configs without importing torch."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+# How a row's runs read other runs (registry key of the row -> what the method receives):
+#   init_from: one base run's final weights (a second stage: Decouple)
+#   ensemble:  one or more member runs' saved test logits (logit-sum ensembles)
+#   teacher:   one frozen teacher run's final weights (knowledge distillation)
+DEPENDENCY_KINDS = ("init_from", "ensemble", "teacher")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method as the spine sees it; registered by one line in semcl.methods.registry.METHODS."""
+
+    name: str  # `method.name` in configs and registry rows
+    schema: type  # the config dataclass of `method.*`
+    cls: str | type  # the Method subclass, or "package.module:Class" (imported only when a run starts)
+    train_cost: float = 4 / 3  # training FLOPs per image-epoch relative to one fwd+bwd of the backbone
+    depends: str | None = None  # a kind of DEPENDENCY_KINDS that every row of this method must name
+    # allowed values of the schema's string fields (`method.<field>`), checked when a config is built
+    choices: dict[str, frozenset[str]] = field(default_factory=dict)
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.depends is not None and self.depends not in DEPENDENCY_KINDS:
+            raise ValueError(f"method {self.name!r}: depends={self.depends!r} is not one of {DEPENDENCY_KINDS}")
+        if getattr(self.schema, "name", None) != self.name:
+            raise ValueError(f"method {self.name!r}: its schema's default name is {getattr(self.schema, 'name', None)!r}")
+
+    def load(self) -> Any:
+        """The Method subclass (imports it, and torch, on first use)."""
+        if not isinstance(self.cls, str):
+            return self.cls
+        module, _, attr = self.cls.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class PlannedMethod:
+    """A method the registry may name before its training code exists: its rows show as not implemented."""
+
+    name: str
+    summary: str

@@ -18,9 +18,9 @@ import yaml
 
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import build_config, merge
+from semcl.errors import ConfigError
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
-from semcl.errors import ConfigError
 
 # the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

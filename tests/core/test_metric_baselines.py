@@ -15,10 +15,9 @@ from semcl.data import ImageSet
 from semcl.data.sampling import two_superclass_order
 from semcl.engine.train import train
 from semcl.losses import LOSSES, fastap_loss, fastap_per_query, rank_margin_triplet_loss
-from semcl.methods.metric_learning import FastAPMethod, TripletMethod
-from semcl.methods.registry import PLANNED_METHODS
 from semcl.methods.base import Batch, DataInfo
-from semcl.methods.registry import METHODS, method_class
+from semcl.methods.metric_learning import FastAPMethod, TripletMethod
+from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry import get_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
@@ -255,7 +254,8 @@ def test_one_superclass_and_keyword_errors():
 
 def test_fastap_batches_are_two_superclass_blocks_and_triplet_keeps_instance_order():
     labels = torch.arange(7).repeat(4)
-    fastap, triplet = method_class("fastap")(_cfg("fastap"), DataInfo(7, 1, F2C)), method_class("triplet")(_cfg("triplet"), DataInfo(7, 1, F2C))
+    fastap = method_class("fastap")(_cfg("fastap"), DataInfo(7, 1, F2C))
+    triplet = method_class("triplet")(_cfg("triplet"), DataInfo(7, 1, F2C))
     got = fastap.epoch_order(labels, 7, torch.Generator().manual_seed(1), 4)
     assert torch.equal(got, two_superclass_order(labels, F2C, 4, torch.Generator().manual_seed(1)))
     plain = triplet.epoch_order(labels, 7, torch.Generator().manual_seed(1), 4)

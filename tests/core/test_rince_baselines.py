@@ -11,10 +11,9 @@ from semcl.config import build_config
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE, FASHION_MNIST_FINE_TO_COARSE
 from semcl.errors import ConfigError
 from semcl.losses import LOSSES, superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
-from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
-from semcl.methods.registry import PLANNED_METHODS
 from semcl.methods.base import Batch, DataInfo
-from semcl.methods.registry import METHODS, method_class
+from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
+from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry import get_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py

@@ -9,10 +9,9 @@ import torch
 
 from semcl.config import build_config
 from semcl.errors import ConfigError
-from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.losses import ranked_info_nce
 from semcl.methods.base import Batch, DataInfo
-from semcl.methods.registry import METHODS, method_class
+from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 
 F2C = torch.tensor([0, 0, 1, 1, 2, 2])  # 6 classes, 3 superclasses of 2
 LABELS = torch.tensor([0, 1, 2, 0, 3, 5, 4, 1])

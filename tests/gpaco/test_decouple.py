@@ -13,9 +13,8 @@ from semcl.data import ImageSet
 from semcl.data.sampling import class_balanced_order
 from semcl.engine.train import train
 from semcl.errors import ConfigError
-from semcl.methods.registry import PLANNED_METHODS
-from semcl.methods.base import Batch, DataInfo, Dependency
-from semcl.methods.registry import METHODS, method_class
+from semcl.methods.base import DataInfo, Dependency
+from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

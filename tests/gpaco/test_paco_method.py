@@ -11,8 +11,8 @@ from torch import nn
 from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.methods.base import Batch, DataInfo
-from semcl.methods.registry import METHODS, method_class
 from semcl.methods.paco.method import init_backbone
+from semcl.methods.registry import method_class
 from semcl.models import build_backbone
 
 COUNTS = torch.tensor([6, 3, 1, 0])  # an empty class must not break the prior (official +1e-9)

@@ -17,7 +17,7 @@ from semcl.engine.train import train
 from semcl.losses import LOSSES, ride_loss
 from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_logits, ldam_margins
 from semcl.methods.base import Batch, DataInfo
-from semcl.methods.registry import METHODS, method_class
+from semcl.methods.registry import method_class
 from semcl.models.ride import RideBackbone
 
 F64 = torch.float64

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+
 def class_balanced_order(labels: torch.Tensor, num_classes: int, generator: torch.Generator) -> torch.Tensor:
     """int64 [n] image indices, drawn from `generator` alone: every position draws a class uniformly
     among the classes that have images, then an image uniformly within that class (with replacement),

@@ -18,9 +18,10 @@ are modules or buffers), so checkpoints and resumes need no further hook.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -12,8 +12,8 @@ from semcl.models.backbones import (
 )
 from semcl.models.heads import LinearClassifier, NormalizedLinear, ProjectionHead
 from semcl.models.momentum import (
-    MomentumQueue,
     MemoryBank,
+    MomentumQueue,
     gather_from_all_ranks,
     momentum_copy,
     momentum_update_,

@@ -37,6 +37,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from semcl.data.sampling import anchor_neighbour_order
 from semcl.losses.hierarchical_triplet import (
     ClassStatistics,
     class_statistics,
@@ -44,7 +45,6 @@ from semcl.losses.hierarchical_triplet import (
     nearest_classes,
     violate_margins,
 )
-from semcl.data.sampling import anchor_neighbour_order
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.hierarchical_triplet import HierarchicalTripletMethod
 from semcl.models import ProjectionHead, build_backbone, gather_from_all_ranks

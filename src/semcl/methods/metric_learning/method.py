@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from semcl.losses.metric import fastap_loss, rank_margin_triplet_loss
 from semcl.data.sampling import two_superclass_order
+from semcl.losses.metric import fastap_loss, rank_margin_triplet_loss
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.models import ProjectionHead, build_backbone

@@ -7,15 +7,15 @@ banks) are the modules listed in DISTILL_MODULES. Loss weights: weights.REPDISTI
 
 from semcl.losses.distill.crd import ContrastMemory, CRDLoss, Embed, infonce_loss, nce_loss, sample_uniform_negatives
 from semcl.losses.distill.feature_maps import (
-                                      ConvRegressor,
-                                      ab_loss,
-                                      at_loss,
-                                      attention_map,
-                                      fsp_loss,
-                                      fsp_matrix,
-                                      hint_loss,
-                                      nst_loss,
-                                      pool_to_match,
+    ConvRegressor,
+    ab_loss,
+    at_loss,
+    attention_map,
+    fsp_loss,
+    fsp_matrix,
+    hint_loss,
+    nst_loss,
+    pool_to_match,
 )
 from semcl.losses.distill.learned import Paraphraser, Translator, VIDHead, ft_loss, ft_reconstruction_loss, vid_loss
 from semcl.losses.distill.logits import kd_loss

@@ -45,10 +45,16 @@ def sample_uniform_negatives(index: Tensor, n_data: int, k: int, generator: torc
     if labels is not None and labels.shape != (n_data,):
         raise ValueError(f"sample_uniform_negatives: labels must have shape ({n_data},), got {tuple(labels.shape)}")
     everything = torch.arange(n_data)
+    if labels is not None:  # indices sorted by class: a class's complement is two slices, no N-long mask per row
+        labels = labels.cpu()
+        order = torch.argsort(labels, stable=True)
+        counts = torch.bincount(labels)
+        ends = torch.cumsum(counts, 0).tolist()
     rows = []
     for i in index.tolist():
         if labels is not None:
-            pool = everything[labels.cpu() != labels[i].cpu()]
+            c = int(labels[i])
+            pool = torch.cat([order[:ends[c] - int(counts[c])], order[ends[c]:]])
         elif exclude_self:
             pool = torch.cat([everything[:i], everything[i + 1:]])
         else:
@@ -124,7 +130,10 @@ def infonce_loss(logits: Tensor) -> Tensor:
 
 
 class CRDLoss(nn.Module):
-    """Embeddings + memory banks + fixed normalisers Z (buffers); forward returns L_S + L_T."""
+    """Embeddings + memory banks + fixed normalisers Z (buffers); forward returns L_S + L_T.
+
+    Every forward call moves the banks (and the first one fixes Z): call it on training batches only.
+    """
 
     def __init__(self, s_dim: int, t_dim: int, n_data: int, dim: int = CRD_DIM, T: float = CRD_T,
                  momentum: float = CRD_MOMENTUM, objective: str = "nce", generator: torch.Generator | None = None) -> None:

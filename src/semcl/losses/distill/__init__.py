@@ -3,6 +3,8 @@
 Every entry of DISTILL_LOSSES is a pure function of student / teacher tensors; the trainable pieces
 (FitNet regressor / AB connector, VID heads, FT paraphraser and translator, CRD embeddings and memory
 banks) are the modules listed in DISTILL_MODULES. Loss weights: weights.REPDISTILLER_WEIGHTS.
+Semantics follow RepDistiller (https://github.com/HobbitLong/RepDistiller, Copyright 2020 Yonglong Tian,
+BSD 2-Clause), reimplemented from the papers' formulas; where paper and code differ, see each ``variant``.
 """
 
 from semcl.losses.distill.crd import ContrastMemory, CRDLoss, Embed, infonce_loss, nce_loss, sample_uniform_negatives

@@ -1,0 +1,130 @@
+"""Nearest-neighbour positives over a whole training set (HSA / CsMl, hsa.md §c.2).
+
+Every ``refresh`` epochs HSA encodes all N training images with a deterministic view, L2-normalises the
+features and keeps, for each image, its k most cosine-similar *other* images as an ``int64 [N, k]`` table.
+During the epoch each sample draws one of its k neighbours uniformly as its extra positive.
+
+Similarity: s_ij = <v_i, v_j> / (|v_i| |v_j|); the official code runs an exact L2 search on unit vectors
+(faiss ``IndexFlatL2``), which ranks identically since |v_i - v_j|^2 = 2 - 2 s_ij.
+
+Self-removal: the official code searches k + 1 and drops column 0, assuming it is the query itself; with
+duplicate features that column can be a twin, leaving the query in its own list. Here self is excluded by
+*index* (the diagonal is masked before the top-k), so image i is never its own neighbour, while an exact
+duplicate j != i is a legitimate (maximally similar) neighbour.
+
+Ties between equal similarities are broken arbitrarily (as torch.topk / faiss do).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+BACKENDS = ("torch", "faiss")
+
+
+def _check(features: torch.Tensor, k: int) -> None:
+    if features.ndim != 2:
+        raise ValueError(f"features must be [N, D], got shape {tuple(features.shape)}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if features.shape[0] <= k:
+        raise ValueError(f"need more than k={k} samples to find k neighbours, got N={features.shape[0]}")
+
+
+@torch.no_grad()
+def knn_table(
+    features: torch.Tensor,
+    k: int,
+    *,
+    backend: str = "torch",
+    query_chunk: int = 4096,
+    key_chunk: int = 65536,
+) -> torch.Tensor:
+    """Indices of each sample's k most cosine-similar other samples, nearest first.
+
+    Args:
+        features: ``[N, D]`` features of the whole training set (any scale; normalised here).
+        k: neighbours per sample (paper 10, official code 5).
+        backend: ``"torch"`` (chunked matrix products on ``features.device``) or ``"faiss"`` (exact
+            ``IndexFlatIP`` on the CPU; needs faiss-cpu).
+        query_chunk, key_chunk: rows / columns of each similarity block; peak memory is one
+            ``[query_chunk, key_chunk]`` float32 block. They do not change the result.
+
+    Returns:
+        ``int64 [N, k]`` on the CPU; row i never contains i.
+    """
+    _check(features, k)
+    if backend == "torch":
+        table = _knn_torch(features, k, query_chunk, key_chunk)
+    elif backend == "faiss":
+        table = _knn_faiss(features, k)
+    else:
+        raise ValueError(f"unknown kNN backend {backend!r}; known: {', '.join(BACKENDS)}")
+    return table.cpu()
+
+
+def _knn_torch(features: torch.Tensor, k: int, query_chunk: int, key_chunk: int) -> torch.Tensor:
+    if query_chunk < 1 or key_chunk < 1:
+        raise ValueError(f"chunk sizes must be positive, got query_chunk={query_chunk}, key_chunk={key_chunk}")
+    v = F.normalize(features.float(), dim=1)
+    n = v.shape[0]
+    out = torch.empty(n, k, dtype=torch.long, device=v.device)
+    for q0 in range(0, n, query_chunk):
+        q = v[q0:q0 + query_chunk]
+        rows = torch.arange(q0, q0 + q.shape[0], device=v.device)
+        best_s = torch.full((q.shape[0], 0), float("-inf"), device=v.device)
+        best_i = torch.empty((q.shape[0], 0), dtype=torch.long, device=v.device)
+        for c0 in range(0, n, key_chunk):
+            s = q @ v[c0:c0 + key_chunk].T                      # [R, C] cosine similarities
+            cols = torch.arange(c0, c0 + s.shape[1], device=v.device)
+            s.masked_fill_(rows[:, None] == cols[None, :], float("-inf"))   # self, by index
+            # merge this block's candidates with the running best k (top-k of a union = top-k of the
+            # per-part top-ks), so memory stays one block whatever N is
+            s_top, i_top = s.topk(min(k, s.shape[1]), dim=1)
+            cand_s = torch.cat([best_s, s_top], dim=1)
+            cand_i = torch.cat([best_i, cols[i_top]], dim=1)
+            best_s, pos = cand_s.topk(min(k, cand_s.shape[1]), dim=1)
+            best_i = cand_i.gather(1, pos)
+        out[q0:q0 + q.shape[0]] = best_i
+    return out
+
+
+def _knn_faiss(features: torch.Tensor, k: int) -> torch.Tensor:
+    try:
+        import faiss
+    except ImportError:
+        raise ImportError("the faiss kNN backend needs faiss-cpu: pip install 'semcl[faiss]'") from None
+    import numpy as np
+
+    v = np.ascontiguousarray(F.normalize(features.float(), dim=1).cpu().numpy())
+    index = faiss.IndexFlatIP(v.shape[1])                       # inner product on unit vectors = cosine
+    index.add(v)
+    _, found = index.search(v, k + 1)                           # k + 1: room for self
+    n = v.shape[0]
+    found_t = torch.from_numpy(found.astype(np.int64))
+    is_self = found_t == torch.arange(n)[:, None]
+    # drop self wherever it was returned; where a duplicate pushed it out, drop the last (k+1-th) column
+    no_self = ~is_self.any(dim=1)
+    is_self[no_self, k] = True
+    return found_t[~is_self].view(n, k)
+
+
+def draw_neighbours(
+    table: torch.Tensor, generator: torch.Generator, indices: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One neighbour per sample, uniform over its k table entries (hsa.md §c.2, official dataset).
+
+    Args:
+        table: ``int64 [N, k]`` from :func:`knn_table`.
+        generator: CPU generator (the epoch's, so a resumed run draws the same neighbours).
+        indices: samples to draw for (positions in the training set); all N when ``None``.
+
+    Returns:
+        ``int64`` tensor of neighbour indices, one per requested sample, on the table's device.
+    """
+    if table.ndim != 2 or table.shape[1] < 1:
+        raise ValueError(f"table must be [N, k] with k >= 1, got shape {tuple(table.shape)}")
+    rows = table if indices is None else table[indices.to(table.device)]
+    col = torch.randint(table.shape[1], (rows.shape[0],), generator=generator).to(table.device)
+    return rows.gather(1, col[:, None]).squeeze(1)

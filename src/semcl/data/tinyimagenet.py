@@ -79,6 +79,15 @@ def _decode_all(paths: list[Path]) -> torch.Tensor:
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
 
 
+def tinyimagenet_wnids(root: Path) -> list[str]:
+    """The class wnids in label order (sorted ``wnids.txt``), as read_tinyimagenet indexes them."""
+    wnids_path = require(root, f"{DATASET_DIRS[_NAME]}/wnids.txt", _NAME)
+    wnids = sorted(set(_read_lines(wnids_path)))
+    if not wnids:
+        raise DataError(f"{wnids_path}: malformed (no class ids)")
+    return wnids
+
+
 def read_tinyimagenet(root: Path, split: str) -> ImageSet:
     """Read the train split or (for ``split == "test"``) the labelled val split.
 
@@ -87,11 +96,8 @@ def read_tinyimagenet(root: Path, split: str) -> ImageSet:
     in annotation-file order, so the result is the same on every filesystem.
     """
     base = DATASET_DIRS[_NAME]
-    wnids_path = require(root, f"{base}/wnids.txt", _NAME)
+    wnids = tinyimagenet_wnids(root)
     words_path = require(root, f"{base}/words.txt", _NAME)
-    wnids = sorted(set(_read_lines(wnids_path)))
-    if not wnids:
-        raise DataError(f"{wnids_path}: malformed (no class ids)")
     index = {w: i for i, w in enumerate(wnids)}
     paths: list[Path] = []
     labels: list[int] = []

@@ -15,7 +15,12 @@ positives the entries of rank 1..r-1 take no part in term r. With e_j = exp(s_j 
             averaged over the anchors whose P_r is non-empty;
     "out":  ℓ_r(a, p) = -log( e_p / (e_p + Σ_{n∈N_r} e_n) ) for every positive p,
             averaged over all (anchor, positive) pairs of the batch;
-    "out_in": "out" for rank 1, "in" for ranks >= 2.
+    "out_in": "out" for rank 1, "in" for ranks >= 2;
+    "khosla_out": Khosla's L_out, the other positives in the denominator, per-anchor mean
+            (semcl.losses.ranked_variants).
+
+``prob_floor`` f > 0 drops the anchors ("in") or pairs ("out") whose probability is <= f before
+the mean (the official CIFAR code's 1e-7 floor; see semcl.losses.ranked_variants).
 
 A term without any positive in the batch is 0; a row with positives but no negatives has loss 0
 (log 1). The terms are summed (the paper's Σ_r ℓ_r) or averaged over R (the official code).
@@ -36,7 +41,10 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-FORMS = ("in", "out", "out_in")
+from semcl.losses.ranked_variants import variant_terms
+
+FORMS = ("in", "out", "out_in", "khosla_out")
+_FUSED_FORMS = ("in", "out", "out_in")  # served by _RankedTerms when prob_floor == 0
 POSITIVES = ("rank", "cumulative")
 REDUCTIONS = ("sum", "mean")
 # Row blocks (for inputs of at least _MIN_SPLIT elements): with four, the ~6 block temporaries
@@ -73,11 +81,12 @@ def ranked_info_nce(
     form: str,
     positives: str = "rank",
     rank_reduction: str = "sum",
+    prob_floor: float = 0.0,
     return_terms: bool = False,
 ) -> Tensor:
     """RINCE / SCL / InfoNCE loss (module docstring); a scalar, or the [R] terms if ``return_terms``."""
-    taus_t = _check(sim, ranks, taus, form, positives, rank_reduction)
-    terms = _RankedTerms.apply(sim, ranks, taus_t, form, positives, (True,) * len(taus_t))
+    taus_t = _check(sim, ranks, taus, form, positives, rank_reduction, prob_floor)
+    terms = _terms(sim, ranks, taus_t, form, positives, (True,) * len(taus_t), prob_floor)
     if return_terms:
         return terms
     return terms.sum() if rank_reduction == "sum" else terms.mean()
@@ -92,35 +101,57 @@ def key_first_rank_only(
     form: str,
     positives: str,
     rank_reduction: str,
+    prob_floor: float = 0.0,
 ) -> Tensor:
     """The official CIFAR code's variant: the anchor's own momentum key takes part in term 1 only.
 
     Term 1 uses the full ``sim``/``ranks``; terms 2..R drop column ``key_col`` (rank 1 in every
     row), even with cumulative positives, where it would otherwise be a positive of every term.
-    The terms are then reduced by ``rank_reduction``.
+    The terms are then reduced by ``rank_reduction``; ``prob_floor`` as in ranked_info_nce.
     """
-    taus_t = _check(sim, ranks, taus, form, positives, rank_reduction)
+    taus_t = _check(sim, ranks, taus, form, positives, rank_reduction, prob_floor)
     if not -sim.shape[1] <= key_col < sim.shape[1]:
         raise ValueError(f"key_col {key_col} is out of range for {sim.shape[1]} columns")
     if not bool((ranks[:, key_col] == 1).all()):
         raise ValueError(f"key column {key_col} must have rank 1 in every row")
     later = (False,) + (True,) * (len(taus_t) - 1)
-    terms = _RankedTerms.apply(sim, ranks, taus_t, form, positives, (True,) + (False,) * (len(taus_t) - 1))
+    terms = _terms(sim, ranks, taus_t, form, positives, (True,) + (False,) * (len(taus_t) - 1), prob_floor)
     if any(later):
         # An ignored column takes no part, as if removed, without copying `sim`.
         without_key = ranks.clone()
         without_key[:, key_col] = -1
-        terms = terms + _RankedTerms.apply(sim, without_key, taus_t, form, positives, later)
+        terms = terms + _terms(sim, without_key, taus_t, form, positives, later, prob_floor)
     return terms.sum() if rank_reduction == "sum" else terms.mean()
 
 
-def _check(sim: Tensor, ranks: Tensor, taus: Sequence[float], form: str, positives: str, reduction: str):
+def _terms(sim, ranks, taus, form, positives, active, prob_floor) -> Tensor:
+    """Per-rank terms [R]: the fused path for the default forms, else the plain-autograd variants."""
+    if prob_floor == 0.0 and form in _FUSED_FORMS:
+        return _RankedTerms.apply(sim, ranks, taus, form, positives, active)
+    if ranks.numel() > 0:
+        _check_rank_range(ranks, len(taus))
+    return variant_terms(sim, ranks, taus, form, positives, active, prob_floor)
+
+
+def _check_rank_range(ranks: Tensor, n_ranks: int) -> tuple[int, int]:
+    low, high = (int(v) for v in torch.aminmax(ranks))
+    if low < -1:
+        raise ValueError(f"ranks must be >= -1 (-1 = ignored), found {low}")
+    if high > n_ranks:
+        raise ValueError(f"rank {high} found but only {n_ranks} temperatures given")
+    return low, high
+
+
+def _check(sim: Tensor, ranks: Tensor, taus: Sequence[float], form: str, positives: str, reduction: str,
+           prob_floor: float = 0.0):
     if form not in FORMS:
         raise ValueError(f"unknown form {form!r}; expected one of {FORMS}")
     if positives not in POSITIVES:
         raise ValueError(f"unknown positives {positives!r}; expected one of {POSITIVES}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown rank_reduction {reduction!r}; expected one of {REDUCTIONS}")
+    if not 0.0 <= prob_floor < 1.0:
+        raise ValueError(f"prob_floor must lie in [0, 1), got {prob_floor}")
     taus_t = tuple(float(t) for t in taus)
     if len(taus_t) == 0 or not all(0.0 < t < float("inf") for t in taus_t):
         raise ValueError(f"taus must be a non-empty sequence of positive finite temperatures, got {taus_t}")
@@ -169,11 +200,7 @@ def _prepare(sim: Tensor, ranks: Tensor, n_ranks: int, positives: str):
     """Checks the ranks; returns ``sim`` (tamed), the ranks as int8 (a quarter of a float copy),
     positives per row and term [B, R], the row shift m [B, 1] (max over non-ignored entries) and
     whether any entry is ignored."""
-    low, high = (int(v) for v in torch.aminmax(ranks))
-    if low < -1:
-        raise ValueError(f"ranks must be >= -1 (-1 = ignored), found {low}")
-    if high > n_ranks:
-        raise ValueError(f"rank {high} found but only {n_ranks} temperatures given")
+    low, _ = _check_rank_range(ranks, n_ranks)
     small = ranks.to(torch.int8 if n_ranks < 127 else torch.int16)
     counts = [_at_least(small, k).sum(1, dtype=torch.int32) for k in range(1, n_ranks + 1)]
     counts = torch.stack([*counts, torch.zeros_like(counts[0])], 1).to(sim.dtype)  # #[rank >= k], k = 1..R+1

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from common import Row, interleaved, median
 
-from semcl.data.augment import RECIPES, STATS, build_augment
+from semcl.data import build_augment, stats
+from semcl.data.augment import RECIPES
 
 GPU_CIFAR = 2500.0
 GPU_224 = 1000.0
@@ -65,7 +66,7 @@ def run(rounds: int = 5) -> list[Row]:
     try:
         gen = np.random.default_rng(0)
         tgen = torch.Generator().manual_seed(0)
-        mean, std = STATS["cifar100"]
+        mean, std = stats("cifar100")
 
         # ---- CIFAR 32x32 ----
         n = 256

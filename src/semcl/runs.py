@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from semcl.catalog import BACKBONE_GFLOPS, DATASETS
+from semcl.catalog import BACKBONE_GFLOPS
 from semcl.config import RunConfig, hashable_config
+from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
 from semcl.methods.registry import METHODS
 from semcl.registry import Table

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 import torchvision.transforms.functional as TF
 
-from semcl.data import RECIPES, STATS, Augment, Recipe, build_augment, two_views
+from semcl.data import RECIPES, Augment, Recipe, build_augment, stats, two_views
 from semcl.data.crop import crop_flip, sample_crop_boxes
 from semcl.data.jitter import (
     adjust_brightness,
@@ -18,9 +18,8 @@ from semcl.data.jitter import (
     rgb_to_grayscale,
     rgb_to_hsv,
 )
-from semcl.data.readers import READERS
 
-MEAN, STD = STATS["cifar100"]
+MEAN, STD = stats("cifar100")
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -47,7 +46,7 @@ def _floats(n: int = 6, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("recipe", list(RECIPES))
 @pytest.mark.parametrize("channels", [1, 3])
 def test_shapes_dtype_and_determinism(recipe: str, channels: int) -> None:
-    mean, std = STATS["cifar10" if channels == 3 else "mnist"]
+    mean, std = stats("cifar10" if channels == 3 else "mnist")
     aug = build_augment(recipe, size=24, mean=mean, std=std)
     images = _images(c=channels)
     out = aug(images, _gen(5))
@@ -188,4 +187,3 @@ def test_two_views_differ_and_errors() -> None:
         aug(_images(c=1), _gen())
     with pytest.raises(ValueError, match="expected uint8"):
         aug(_images().float(), _gen())
-    assert set(STATS) == set(READERS)

@@ -21,7 +21,8 @@ from semcl.data.imagenet100 import (
 )
 from semcl.data.imageset import ImageSet
 from semcl.data.ood_subsets import restrict_to_wnids, tinyimagenet_outliers20
-from semcl.data.tinyimagenet import read_tinyimagenet, tinyimagenet_wnids
+from semcl.data import load
+from semcl.data.sets.tinyimagenet import tinyimagenet_wnids
 from semcl.errors import DataError
 
 SHARED = Path("/work/shared/rince")
@@ -100,7 +101,7 @@ def test_outliers20_on_a_real_layout(tmp_path):
     outliers = wnid_list("tiny_imagenet_outliers")
     inliers = ["n01443537", "n01629819", "n01641577"]  # three of TinyImageNet's other classes
     write_tiny_root(tmp_path, inliers + outliers)
-    full = read_tinyimagenet(tmp_path, "test")
+    full = load("tinyimagenet", tmp_path, "test")
     class_wnids = tinyimagenet_wnids(tmp_path)
     assert class_wnids == sorted(inliers + outliers) and len(full) == 23
     sub = tinyimagenet_outliers20(full, class_wnids)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data import ImageSet, conform, load_dataset, select_per_class
+from semcl.data import ImageSet, conform, load, select_per_class
 from semcl.data.idx import read_idx, write_idx
 from semcl.errors import DataError
 
@@ -41,7 +41,7 @@ def _cifar100(root: Path, *, bytes_keys: bool = False) -> np.ndarray:
 @pytest.mark.parametrize("bytes_keys", [False, True])
 def test_cifar100_pixels_and_labels(tmp_path: Path, bytes_keys: bool) -> None:
     rows = _cifar100(tmp_path, bytes_keys=bytes_keys)
-    s = load_dataset("cifar100", tmp_path, "train")
+    s = load("cifar100", tmp_path, "train")
     assert s.images.dtype == torch.uint8 and s.images.shape == (2, 3, 32, 32)
     # Row-major planes: bytes 0..1023 red, 1024..2047 green, 2048..3071 blue.
     assert s.images[0, 0, 0, :3].tolist() == rows[0, :3].tolist()
@@ -63,11 +63,11 @@ def test_cifar10_concatenates_five_batches(tmp_path: Path) -> None:
                                            "labels": [b], "filenames": ["x"]})
     _pickle(base / "test_batch", {"data": np.zeros((2, 3072), np.uint8), "labels": [9, 0]})
     _pickle(base / "batches.meta", {"label_names": [f"n{i}" for i in range(10)]})
-    train = load_dataset("cifar10", tmp_path, "train")
+    train = load("cifar10", tmp_path, "train")
     assert train.labels.tolist() == [1, 2, 3, 4, 5]
     assert train.images[:, 0, 0, 0].tolist() == [1, 2, 3, 4, 5]
     assert train.coarse_labels is None and train.fine_to_coarse is None
-    assert load_dataset("cifar10", tmp_path, "test").labels.tolist() == [9, 0]
+    assert load("cifar10", tmp_path, "test").labels.tolist() == [9, 0]
 
 
 def _idx_bytes(code: int, dims: list[int], data: bytes) -> bytes:
@@ -87,7 +87,7 @@ def test_fashion_mnist_hand_made_idx(tmp_path: Path, gz: bool) -> None:
             (raw / f"{name}.gz").write_bytes(gzip.compress(data))
         else:
             (raw / name).write_bytes(data)
-    s = load_dataset("fashion_mnist", tmp_path, "test")
+    s = load("fashion_mnist", tmp_path, "test")
     assert s.images.shape == (2, 1, 2, 3)
     assert s.images.flatten().tolist() == list(range(12))
     assert s.labels.tolist() == [9, 4]
@@ -113,26 +113,26 @@ def test_malformed_idx(tmp_path: Path, content: bytes) -> None:
     (raw / "train-images-idx3-ubyte").write_bytes(content)
     (raw / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(0x08, [1], b"\x00"))
     with pytest.raises(DataError, match="train-images-idx3-ubyte: malformed IDX"):
-        load_dataset("mnist", tmp_path, "train")
+        load("mnist", tmp_path, "train")
 
 
 def test_missing_root_file_and_unknown_name(tmp_path: Path) -> None:
     with pytest.raises(DataError) as err:
-        load_dataset("cifar100", tmp_path / "nowhere", "train")
+        load("cifar100", tmp_path / "nowhere", "train")
     assert str(err.value) == (f"data root {tmp_path / 'nowhere'}: does not exist "
                               f"(dataset cifar100; {HINT})")
     (tmp_path / "cifar-100-python").mkdir()
     _pickle(tmp_path / "cifar-100-python" / "meta", {})
     with pytest.raises(DataError) as err:
-        load_dataset("cifar100", tmp_path, "train")
+        load("cifar100", tmp_path, "train")
     assert str(err.value) == (f"data root {tmp_path}: missing cifar-100-python/train "
                               f"(dataset cifar100; {HINT})")
     with pytest.raises(DataError, match=r"missing MNIST/raw/t10k-images-idx3-ubyte\[\.gz\]"):
-        load_dataset("mnist", tmp_path, "test")
+        load("mnist", tmp_path, "test")
     with pytest.raises(DataError, match="unknown dataset 'imagenet21k'"):
-        load_dataset("imagenet21k", tmp_path, "train")
+        load("imagenet21k", tmp_path, "train")
     with pytest.raises(DataError, match="unknown split 'val'"):
-        load_dataset("cifar10", tmp_path, "val")
+        load("cifar10", tmp_path, "val")
 
 
 def test_malformed_pickles_name_path_and_key(tmp_path: Path) -> None:
@@ -140,17 +140,17 @@ def test_malformed_pickles_name_path_and_key(tmp_path: Path) -> None:
     train = tmp_path / "cifar-100-python" / "train"
     train.write_bytes(b"not a pickle")
     with pytest.raises(DataError) as err:
-        load_dataset("cifar100", tmp_path, "train")
+        load("cifar100", tmp_path, "train")
     assert str(err.value).startswith(f"{train}: malformed pickle") and "\n" not in str(err.value)
     _pickle(train, {"data": np.zeros((1, 3072), np.uint8), "fine_labels": [0]})
     with pytest.raises(DataError, match=f"{train}: missing key 'coarse_labels'"):
-        load_dataset("cifar100", tmp_path, "train")
+        load("cifar100", tmp_path, "train")
     _pickle(train, {"data": np.zeros((1, 100), np.uint8), "fine_labels": [0], "coarse_labels": [0]})
     with pytest.raises(DataError, match="malformed 'data'"):
-        load_dataset("cifar100", tmp_path, "train")
+        load("cifar100", tmp_path, "train")
     _pickle(train, {"data": np.zeros((1, 3072), np.uint8), "fine_labels": [7], "coarse_labels": [0]})
     with pytest.raises(DataError, match="label outside"):
-        load_dataset("cifar100", tmp_path, "train")
+        load("cifar100", tmp_path, "train")
 
 
 def _tiny(root: Path) -> Path:
@@ -173,13 +173,13 @@ def _tiny(root: Path) -> Path:
 
 def test_tinyimagenet_hand_made(tmp_path: Path) -> None:
     _tiny(tmp_path)
-    train = load_dataset("tinyimagenet", tmp_path, "train")
+    train = load("tinyimagenet", tmp_path, "train")
     assert train.class_names == ["goldfish, Carassius auratus", "crane"]
     assert train.labels.tolist() == [0, 1] and train.images.shape == (2, 3, 64, 64)
     # Solid colours survive JPEG within a couple of levels.
     mean = train.images.float().mean(dim=(2, 3))
     assert torch.allclose(mean, torch.tensor([[200.0, 30, 30], [20, 40, 220]]), atol=3)
-    test = load_dataset("tinyimagenet", tmp_path, "test")
+    test = load("tinyimagenet", tmp_path, "test")
     assert test.labels.tolist() == [1, 0]
     assert torch.all((test.images[0].float() - 128).abs() <= 1)  # grayscale JPEG → RGB
 
@@ -188,13 +188,13 @@ def test_tinyimagenet_errors(tmp_path: Path) -> None:
     base = _tiny(tmp_path)
     (base / "val" / "val_annotations.txt").write_text("val_0.JPEG\tn99\n")
     with pytest.raises(DataError, match="val_annotations.txt: malformed line 1"):
-        load_dataset("tinyimagenet", tmp_path, "test")
+        load("tinyimagenet", tmp_path, "test")
     Image.new("RGB", (32, 32)).save(base / "train" / "n01" / "images" / "n01_0.JPEG")
     with pytest.raises(DataError, match="n01_0.JPEG: malformed image"):
-        load_dataset("tinyimagenet", tmp_path, "train")
+        load("tinyimagenet", tmp_path, "train")
     (base / "wnids.txt").write_text("n01\nn03\n")
     with pytest.raises(DataError, match="missing tiny-imagenet-200/train/n03/images"):
-        load_dataset("tinyimagenet", tmp_path, "train")
+        load("tinyimagenet", tmp_path, "train")
 
 
 def _toy_set(n_per_class: list[int], channels: int = 3, size: int = 8) -> ImageSet:

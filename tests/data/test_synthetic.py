@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from semcl.data import SYNTHETIC_NAMES, ensure_synthetic, load_dataset, write_synthetic
+from semcl.data import SYNTHETIC_NAMES, ensure_synthetic, load, write_synthetic
 from semcl.errors import DataError
 
 # The standard CIFAR-100 fine→coarse assignment, typed in independently of the package.
@@ -29,7 +29,7 @@ SHAPES = {"cifar100": (3, 32, 100), "cifar10": (3, 32, 10), "tinyimagenet": (3, 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_round_trip_counts_and_shapes(synth_root: Path, synth_counts: dict[str, tuple[int, int]],
                                      name: str, split: str) -> None:
-    s = load_dataset(name, synth_root, split)
+    s = load(name, synth_root, split)
     channels, size, classes = SHAPES[name]
     per_class = synth_counts[name][0 if split == "train" else 1]
     assert s.images.shape == (classes * per_class, channels, size, size)
@@ -38,13 +38,13 @@ def test_round_trip_counts_and_shapes(synth_root: Path, synth_counts: dict[str, 
 
 
 def test_cifar100_real_names_and_hierarchy(synth_root: Path) -> None:
-    s = load_dataset("cifar100", synth_root, "train")
+    s = load("cifar100", synth_root, "train")
     assert s.fine_to_coarse.tolist() == CIFAR100_COARSE
     assert s.class_names[0] == "apple" and s.class_names[99] == "worm"
     assert s.coarse_names[4] == "fruit_and_vegetables"
     assert s.fine_to_coarse[0] == 4
     assert torch.equal(s.coarse_labels, s.fine_to_coarse[s.labels])
-    c10 = load_dataset("cifar10", synth_root, "test")
+    c10 = load("cifar10", synth_root, "test")
     assert c10.class_names[:3] == ["airplane", "automobile", "bird"]
 
 
@@ -55,8 +55,8 @@ def test_images_carry_two_level_structure(synth_root: Path) -> None:
     Fourier magnitude is shift-invariant, so it exposes the class-specific wave
     despite the per-image translation. Chance is 5% (coarse) and 1% (fine).
     """
-    train = load_dataset("cifar100", synth_root, "train")
-    test = load_dataset("cifar100", synth_root, "test")
+    train = load("cifar100", synth_root, "train")
+    test = load("cifar100", synth_root, "test")
 
     def nearest_mean_acc(feat, n, train_lab, test_lab) -> float:
         a, b = feat(train), feat(test)
@@ -114,12 +114,12 @@ def test_ensure_writes_only_what_is_missing(tmp_path: Path) -> None:
     # Different parameters regenerate; the folder is replaced, not merged.
     ensure_synthetic(tmp_path, ["mnist"], train_per_class=3, test_per_class=1)
     assert not mnist.exists() and cifar.exists()
-    assert len(load_dataset("mnist", tmp_path, "train")) == 30
+    assert len(load("mnist", tmp_path, "train")) == 30
     assert _recorded(tmp_path)["mnist"]["train_per_class"] == 3
     # A deleted dataset is written again.
     (tmp_path / "cifar-10-batches-py").rename(tmp_path / "gone")
     ensure_synthetic(tmp_path, ["cifar10"], **kw)
-    assert len(load_dataset("cifar10", tmp_path, "test")) == 10
+    assert len(load("cifar10", tmp_path, "test")) == 10
 
 
 def test_ensure_leaves_unrecorded_data_alone(tmp_path: Path) -> None:

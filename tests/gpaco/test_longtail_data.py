@@ -9,9 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
+from semcl.data import load
 from semcl.data.fileset import FileImageSet
 from semcl.data.longtail import longtail_counts, longtail_indices, longtail_subset_indices
-from semcl.data.splitfiles import load_split, read_split_file
+from semcl.data.sets.splitfile import read_split_file
 from semcl.data.synthetic import ensure_synthetic
 from semcl.errors import DataError
 
@@ -64,10 +65,10 @@ def test_split_files_are_read_with_labels_names_and_checksums(tmp_path):
         for i, ln in enumerate(ls):
             _jpeg(base / ln.split()[0], 40 * i)
         (base / f"Places_LT_{split}.txt").write_text("\n".join(ls) + "\n")
-    train = load_split("places_lt", tmp_path, "train", image_size=16)
+    train = load("places_lt", tmp_path, "train", image_size=16)
     assert train.class_names == ["airfield", "bakery"] and train.labels.tolist() == [0, 0, 1]
-    test = load_split("places_lt", tmp_path, "test", image_size=16)
-    val = load_split("places_lt", tmp_path, "val", image_size=16)
+    test = load("places_lt", tmp_path, "test", image_size=16)
+    val = load("places_lt", tmp_path, "val", image_size=16)
     assert (len(test), len(val)) == (2, 1)
     digest = hashlib.sha256((base / "Places_LT_test.txt").read_bytes()).hexdigest()
     assert test.sources == {"Places_LT/Places_LT_test.txt": digest}
@@ -83,14 +84,14 @@ def test_malformed_split_file_names_the_file_and_line(tmp_path):
     with pytest.raises(DataError, match=r"ImageNet_LT_train.txt: line 2"):
         read_split_file(f)
     with pytest.raises(DataError, match="missing ImageNet_LT/ImageNet_LT_test.txt"):
-        load_split("imagenet_lt", tmp_path, "test")
+        load("imagenet_lt", tmp_path, "test")
 
 
 def test_synthetic_layouts_read_back(tmp_path):
     ensure_synthetic(tmp_path, ["imagenet_lt", "inat18", "imagenet"], train_per_class=20, test_per_class=4)
-    lt = load_split("imagenet_lt", tmp_path, "train", image_size=32)
+    lt = load("imagenet_lt", tmp_path, "train", image_size=32)
     counts = torch.bincount(lt.labels).tolist()
     assert counts[0] == 20 and counts[-1] == 1 and counts == sorted(counts, reverse=True)
-    assert len(load_split("inat18", tmp_path, "test", 32)) == len(load_split("inat18", tmp_path, "val", 32))
-    full = load_split("imagenet", tmp_path, "test", image_size=32)
+    assert len(load("inat18", tmp_path, "test", 32)) == len(load("inat18", tmp_path, "val", 32))
+    full = load("imagenet", tmp_path, "test", image_size=32)
     assert isinstance(full, FileImageSet) and len(full) == 80 and full.num_classes == 20

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from semcl.config import build_config, parse_augment
-from semcl.data import STATS, build_augment
+from semcl.data import build_augment, stats
 from semcl.data.tvaugment import PerImageAugment, ViewCycle
 from semcl.errors import ConfigError
 
@@ -21,7 +21,7 @@ def _images(c: int = 3) -> torch.Tensor:
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("channels", [1, 3])
 def test_per_image_recipes_are_seeded_and_leave_the_global_stream(recipe, channels):
-    mean, std = STATS["cifar10" if channels == 3 else "mnist"]
+    mean, std = stats("cifar10" if channels == 3 else "mnist")
     aug = build_augment(recipe, size=16, mean=mean, std=std)
     assert isinstance(aug, PerImageAugment)
     before = torch.get_rng_state()
@@ -33,7 +33,7 @@ def test_per_image_recipes_are_seeded_and_leave_the_global_stream(recipe, channe
 
 
 def test_pairs_give_one_recipe_per_view():
-    aug = build_augment("autoaug_cutout+supcon", size=12, mean=STATS["cifar10"][0], std=STATS["cifar10"][1])
+    aug = build_augment("autoaug_cutout+supcon", size=12, mean=stats("cifar10")[0], std=stats("cifar10")[1])
     assert isinstance(aug, ViewCycle) and [type(v).__name__ for v in aug.views] == ["PerImageAugment", "Augment"]
     with pytest.raises(TypeError, match="views"):  # no hidden call counter: the loop picks view k's recipe
         aug(_images(), torch.Generator().manual_seed(1))

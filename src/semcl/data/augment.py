@@ -15,6 +15,10 @@ Recipes (``RECIPES``):
   baseline and linear-probe recipe).
 * ``test`` — resize to ``size`` if needed, normalise.
 
+Which object a recipe *name* builds (these, or semcl.data.tvaugment's per-image recipes) is
+decided in semcl.data.views.build_augment; the per-channel statistics are the dataset registry's
+(semcl.data.stats).
+
 One-channel images (Fashion-MNIST, MNIST) get brightness and contrast jitter only;
 saturation, hue and grayscale are identities on them, as in torchvision.
 """
@@ -28,21 +32,6 @@ import torch
 
 from semcl.data.crop import crop_flip, resize, sample_crop_boxes
 from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like
-
-# Per-channel mean/std of the real training sets (pixel values scaled to [0, 1]). CIFAR
-# values are the ones the SupCon code base (which RINCE builds on) uses.
-STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
-    "cifar100": ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761)),
-    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
-    "tinyimagenet": ((0.4802, 0.4481, 0.3975), (0.2302, 0.2265, 0.2262)),
-    "fashion_mnist": ((0.2860,), (0.3530,)),
-    "mnist": ((0.1307,), (0.3081,)),
-    # ImageNet statistics for the ImageNet/Places long-tailed sets (official PaCo/GPaCo code)
-    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    "imagenet_lt": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    "places_lt": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    "inat18": ((0.466, 0.471, 0.380), (0.195, 0.194, 0.192)),
-}
 
 
 @dataclass(frozen=True)
@@ -159,21 +148,6 @@ class Augment:
                     sub = JITTER_OPS[op](x.index_select(0, idx), factors[op].index_select(0, idx))
                     x.index_copy_(0, idx, sub)
         return x
-
-
-def build_augment(recipe: str, *, size: int, mean: Sequence[float],
-                  std: Sequence[float]) -> Augment:
-    """The :class:`Augment` for recipe name ``recipe`` (a key of ``RECIPES``); other names
-    (the per-image PaCo/GPaCo recipes and "+"-joined per-view pairs) go to semcl.data.tvaugment."""
-    if recipe not in RECIPES:
-        from semcl.data.tvaugment import build_named  # lazy: torchvision only when named
-
-        try:
-            return build_named(recipe, size=size, mean=mean, std=std)
-        except ValueError:
-            raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)}, "
-                             "and the names semcl.config.parse_augment accepts)") from None
-    return Augment(RECIPES[recipe], size=size, mean=mean, std=std)
 
 
 def two_views(aug: Augment, images: torch.Tensor,

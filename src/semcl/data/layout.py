@@ -1,7 +1,7 @@
-"""Where each dataset lives under a data root, and the one-line errors for what is missing.
+"""The one-line errors for a data root or a dataset file that is missing.
 
-Shared by the readers (which check) and the synthetic writer (which creates), so both
-agree on the on-disk layout by construction.
+Each dataset's folder under the data root is its registry entry's `folder`
+(semcl.data.registry); the readers check paths through these helpers.
 """
 
 from __future__ import annotations
@@ -10,17 +10,6 @@ from pathlib import Path
 
 from semcl.errors import DataError
 
-# Top-level folder of each dataset under the data root (the names the official archives
-# unpack to, and torchvision's folder names for the IDX sets).
-DATASET_DIRS: dict[str, str] = {
-    "cifar100": "cifar-100-python",
-    "cifar10": "cifar-10-batches-py",
-    "tinyimagenet": "tiny-imagenet-200",
-    "fashion_mnist": "FashionMNIST",
-    "mnist": "MNIST",
-}
-
-SPLITS = ("train", "test")
 _HINT = "set --data-root or SEMCL_DATA"
 
 

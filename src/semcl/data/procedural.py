@@ -21,6 +21,8 @@ import numpy as np
 
 _CHUNK = 2048  # images rendered at once; bounds the float32 working set
 
+Splits = dict[str, tuple[np.ndarray, np.ndarray]]  # split → (HWC uint8 images, labels)
+
 
 @dataclass(frozen=True)
 class Prototypes:

@@ -115,7 +115,7 @@ class ViewCycle:
 
 
 def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[float]):
-    """The augmentation `data.augment` names: a batched recipe, a per-image one, or a "+" pair."""
+    """The augmentation `semcl.data.views.build_augment` names: a batched recipe, a per-image one, or a "+" pair."""
     views = []
     for base, n, m, crop_min in parse_augment(name):
         if base in RECIPES:

@@ -12,8 +12,7 @@ from pathlib import Path
 import torch
 
 from semcl.config import RunConfig
-from semcl.data import ImageSet, build_augment, conform, load_dataset
-from semcl.data.augment import STATS
+from semcl.data import ImageSet, build_augment, conform, load, stats
 from semcl.evals import (
     class_gaussian_auroc,
     extract_features,
@@ -85,7 +84,7 @@ def classify_latency(method: Method, images, transform, batch: int, device: torc
 def select_on_validation(method: Method, cfg: RunConfig, train: ImageSet, val: ImageSet) -> dict[str, float]:
     """Let a method pick its free parameter on the val split (Decouple tau-norm's tau), on the backbone's
     features of the val images under the test transform; returns what it chose."""
-    mean, std = STATS[cfg.data.name]
+    mean, std = stats(cfg.data.name)
     test_tf = build_augment("test", size=train.images.shape[-1], mean=mean, std=std)
     method.eval()
     device = next(method.parameters()).device
@@ -98,7 +97,7 @@ def select_on_validation(method: Method, cfg: RunConfig, train: ImageSet, val: I
 @torch.no_grad()
 def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path, seed: int,
              logits_path: Path | None = None) -> dict:
-    mean, std = STATS[cfg.data.name]
+    mean, std = stats(cfg.data.name)
     size = train.images.shape[-1]
     test_tf = build_augment("test", size=size, mean=mean, std=std)
     method.eval()
@@ -145,7 +144,7 @@ def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, da
         log.info("retrieval %s: %s", which, {k: round(100 * v, 2) for k, v in scores.items()})
     channels = train.images.shape[1]
     for name in cfg.eval.ood:
-        out = conform(load_dataset(name, data_root, "test"), channels=channels, size=size)
+        out = conform(load(name, data_root, "test"), channels=channels, size=size)
         if cfg.eval.ood_limit:
             out = out.subset(torch.arange(min(cfg.eval.ood_limit, len(out.labels))))
         out_f = extract_features(encode, out.images, test_tf)

@@ -20,9 +20,8 @@ import torch
 import yaml
 
 from semcl.config import config_to_dict
-from semcl.data import ensure_synthetic, select_per_class
+from semcl.data import describe_split, ensure_synthetic, load, select_per_class
 from semcl.data.longtail import longtail_subset_indices
-from semcl.data.splitfiles import describe_split, load_split
 from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
 from semcl.engine.dependencies import LOGITS_FILE, dependencies
@@ -129,14 +128,14 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
         seed_everything(run.seed)
         d = cfg.data
-        train_set = load_split(d.name, root, "train", d.image_size)
+        train_set = load(d.name, root, "train", d.image_size)
         if d.train_per_class:
             # a fixed subset for every seed, so seeds vary only the training randomness
             train_set = train_set.subset(select_per_class(train_set.labels, d.train_per_class, seed=0))
         if d.imbalance_factor:  # long-tailed cut by the CIFAR-LT rule, also fixed for every seed
             train_set = train_set.subset(longtail_subset_indices(
                 train_set.labels, train_set.num_classes, d.imbalance_factor, d.lt_max_per_class, d.lt_seed))
-        test_set = load_split(d.name, root, d.test_split or "test", d.image_size)
+        test_set = load(d.name, root, d.test_split or "test", d.image_size)
         if d.test_limit:
             test_set = test_set.subset(torch.arange(min(d.test_limit, len(test_set.labels))))
         write_json_atomic(folder / "data.json", {"train": describe_split(train_set), "test": describe_split(test_set)})
@@ -152,7 +151,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             return {}
         chosen = {}
         if method.validation_grid:  # e.g. tau-norm's tau, chosen on val as Kang et al.
-            val_set = load_split(d.name, root, "val", d.image_size)
+            val_set = load(d.name, root, "val", d.image_size)
             val_files = describe_split(val_set)["sources"]
             if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":
                 raise ValueError(f"{d.name}: the val split is the test split here; choosing on it would tune on test")

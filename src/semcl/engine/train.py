@@ -15,8 +15,7 @@ from pathlib import Path
 import torch
 
 from semcl.config import RunConfig
-from semcl.data import ImageSet, build_augment
-from semcl.data.augment import STATS
+from semcl.data import ImageSet, build_augment, stats
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
@@ -62,7 +61,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         start_step, resume_gen, total0 = state.get("step", 0), state.get("generator"), state.get("loss_sum", 0.0)
         log.info("resumed from %s at epoch %d step %d", ckpt, start, start_step)
     size = train_set.images.shape[-1]
-    aug = build_augment(cfg.data.augment, size=size, mean=STATS[cfg.data.name][0], std=STATS[cfg.data.name][1])
+    aug = build_augment(cfg.data.augment, size=size, mean=stats(cfg.data.name)[0], std=stats(cfg.data.name)[1])
     augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
     n = len(train_set.labels)
     bs = min(cfg.optim.batch_size, n)

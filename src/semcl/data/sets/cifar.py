@@ -1,30 +1,24 @@
-"""Readers for the real on-disk dataset formats, and ``load_dataset`` to dispatch to them.
+"""CIFAR-10 and CIFAR-100: the reader of the official python pickles and the synthetic writer.
 
-Every reader takes ``(root, split)`` with ``split`` in ``{"train", "test"}`` and returns
-an :class:`ImageSet` with all images decoded into memory; the datasets supported here
-are small enough (at most ~100k 64×64 images) that this beats a per-item loader.
+Layout: ``cifar-100-python/{train,test,meta}`` (fine and coarse labels) and
+``cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}``; each batch is a dict with
+``data`` (N×3072 uint8 rows, all red then green then blue) and the labels.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from semcl.data.classnames import (
-    FASHION_MNIST_COARSE_NAMES,
-    FASHION_MNIST_FINE_TO_COARSE,
-    FASHION_MNIST_NAMES,
-    MNIST_NAMES,
-)
-from semcl.data.idx import read_idx
+from semcl.data import classnames as cn
 from semcl.data.imageset import ImageSet
-from semcl.data.layout import DATASET_DIRS, SPLITS, check_root, missing, require
-from semcl.data.tinyimagenet import read_tinyimagenet
+from semcl.data.layout import require
+from semcl.data.procedural import Splits
+from semcl.data.registry import DatasetSpec
 from semcl.errors import DataError
 
 
@@ -79,11 +73,11 @@ def _names(path: Path, key: str, values: Any) -> list[str]:
     return [v.decode("latin1") if isinstance(v, bytes) else v for v in values]
 
 
-def read_cifar100(root: Path, split: str) -> ImageSet:
+def read_cifar100(spec: DatasetSpec, root: Path, split: str, image_size: int | None = None) -> ImageSet:
     """``root/cifar-100-python/{train,test,meta}``: fine and coarse labels."""
-    base = DATASET_DIRS["cifar100"]
+    base = spec.folder
     meta_path = require(root, f"{base}/meta", "cifar100")
-    data_path = require(root, f"{base}/{split}", "cifar100")
+    data_path = require(root, f"{base}/{spec.splits[split]}", "cifar100")
     meta = _load_pickle(meta_path, ("fine_label_names", "coarse_label_names"))
     fine_names = _names(meta_path, "fine_label_names", meta["fine_label_names"])
     coarse_names = _names(meta_path, "coarse_label_names", meta["coarse_label_names"])
@@ -98,13 +92,13 @@ def read_cifar100(root: Path, split: str) -> ImageSet:
         raise DataError(f"{data_path}: malformed labels ({err})") from None
 
 
-def read_cifar10(root: Path, split: str) -> ImageSet:
+def read_cifar10(spec: DatasetSpec, root: Path, split: str, image_size: int | None = None) -> ImageSet:
     """``root/cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}``."""
-    base = DATASET_DIRS["cifar10"]
+    base = spec.folder
     meta_path = require(root, f"{base}/batches.meta", "cifar10")
     meta = _load_pickle(meta_path, ("label_names",))
     names = _names(meta_path, "label_names", meta["label_names"])
-    files = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+    files = spec.splits[split].split()  # the five training batches, or test_batch
     images, labels = [], []
     for file in files:
         path = require(root, f"{base}/{file}", "cifar10")
@@ -115,67 +109,54 @@ def read_cifar10(root: Path, split: str) -> ImageSet:
     return ImageSet("cifar10", torch.cat(images), torch.cat(labels), names)
 
 
-def _idx_pair(root: Path, dataset: str, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Images ``[N, 1, 28, 28]`` and labels of an MNIST-layout split (plain or ``.gz``)."""
-    prefix = "train" if split == "train" else "t10k"
-    base = f"{DATASET_DIRS[dataset]}/raw"
-    arrays = []
-    for kind in ("images-idx3", "labels-idx1"):
-        rel = f"{base}/{prefix}-{kind}-ubyte"
-        # The uncompressed file wins when both exist (it is what torchvision extracts).
-        path = next((root / r for r in (rel, rel + ".gz") if (root / r).is_file()), None)
-        if path is None:
-            raise missing(root, rel + "[.gz]", dataset)
-        arrays.append((path, read_idx(path)))
-    (img_path, imgs), (lab_path, labs) = arrays
-    if imgs.dtype != np.uint8 or imgs.ndim != 3:
-        raise DataError(f"{img_path}: malformed images (expected uint8 N×H×W, got {imgs.dtype} "
-                        f"{imgs.ndim}-d)")
-    if labs.ndim != 1 or labs.shape[0] != imgs.shape[0]:
-        raise DataError(f"{lab_path}: malformed labels ({labs.size} labels for "
-                        f"{imgs.shape[0]} images in {img_path.name})")
-    labels = torch.from_numpy(labs.astype(np.int64))
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) > 9):
-        raise DataError(f"{lab_path}: malformed labels (label outside [0, 10))")
-    return torch.from_numpy(imgs.copy()).unsqueeze(1), labels
+# --- synthetic writer -------------------------------------------------------------
+
+def _dump(path: Path, obj: dict) -> None:
+    # Protocol 2 is what Python-2-era CIFAR files use; the reader's latin1 load handles it.
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=2)
 
 
-def read_fashion_mnist(root: Path, split: str) -> ImageSet:
-    """``root/FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]``.
-
-    Coarse labels are the garment superclasses used for RINCE's second rank.
-    """
-    images, labels = _idx_pair(root, "fashion_mnist", split)
-    coarse = torch.tensor(FASHION_MNIST_FINE_TO_COARSE)[labels]
-    return ImageSet("fashion_mnist", images, labels, list(FASHION_MNIST_NAMES), coarse,
-                    list(FASHION_MNIST_COARSE_NAMES), torch.tensor(FASHION_MNIST_FINE_TO_COARSE))
+def _cifar_rows(images: np.ndarray) -> np.ndarray:
+    """HWC images → N×3072 rows (all red, then green, then blue), as CIFAR stores them."""
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), -1))
 
 
-def read_mnist(root: Path, split: str) -> ImageSet:
-    """``root/MNIST/raw/...`` in the same IDX layout (the OOD set for Fashion-MNIST)."""
-    images, labels = _idx_pair(root, "mnist", split)
-    return ImageSet("mnist", images, labels, list(MNIST_NAMES))
+def _filenames(names: list[str], labels: np.ndarray) -> list[str]:
+    return [f"{names[y]}_s_{i:06d}.png" for i, y in enumerate(labels)]
 
 
-READERS: dict[str, Callable[[Path, str], ImageSet]] = {
-    "cifar100": read_cifar100,
-    "cifar10": read_cifar10,
-    "tinyimagenet": read_tinyimagenet,
-    "fashion_mnist": read_fashion_mnist,
-    "mnist": read_mnist,
-}
+def write_cifar100(out: Path, splits: Splits) -> None:
+    fine_to_coarse = np.asarray(cn.CIFAR100_FINE_TO_COARSE)
+    for split, (images, labels) in splits.items():
+        _dump(out / split, {
+            "filenames": _filenames(cn.CIFAR100_FINE_NAMES, labels),
+            "batch_label": f"{'training' if split == 'train' else 'testing'} batch 1 of 1",
+            "fine_labels": labels.tolist(),
+            "coarse_labels": fine_to_coarse[labels].tolist(),
+            "data": _cifar_rows(images),
+        })
+    _dump(out / "meta", {"fine_label_names": list(cn.CIFAR100_FINE_NAMES),
+                         "coarse_label_names": list(cn.CIFAR100_COARSE_NAMES)})
 
 
-def load_dataset(name: str, root: str | Path, split: str) -> ImageSet:
-    """Read split ``split`` of dataset ``name`` from data root ``root``.
-
-    Raises DataError for an unknown name or split, a missing root or file, or a
-    malformed file; the message is one line naming the path.
-    """
-    if name not in READERS:
-        raise DataError(f"unknown dataset '{name}' (known: {', '.join(sorted(READERS))})")
-    if split not in SPLITS:
-        raise DataError(f"unknown split '{split}' for dataset {name} (known: train, test)")
-    root = Path(root).expanduser()
-    check_root(root, name)
-    return READERS[name](root, split)
+def write_cifar10(out: Path, splits: Splits) -> None:
+    train_images, train_labels = splits["train"]
+    # The real training set is five equal batches; split ours the same way.
+    parts = np.array_split(np.arange(len(train_labels)), 5)
+    for b, idx in enumerate(parts, start=1):
+        _dump(out / f"data_batch_{b}", {
+            "batch_label": f"training batch {b} of 5",
+            "labels": train_labels[idx].tolist(),
+            "data": _cifar_rows(train_images[idx]),
+            "filenames": _filenames(cn.CIFAR10_NAMES, train_labels[idx]),
+        })
+    test_images, test_labels = splits["test"]
+    _dump(out / "test_batch", {
+        "batch_label": "testing batch 1 of 1",
+        "labels": test_labels.tolist(),
+        "data": _cifar_rows(test_images),
+        "filenames": _filenames(cn.CIFAR10_NAMES, test_labels),
+    })
+    _dump(out / "batches.meta", {"num_cases_per_batch": len(parts[0]),
+                                 "label_names": list(cn.CIFAR10_NAMES), "num_vis": 3072})

@@ -1,4 +1,4 @@
-"""Reader for the TinyImageNet-200 folder layout (64×64 JPEGs).
+"""TinyImageNet-200: the reader of its folder layout (64×64 JPEGs) and the synthetic writer.
 
 ``tiny-imagenet-200/wnids.txt`` lists the 200 class ids; ``words.txt`` maps WordNet ids to
 names (it covers all of WordNet, not just these 200); ``train/<wnid>/images/*.JPEG`` are
@@ -16,12 +16,14 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from semcl.data import classnames as cn
 from semcl.data.imageset import ImageSet
-from semcl.data.layout import DATASET_DIRS, require
+from semcl.data.layout import require
+from semcl.data.procedural import Splits
+from semcl.data.registry import DatasetSpec, dataset_spec
 from semcl.errors import DataError
 
 _NAME = "tinyimagenet"
-SIZE = 64
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -49,13 +51,13 @@ def _class_names(words_path: Path, wnids: list[str]) -> list[str]:
     return [glosses.get(w, w) for w in wnids]
 
 
-def _decode_all(paths: list[Path]) -> torch.Tensor:
-    """Decode JPEGs into one uint8 ``[N, 3, 64, 64]`` tensor.
+def _decode_all(paths: list[Path], size: int) -> torch.Tensor:
+    """Decode JPEGs of side ``size`` (64) into one uint8 ``[N, 3, size, size]`` tensor.
 
     Threads help because PIL releases the GIL while decoding. Greyscale JPEGs (a few
     hundred in the real set) become RGB via ``convert("RGB")``.
     """
-    out = np.empty((len(paths), SIZE, SIZE, 3), dtype=np.uint8)
+    out = np.empty((len(paths), size, size, 3), dtype=np.uint8)
 
     def decode(i: int) -> None:
         path = paths[i]
@@ -64,9 +66,9 @@ def _decode_all(paths: list[Path]) -> torch.Tensor:
                 rgb = im.convert("RGB")
         except (OSError, UnidentifiedImageError) as err:
             raise DataError(f"{path}: unreadable image ({type(err).__name__})") from None
-        if rgb.size != (SIZE, SIZE):
+        if rgb.size != (size, size):
             raise DataError(f"{path}: malformed image (size {rgb.size[0]}×{rgb.size[1]}, "
-                            f"expected {SIZE}×{SIZE})")
+                            f"expected {size}×{size})")
         out[i] = np.asarray(rgb)
 
     workers = min(8, os.cpu_count() or 1)
@@ -80,22 +82,22 @@ def _decode_all(paths: list[Path]) -> torch.Tensor:
 
 
 def tinyimagenet_wnids(root: Path) -> list[str]:
-    """The class wnids in label order (sorted ``wnids.txt``), as read_tinyimagenet indexes them."""
-    wnids_path = require(root, f"{DATASET_DIRS[_NAME]}/wnids.txt", _NAME)
+    """The class wnids in label order (sorted ``wnids.txt``), as `read` indexes them."""
+    wnids_path = require(root, f"{dataset_spec(_NAME).folder}/wnids.txt", _NAME)
     wnids = sorted(set(_read_lines(wnids_path)))
     if not wnids:
         raise DataError(f"{wnids_path}: malformed (no class ids)")
     return wnids
 
 
-def read_tinyimagenet(root: Path, split: str) -> ImageSet:
+def read(spec: DatasetSpec, root: Path, split: str, image_size: int | None = None) -> ImageSet:
     """Read the train split or (for ``split == "test"``) the labelled val split.
 
     Classes are ordered by sorted wnid, as torchvision's ImageFolder would order the
     train folders; files inside a class folder are read in sorted order and val images
     in annotation-file order, so the result is the same on every filesystem.
     """
-    base = DATASET_DIRS[_NAME]
+    base = spec.folder
     wnids = tinyimagenet_wnids(root)
     words_path = require(root, f"{base}/words.txt", _NAME)
     index = {w: i for i, w in enumerate(wnids)}
@@ -108,8 +110,9 @@ def read_tinyimagenet(root: Path, split: str) -> ImageSet:
             paths.extend(files)
             labels.extend([index[wnid]] * len(files))
     else:
-        ann_path = require(root, f"{base}/val/val_annotations.txt", _NAME)
-        img_dir = require(root, f"{base}/val/images", _NAME)
+        held = spec.splits[split]  # the labelled val folder
+        ann_path = require(root, f"{base}/{held}/val_annotations.txt", _NAME)
+        img_dir = require(root, f"{base}/{held}/images", _NAME)
         for lineno, line in enumerate(_read_lines(ann_path), start=1):
             fields = line.split("\t")
             if len(fields) < 2 or fields[1] not in index:
@@ -120,5 +123,42 @@ def read_tinyimagenet(root: Path, split: str) -> ImageSet:
                 raise DataError(f"{ann_path}: line {lineno} names missing image {image}")
             paths.append(image)
             labels.append(index[fields[1]])
-    return ImageSet(_NAME, _decode_all(paths), torch.tensor(labels, dtype=torch.int64),
+    return ImageSet(_NAME, _decode_all(paths, spec.size), torch.tensor(labels, dtype=torch.int64),
                     _class_names(words_path, wnids))
+
+
+# --- synthetic writer -------------------------------------------------------------
+
+def _save_jpeg(path: Path, image: np.ndarray) -> None:
+    # High quality so JPEG blocking does not wash out the class-level high-frequency wave.
+    Image.fromarray(image, "RGB").save(path, "JPEG", quality=95)
+
+
+def write(out: Path, splits: Splits) -> None:
+    """wnids.txt, words.txt, train/<wnid>/images/*.JPEG + boxes, val/images + val_annotations.txt."""
+    wnids = [cn.tinyimagenet_synthetic_wnid(i) for i in range(cn.TINYIMAGENET_NUM_CLASSES)]
+    (out / "wnids.txt").write_text("".join(w + "\n" for w in wnids))
+    # words.txt in the real set covers all of WordNet; a few unrelated ids make ours
+    # exercise the reader's filtering too.
+    extra = [f"n{80000000 + i:08d}\tunrelated synset {i}" for i in range(3)]
+    words = [f"{w}\tsynthetic group {i // cn.TINYIMAGENET_SYNTHETIC_GROUP_SIZE}, class {i}"
+             for i, w in enumerate(wnids)]
+    (out / "words.txt").write_text("\n".join(extra + words) + "\n")
+    images, labels = splits["train"]
+    counters = [0] * len(wnids)
+    for image, y in zip(images, labels, strict=True):
+        folder = out / "train" / wnids[y] / "images"
+        if counters[y] == 0:
+            folder.mkdir(parents=True)
+        _save_jpeg(folder / f"{wnids[y]}_{counters[y]}.JPEG", image)
+        counters[y] += 1
+    for y, wnid in enumerate(wnids):
+        boxes = "".join(f"{wnid}_{j}.JPEG\t0\t0\t63\t63\n" for j in range(counters[y]))
+        (out / "train" / wnid / f"{wnid}_boxes.txt").write_text(boxes)
+    images, labels = splits["test"]
+    (out / "val" / "images").mkdir(parents=True)
+    lines = []
+    for i, (image, y) in enumerate(zip(images, labels, strict=True)):
+        _save_jpeg(out / "val" / "images" / f"val_{i}.JPEG", image)
+        lines.append(f"val_{i}.JPEG\t{wnids[y]}\t0\t0\t63\t63\n")
+    (out / "val" / "val_annotations.txt").write_text("".join(lines))

@@ -1,0 +1,27 @@
+"""Which augmentation a recipe name builds: a batched recipe (semcl.data.augment) or a per-image /
+per-view one (semcl.data.tvaugment, imported only when named, so torchvision loads only then).
+
+Kept apart from both so that neither imports the other's dispatcher: tvaugment builds on augment,
+and this module on both (no import cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from semcl.data.augment import RECIPES, Augment
+
+
+def build_augment(recipe: str, *, size: int, mean: Sequence[float],
+                  std: Sequence[float]) -> Augment:
+    """The :class:`Augment` for recipe name ``recipe`` (a key of ``RECIPES``); other names
+    (the per-image PaCo/GPaCo recipes and "+"-joined per-view pairs) go to semcl.data.tvaugment."""
+    if recipe not in RECIPES:
+        from semcl.data.tvaugment import build_named  # lazy: torchvision only when named
+
+        try:
+            return build_named(recipe, size=size, mean=mean, std=std)
+        except ValueError:
+            raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)}, "
+                             "and the names semcl.config.parse_augment accepts)") from None
+    return Augment(RECIPES[recipe], size=size, mean=mean, std=std)

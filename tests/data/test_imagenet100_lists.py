@@ -8,6 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
+from semcl.data import load
 from semcl.data.imagenet100 import (
     LIST_FILES,
     LISTS,
@@ -21,7 +22,6 @@ from semcl.data.imagenet100 import (
 )
 from semcl.data.imageset import ImageSet
 from semcl.data.ood_subsets import restrict_to_wnids, tinyimagenet_outliers20
-from semcl.data import load
 from semcl.data.sets.tinyimagenet import tinyimagenet_wnids
 from semcl.errors import DataError
 

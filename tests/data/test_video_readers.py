@@ -53,9 +53,9 @@ def test_hmdb_split_tags(tmp_path: Path) -> None:
     (folder / "climb_test_split2.txt").write_text("c_climb_0.avi 1 \n")  # another split: ignored
     train = read_hmdb_split(folder, "train")
     assert train.class_names == ["climb", "climb_stairs"]
-    assert sorted(zip(train.ids, train.labels)) == [("climb/e_climb_2", 0), ("climb_stairs/a_climb_stairs_0", 1)]
+    assert sorted(zip(train.ids, train.labels, strict=True)) == [("climb/e_climb_2", 0), ("climb_stairs/a_climb_stairs_0", 1)]
     test = read_hmdb_split(folder, "test")
-    assert sorted(zip(test.ids, test.labels)) == [("climb/c_climb_0", 0), ("climb_stairs/b_climb_stairs_1", 1)]
+    assert sorted(zip(test.ids, test.labels, strict=True)) == [("climb/c_climb_0", 0), ("climb_stairs/b_climb_stairs_1", 1)]
     (folder / "climb_test_split1.txt").write_text("c_climb_0.avi 3\n")
     with pytest.raises(DataError, match=r"climb_test_split1.txt: line 1: expected"):
         read_hmdb_split(folder, "train")

@@ -31,10 +31,10 @@ def test_constraints_and_fallback(measure: str) -> None:
     counts = torch.randint(1, 320, (400,), generator=torch.Generator().manual_seed(1))
     plan = sampler.sample(counts, torch.Generator().manual_seed(2))
     assert plan.frames.shape == (400, 3, 16)
-    for n, (a, s, v), ok, frames in zip(counts.tolist(), plan.starts.tolist(), plan.gap_ok.tolist(), plan.frames):
+    for n, (a, s, v), ok, frames in zip(counts.tolist(), plan.starts.tolist(), plan.gap_ok.tolist(), plan.frames, strict=True):
         last = max(n - 46, 0)
         assert 0 <= min(a, s, v) and max(a, s, v) <= last and abs(s - a) <= 24
-        for start, clip in zip((a, s, v), frames.tolist()):
+        for start, clip in zip((a, s, v), frames.tolist(), strict=True):
             assert clip == [min(start + 3 * k, n - 1) for k in range(16)]
         if last >= gap + 24:  # long enough: the anchor always leaves room for x_v
             assert ok

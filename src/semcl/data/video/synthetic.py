@@ -45,7 +45,7 @@ def render_clip(label: int, num_classes: int, frames: int, height: int, width: i
     side = max(4, min(height, width) // 4)
     span = np.array([height - side, width - side])
     pos = bounce(rng.uniform(0, span), velocity, np.arange(frames), span.astype(float))
-    video = np.clip(tint[None, None, None] + rng.normal(0, 12, (frames, height, width, 3)), 0, 255)
+    video = np.clip(tint[None, None, None] + rng.normal(0, 6, (frames, height, width, 3)), 0, 255)
     for k, (y, x) in enumerate(pos):
         video[k, y:y + side, x:x + side] = 255 - tint
     return video.astype(np.uint8)

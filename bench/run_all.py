@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from common import Row, machine_info  # noqa: E402
 
-SECTIONS = ("cli", "losses", "methods", "data", "evals", "engine")
+SECTIONS = ("cli", "losses", "methods", "data", "video", "evals", "engine")
 
 
 def _section(name: str) -> list[Row]:
@@ -45,6 +45,10 @@ def _section(name: str) -> list[Row]:
         import bench_data
 
         return bench_data.run()
+    if name == "video":
+        import bench_video
+
+        return bench_video.run()
     if name == "evals":
         import bench_evals
 

@@ -1,0 +1,160 @@
+"""Frame access for the two layouts users have: extracted frame folders and video files (PyAV).
+
+Frame folders: one folder per video holding ``<prefix><number>.<jpg|jpeg|png>``. The common
+extraction tools differ only in the prefix and padding -- ``00001.jpg`` (ffmpeg ``%05d``),
+``img_00001.jpg`` (TSN/mmaction), ``image_00001.jpg`` (3D-ResNets-PyTorch), ``frame000001.jpg``
+-- so a folder is read as "the files of one prefix, ordered by their number". Folders from
+TSN-style tools also hold optical flow (``flow_x_00001.jpg``); the RGB prefixes win then.
+
+Video files: decoded with PyAV (``av``, imported lazily; ``pip install 'semcl[video]'``), frames
+counted from the stream header, or by demuxing when the header has no count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from semcl.errors import DataError
+
+FRAME_FILE = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)\.(?P<ext>jpe?g|png)$", re.IGNORECASE)
+RGB_PREFIXES = ("", "img_", "image_", "img", "image", "frame_", "frame", "rgb_")  # preferred, in order
+VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".webm", ".mov")
+PYAV_HINT = "pip install 'semcl[video]'"
+
+
+@dataclass(frozen=True)
+class FrameFolder:
+    """Frames of one video: ``folder / names[k]`` is frame ``k`` (0-based, in number order)."""
+
+    folder: Path
+    names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def scan_frame_folder(folder: Path) -> FrameFolder:
+    """The frames of ``folder`` ordered by number; DataError when it has none or mixed prefixes."""
+    try:
+        entries = os.listdir(folder)
+    except OSError as err:
+        raise DataError(f"{folder}: cannot list frame folder ({type(err).__name__})") from None
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for name in entries:
+        m = FRAME_FILE.match(name)
+        if m:
+            groups.setdefault(m["prefix"], []).append((int(m["num"]), name))
+    if not groups:
+        raise DataError(f"{folder}: no frames (expected <prefix><number>.jpg files, e.g. 00001.jpg)")
+    if len(groups) == 1:
+        prefix = next(iter(groups))
+    else:
+        prefix = next((p for p in RGB_PREFIXES if p in groups), None)
+        if prefix is None:
+            raise DataError(f"{folder}: frames with several prefixes ({', '.join(sorted(groups))}) and none of "
+                            f"the RGB ones ({', '.join(repr(p) for p in RGB_PREFIXES)})")
+    frames = sorted(groups[prefix])
+    dupes = [n for n, c in Counter(num for num, _ in frames).items() if c > 1]
+    if dupes:
+        raise DataError(f"{folder}: frame number {dupes[0]} appears twice (e.g. as .jpg and .png)")
+    return FrameFolder(folder, tuple(name for _, name in frames))
+
+
+def _resize(img: Image.Image, size: tuple[int, int] | None) -> Image.Image:
+    if size is None or img.size == (size[1], size[0]):
+        return img
+    return img.resize((size[1], size[0]), Image.BILINEAR)
+
+
+def read_frames_from_folder(video: FrameFolder, indices: Sequence[int],
+                            size: tuple[int, int] | None = None) -> np.ndarray:
+    """uint8 ``[len(indices), H, W, 3]``: frames ``indices`` (each decoded once), resized to ``size`` (h, w)."""
+    cache: dict[int, np.ndarray] = {}
+    for k in dict.fromkeys(indices):
+        path = video.folder / video.names[k]
+        try:
+            with Image.open(path) as img:
+                cache[k] = np.asarray(_resize(img.convert("RGB"), size), dtype=np.uint8)
+        except (OSError, UnidentifiedImageError) as err:
+            raise DataError(f"{path}: cannot decode frame ({type(err).__name__}: {err})") from None
+    return _stack(video.folder, [cache[k] for k in indices])
+
+
+def _stack(where: Path, frames: list[np.ndarray]) -> np.ndarray:
+    shapes = {f.shape for f in frames}
+    if len(shapes) > 1:
+        raise DataError(f"{where}: frames of different sizes {sorted(shapes)} (set a frame size to resize them)")
+    return np.stack(frames)
+
+
+def import_av():
+    """The PyAV module, or a one-line DataError naming the extra that installs it."""
+    try:
+        import av  # noqa: PLC0415 -- optional heavy dependency
+    except ImportError:
+        raise DataError(f"reading video files needs PyAV (package 'av'): {PYAV_HINT}") from None
+    return av
+
+
+def _av_errors(av) -> tuple[type[BaseException], ...]:
+    return (OSError, ValueError, getattr(av, "FFmpegError", OSError))
+
+
+def count_video_frames(path: Path) -> int:
+    """Frames of the first video stream: the header's count, else the number of demuxed packets."""
+    av = import_av()
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise DataError(f"{path}: no video stream")
+            stream = container.streams.video[0]
+            if stream.frames > 0:
+                return int(stream.frames)
+            return sum(1 for packet in container.demux(stream) if packet.size)
+    except _av_errors(av) as err:
+        raise DataError(f"{path}: cannot read video ({type(err).__name__}: {err})") from None
+
+
+def read_frames_from_video(path: Path, indices: Sequence[int],
+                           size: tuple[int, int] | None = None) -> np.ndarray:
+    """uint8 ``[len(indices), H, W, 3]`` decoded from ``path`` in one pass up to the last index.
+
+    Decoding runs from the start (no seeking: the keyframe-seek of short AVI/XviD clips is not
+    frame-accurate, and UCF/HMDB videos are a few hundred frames). An index past the frames the
+    decoder actually delivers (headers sometimes over-count by one or two) reads the last frame.
+    """
+    av = import_av()
+    want = set(indices)
+    last = max(want)
+    got: dict[int, np.ndarray] = {}
+
+    def convert(frame) -> np.ndarray:
+        if size is not None:
+            frame = frame.reformat(width=size[1], height=size[0])
+        return frame.to_ndarray(format="rgb24")
+
+    k, frame = -1, None
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for k, frame in enumerate(container.decode(stream)):
+                if k in want:
+                    got[k] = convert(frame)
+                if k >= last:
+                    break
+            if frame is not None and k not in got:  # the stream ended before `last`
+                got[k] = convert(frame)
+    except _av_errors(av) as err:
+        raise DataError(f"{path}: cannot decode video ({type(err).__name__}: {err})") from None
+    if not got:
+        raise DataError(f"{path}: no frames decoded")
+    return _stack(path, [got[min(i, k)] for i in indices])

@@ -1,7 +1,7 @@
 """``mnist_motion``: the `mini` video set -- synthetic motion of real MNIST digits.
 
 Honest label: the pixels are real MNIST digits (train videos from MNIST train images, test videos
-from MNIST test images, read by semcl.data.readers from ``<mnist root>/MNIST/raw/``); the motion
+from MNIST test images, read by semcl.data.load("mnist", ...) from ``<mnist root>/MNIST/raw/``); the motion
 is synthetic. Each video is one digit moving on a black 64×64 canvas, bouncing off the borders
 along one axis:
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semcl.data.readers import read_mnist
+from semcl.data.loader import load
 from semcl.data.video.synthetic import bounce
 from semcl.data.video.videoset import VIDEO_DATASETS
 from semcl.data.video.writers import write_atomically, write_frame_folder, write_ucf_lists
@@ -77,7 +77,7 @@ def write_mnist_motion(root: str | Path, mnist_root: str | Path, *, train_per_cl
     def fill(out: Path) -> None:
         lists: dict[str, list[tuple[str, int]]] = {}
         for k, (split, per_class) in enumerate((("train", train_per_class), ("test", test_per_class)), start=1):
-            mnist = read_mnist(Path(mnist_root).expanduser(), split)
+            mnist = load("mnist", Path(mnist_root).expanduser(), split)
             rng = np.random.default_rng([seed, k])  # one stream per split
             counters = [0] * len(CLASS_NAMES)
             lists[split] = []

@@ -10,7 +10,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pinned deps (torch==2.14.1, torchvision==0.29.1) install from local wheels on this kind of machine
 $(BIN)/semcl: pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,names,video,faiss,scns]'
 	touch $@
 
 setup: $(BIN)/semcl

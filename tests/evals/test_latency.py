@@ -66,7 +66,7 @@ def test_percentile_and_bad_arguments():
 def test_latency_column_maps_to_its_metric():
     col = _column({"key": "lat", "label": "Latency (ms)", "eval": "latency"}, "x.yaml")
     assert col.metric({}) == "latency_ms" and "batch size and GPU are unknown" in col.describe()
-    with pytest.raises(ConfigError, match="latency takes no"):
+    with pytest.raises(ConfigError, match="key 'out' does not apply to eval 'latency' \\(it takes: no other key\\)"):
         _column({"key": "lat", "label": "L", "eval": "latency", "out": "mnist"}, "x.yaml")
 
 
@@ -84,6 +84,8 @@ def test_only_tables_with_a_latency_column_ask_for_it():
 
 
 class Classifier(nn.Module):
+    has_classifier = True
+
     def __init__(self) -> None:
         super().__init__()
         self.backbone = nn.Flatten()

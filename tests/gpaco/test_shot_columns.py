@@ -24,6 +24,8 @@ PREDS = torch.tensor([0, 0, 1, 0, 3, 3, 3, 3])  # per-class accuracy 100 / 50 / 
 class FixedLogits(nn.Module):
     """A 'method' whose classifier returns prepared logits, in test order."""
 
+    has_classifier = True
+
     def __init__(self) -> None:
         super().__init__()
         self.backbone = nn.Flatten()
@@ -74,5 +76,5 @@ def test_accuracy_columns_are_validated():
     assert col.metric({}) == "acc_many_oltr"
     with pytest.raises(ConfigError, match="x.yaml: column 'm': accuracy needs 'group'"):
         _column({"key": "m", "label": "M", "eval": "accuracy", "group": "tail"}, "x.yaml")
-    with pytest.raises(ConfigError, match="only apply to eval accuracy"):
+    with pytest.raises(ConfigError, match="x.yaml: column 'm': key 'group' does not apply to eval 'ood' \\(it takes: out\\)"):
         _column({"key": "m", "label": "M", "eval": "ood", "out": "mnist", "group": "many"}, "x.yaml")

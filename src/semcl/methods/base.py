@@ -65,3 +65,20 @@ class Method(nn.Module):
 
     def optimized_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
+
+    # evaluation side (CONTRACT.md); a minimal stand-in until the full base class lands
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """What the evaluations read: the backbone's pooled features, before any head."""
+        return self.backbone(x)
+
+    @property
+    def has_classifier(self) -> bool:
+        """Whether `classify` gives class logits; a subclass may also set it as a class attribute."""
+        return type(self).classify is not Method.classify
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} has no classifier")
+
+    def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Pooled features per backbone stage, for per-stage probes; none by default."""
+        return {}

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import torch
-
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
@@ -31,6 +29,8 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
 
 
 def run(ctx) -> dict[str, float]:
+    import torch
+
     from semcl.evals.linear_probe import linear_probe
 
     p = ctx.cfg.probe

@@ -47,13 +47,14 @@ def _fill_store(reg: Path, table_id: str, results: Path) -> int:
     """Write one finished metrics.json per planned run (values made up, keys the real ones)."""
     import random
 
+    from semcl.evals.protocols import metric_key
     from semcl.registry import get_table
     from semcl.runs import Store, plan_runs
 
     table = get_table(table_id, reg)
     store = Store(results)
     subst = table.profile("paper").substitute
-    keys = [k for k in (c.metric(subst) for c in table.columns) if k is not None]
+    keys = [k for k in (metric_key(c, subst) for c in table.columns) if k is not None]
     rng = random.Random(0)
     runs = plan_runs(table, "paper")
     for run in runs:

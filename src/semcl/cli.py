@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from semcl.errors import ConfigError, SemclError
+from semcl.evals.protocols import describe
 from semcl.registry import PROFILE_NAMES, get_table, load_registry
 from semcl.runs import Store, estimate_cost, plan_runs
 
@@ -46,7 +47,7 @@ def cmd_show(args) -> None:
     print(f"  seeds: {table.seeds}; profiles: {', '.join(table.profiles)}")
     print("  columns:")
     for c in table.columns:
-        print(f"    {c.key:<20} {c.label:<18} {c.describe()}")
+        print(f"    {c.key:<20} {c.label:<18} {describe(c)}")
     print("  rows:")
     for row in table.rows:
         state = "implemented" if row.implemented else "NOT IMPLEMENTED (planned)"

@@ -18,16 +18,17 @@ from typing import Any
 import yaml
 
 from semcl.errors import ConfigError
+from semcl.schema import NON_NEGATIVE, POSITIVE, build
 
 
 @dataclass(frozen=True)
 class Resources:
     """What one run of a table needs (registry `resources.<profile>`)."""
 
-    gpus: int = 0
-    cpus: int = 1  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
-    mem_gb: float = 4.0  # for CPU-only runs; GPU runs get mem_per_gpu_gb
-    time_min: int = 60
+    gpus: int = field(default=0, metadata=NON_NEGATIVE)  # 0: a CPU-only run
+    cpus: int = field(default=1, metadata=POSITIVE)  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
+    mem_gb: float = field(default=4.0, metadata=POSITIVE)  # for CPU-only runs; GPU runs get mem_per_gpu_gb
+    time_min: int = field(default=60, metadata=POSITIVE)
 
 
 DEFAULT_RESOURCES = {
@@ -56,17 +57,19 @@ class ClusterProfile:
 
 
 def parse_resources(value: Any, where: str) -> dict[str, Resources]:
+    """A registry entry's `resources:` (profile -> {gpus, cpus, mem_gb, time_min}), checked strictly
+    (semcl.schema: integers, positive counts); a profile's missing keys keep its defaults."""
     if value is None:
         return dict(DEFAULT_RESOURCES)
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: 'resources' must map profile names to {{gpus, cpus, mem_gb, time_min}}")
     out = dict(DEFAULT_RESOURCES)
-    names = {f.name for f in dataclasses.fields(Resources)}
     for profile, spec in value.items():
-        if not isinstance(spec, dict) or set(spec) - names:
-            bad = sorted(set(spec) - names)[0] if isinstance(spec, dict) else profile
-            raise ConfigError(f"{where}: unknown key 'resources.{profile}.{bad}' (known: {', '.join(sorted(names))})")
-        out[profile] = dataclasses.replace(DEFAULT_RESOURCES.get(profile, Resources()), **spec)
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: 'resources.{profile}' must be a mapping {{gpus, cpus, mem_gb, time_min}}")
+        checked = build(Resources, spec, f"resources.{profile}", where)
+        out[profile] = dataclasses.replace(DEFAULT_RESOURCES.get(profile, Resources()),
+                                           **{k: getattr(checked, k) for k in spec})
     return out
 
 

@@ -12,58 +12,56 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.methods.registry import METHODS, PLANNED_METHODS
+from semcl.methods.registry import DEFAULT_METHOD, METHODS, PLANNED_METHODS
+from semcl.schema import NON_NEGATIVE, POSITIVE, build, check_type, type_hints
 
 
 @dataclass
 class DataConfig:
     name: str = "cifar100"
-    train_per_class: int | None = None  # balanced subset for small profiles
-    test_limit: int | None = None  # first N test images (fixed, seed-independent)
+    train_per_class: int | None = field(default=None, metadata=POSITIVE)  # balanced subset for small profiles
+    test_limit: int | None = field(default=None, metadata=POSITIVE)  # first N test images (fixed, seed-independent)
     augment: str = "supcon"  # view recipe, see semcl.data.augment.RECIPES
     synthetic: bool = False  # write synthetic data in the real format (smoke profile)
-    synthetic_train_per_class: int = 10
-    synthetic_test_per_class: int = 5
+    synthetic_train_per_class: int = field(default=10, metadata=POSITIVE)
+    synthetic_test_per_class: int = field(default=5, metadata=POSITIVE)
     # Long-tailed training subset by the CIFAR-LT rule n_i = int(n_max * IF**(-i / (C - 1)))
     # (semcl.data.longtail); None = the full training set.
-    imbalance_factor: float | None = None
-    lt_max_per_class: int | None = None  # n_max; None = the training set's images per class
-    lt_seed: int | None = None  # seed of the per-class selection; None = 0 (official code)
+    imbalance_factor: float | None = field(default=None, metadata=POSITIVE)
+    lt_max_per_class: int | None = field(default=None, metadata=POSITIVE)  # n_max; None = the training set's images per class
+    lt_seed: int | None = field(default=None, metadata=NON_NEGATIVE)  # seed of the per-class selection; None = 0 (official code)
     test_split: str | None = None  # split the test metrics read (None = "test"; "val" for Places-LT code)
-    image_size: int | None = None  # file-backed sets: side of the decoded square image (None = 224)
+    image_size: int | None = field(default=None, metadata=POSITIVE)  # file-backed sets: side of the decoded image (None = 224)
 
 
 @dataclass
 class ModelConfig:
     backbone: str = "resnet50_cifar"
-    head_hidden: int = 2048
-    head_dim: int = 128
-    head_layers: int = 2
+    head_hidden: int = field(default=2048, metadata=POSITIVE)
+    head_dim: int = field(default=128, metadata=POSITIVE)
+    head_layers: int = field(default=2, metadata=POSITIVE)
     pretrained: str | None = None  # torchvision-format state dict (.pth) to start the backbone from
     train_only: str | None = None  # train only the convolutions under this prefix (BN, heads always train)
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 0.5
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    batch_size: int = 512
+    lr: float = field(default=0.5, metadata=NON_NEGATIVE)
+    momentum: float = field(default=0.9, metadata=NON_NEGATIVE)
+    weight_decay: float = field(default=1e-4, metadata=NON_NEGATIVE)
+    batch_size: int = field(default=512, metadata=POSITIVE)
     cosine: bool = True
-    lr_decay_rate: float = 0.1  # cosine floor = lr * rate**3 (SupCon-style schedule)
-    warmup_epochs: int = 10  # linear warm-up from warmup_from; 0 disables it
-    warmup_from: float = 0.01
+    lr_decay_rate: float = field(default=0.1, metadata=NON_NEGATIVE)  # cosine floor = lr * rate**3 (SupCon-style schedule)
+    warmup_epochs: int = field(default=10, metadata=NON_NEGATIVE)  # linear warm-up from warmup_from; 0 disables it
+    warmup_from: float = field(default=0.01, metadata=NON_NEGATIVE)
     # step schedule (used when cosine is false): lr x step_gamma at each epoch in step_milestones
-    step_milestones: list[int] | None = None
-    step_gamma: float | None = None
+    step_milestones: list[int] | None = field(default=None, metadata=NON_NEGATIVE)
+    step_gamma: float | None = field(default=None, metadata=POSITIVE)
     # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
     # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
     shape: str | None = None
@@ -74,20 +72,21 @@ class OptimConfig:
 
 @dataclass
 class ScheduleConfig:
-    epochs: int = 1000
+    # 0 is allowed: rows that train nothing (Decouple tau-norm on a base run, ensembles) run no epoch
+    epochs: int = field(default=1000, metadata=NON_NEGATIVE)
 
 
 @dataclass
 class ProbeConfig:
     """Linear probe on the frozen backbone (RINCE protocol)."""
 
-    epochs: int = 100
-    lr: float = 5.0
-    batch_size: int = 512
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    milestones: list[int] = field(default_factory=lambda: [60, 75, 90])
-    gamma: float = 0.2
+    epochs: int = field(default=100, metadata=POSITIVE)
+    lr: float = field(default=5.0, metadata=NON_NEGATIVE)
+    batch_size: int = field(default=512, metadata=POSITIVE)
+    momentum: float = field(default=0.9, metadata=NON_NEGATIVE)
+    weight_decay: float = field(default=0.0, metadata=NON_NEGATIVE)
+    milestones: list[int] = field(default_factory=lambda: [60, 75, 90], metadata=NON_NEGATIVE)
+    gamma: float = field(default=0.2, metadata=POSITIVE)
     augment: bool = True  # False: cached features of un-augmented images (fast variant)
 
 
@@ -95,15 +94,18 @@ class ProbeConfig:
 class EvalConfig:
     linear_probe: bool = True
     retrieval: list[str] = field(default_factory=list)  # label sets: fine, coarse
-    retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20])
+    retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20], metadata=POSITIVE)
     ood: list[str] = field(default_factory=list)  # out-of-distribution dataset names
-    ood_limit: int | None = None  # first N images of each OOD test set
+    ood_limit: int | None = field(default=None, metadata=POSITIVE)  # first N images of each OOD test set
     # classifier top-1 split by training-class size; threshold conventions: paco (>100, <20), oltr
     accuracy: list[str] | None = None
     # time method.classify on one test batch (GPaCo Fig. 1(a)); the paper's batch size and GPU are
     # unknown, so latency_batch None = 64 is our choice
     latency: bool | None = None
-    latency_batch: int | None = None
+    latency_batch: int | None = field(default=None, metadata=POSITIVE)
+    # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
+    knn: list[int] | None = field(default=None, metadata=POSITIVE)
+    knn_temperature: float | None = field(default=None, metadata=POSITIVE)
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices
@@ -181,71 +183,21 @@ def merge(tree: dict, layer: dict, *, where: str) -> None:
             raise ConfigError(f"{where}: key '{key}' is not a config section or <section>.<field>")
 
 
-def _check_type(value: Any, tp: Any, key: str, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (types.UnionType, typing.Union):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_type(value, arg, key, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: '{key}' must be {tp}, got {value!r}")
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: '{key}' must be a list, got {value!r}")
-        return [_check_type(v, item, key, where) for v in value]
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: '{key}' must be a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: '{key}' must be an integer, got {value!r}")
-        return value
-    if tp in (str, bool):
-        if not isinstance(value, tp):
-            raise ConfigError(f"{where}: '{key}' must be {tp.__name__}, got {value!r}")
-        return value
-    raise ConfigError(f"{where}: '{key}' has unsupported type {tp}")  # schema bug
-
-
-@functools.cache
-def _type_hints(cls: type) -> dict[str, Any]:
-    # resolving annotations is the slowest part of validating a config; every row resolves it again
-    return typing.get_type_hints(cls)
+# the strict checker is shared with the registry entry (semcl.schema); these names stay for old callers
+_check_type = check_type
+_type_hints = type_hints
 
 
 def _build(cls: type, values: dict, prefix: str, where: str, choices: dict | None = None) -> Any:
-    hints = _type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key '{prefix}.{unknown[0]}' (known: {', '.join(sorted(names))})")
-    kwargs = {}
-    for name, value in values.items():
-        key = f"{prefix}.{name}"
-        checked = _check_type(value, hints[name], key, where)
-        allowed = (choices or {}).get(name) if choices is not None else CHOICES.get(key)
-        for v in checked if isinstance(checked, list) else [checked]:
-            if allowed is not None and v is not None and v not in allowed:
-                raise ConfigError(f"{where}: '{key}' = {v!r} is not one of {sorted(allowed)}")
-        kwargs[name] = checked
-    try:
-        return cls(**kwargs)
-    except ValueError as err:  # a schema's own cross-field check (__post_init__)
-        raise ConfigError(f"{where}: {err}") from None
+    """A config section; `choices` (a method spec's, by field name) replaces the CHOICES table."""
+    allowed = CHOICES if choices is None else {f"{prefix}.{k}": v for k, v in choices.items()}
+    return build(cls, values, prefix, where, allowed)
 
 
 def build_config(tree: dict, *, where: str) -> RunConfig:
     """Validate a nested dict into a RunConfig; `where` names the source in errors."""
     method = dict(tree.get("method", {}))
-    name = method.get("name", "ce")
+    name = method.get("name", DEFAULT_METHOD)
     if name not in METHODS:
         extra = " (planned, not implemented yet)" if name in PLANNED_METHODS else ""
         raise ConfigError(f"{where}: unknown method 'method.name' = {name!r}{extra}; known: {sorted(METHODS)}")

@@ -19,8 +19,12 @@ import yaml
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import build_config, merge
 from semcl.errors import ConfigError
+from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
+from semcl.evals.protocols.accuracy import SHOT_GROUPS, THRESHOLDS  # noqa: F401  (re-exported)
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
+from semcl.registry_schema import DEFAULT_SEEDS, ProfileEntry, parse_entry  # noqa: F401  (DEFAULT_SEEDS re-exported)
+from semcl.schema import NON_NEGATIVE, build
 
 # the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -29,15 +33,8 @@ PROVENANCE_TAGS = {
     "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
     "crd-readme", "moco-readme", "user-supplied",
 }
-# accuracy: the trained classifier's raw logits (no prior), overall or per shot group;
-# latency: median ms per test batch through the classifier (semcl.evals.latency);
-# reported: a number the paper gives that the suite does not measure (mIoU, a gain).
-EVALS = {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported"}
-SHOT_GROUPS = ("overall", "many", "medium", "few")
-THRESHOLDS = {"paco": "many > 100, 20 <= medium <= 100, few < 20 training images",
-              "oltr": "many >= 100, 20 < medium < 100, few <= 20 training images"}
 PROFILE_NAMES = ("paper", "mini", "smoke")
-DEFAULT_SEEDS = [123, 546, 937]
+EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 
 
 @dataclass(frozen=True)
@@ -50,48 +47,14 @@ class Reported:
     also: tuple[Reported, ...] = ()
 
 
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    eval: str
-    epoch: str = "last"  # which epoch the number is read at: last | best (linear probe only)
-    labels: str | None = None  # retrieval label set: fine | coarse
-    measure: str | None = None  # retrieval: R@k | AP
-    out: str | None = None  # ood: the out-of-distribution set
-    group: str | None = None  # accuracy: overall | many | medium | few
-    thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
+@dataclass
+class ReportedEntry:
+    """One reported number as written in the registry (validated strictly, semcl.schema)."""
 
-    def metric(self, substitute: dict[str, str | None]) -> str | None:
-        """Key of this column's number in a run's metrics.json (None: not measured in this profile)."""
-        if self.eval == "linear_probe":
-            return f"linear_top1_{self.epoch}"
-        if self.eval == "retrieval":
-            return f"retrieval_{self.labels}_{self.measure}"
-        if self.eval == "accuracy":
-            return f"acc_{self.group}" + ("" if self.group == "overall" or self.thresholds == "paco" else "_oltr")
-        if self.eval == "latency":
-            return "latency_ms"
-        if self.eval == "reported":
-            return None
-        out = substitute.get(self.out, self.out)
-        return None if out is None else f"ood_auroc_{out}"
-
-    def describe(self) -> str:
-        if self.eval == "linear_probe":
-            return f"linear probe top-1, {self.epoch} probe epoch"
-        if self.eval == "retrieval":
-            return f"retrieval {self.measure}, {self.labels} labels (test queries, train database)"
-        if self.eval == "accuracy":
-            where = "all test images" if self.group == "overall" else \
-                f"mean per-class accuracy of {self.group} classes ({THRESHOLDS[self.thresholds]})"
-            return f"top-1 of the raw classifier logits (no prior), {where}, last epoch"
-        if self.eval == "latency":
-            return ("inference latency, median ms per batch of eval.latency_batch (default 64) test images through "
-                    "the classifier, on the run's device (the paper's batch size and GPU are unknown)")
-        if self.eval == "reported":
-            return "paper value only (not measured by the suite)"
-        return f"OOD AUROC vs {self.out} (class-Gaussian max log-density)"
+    value: float
+    provenance: str
+    source: str
+    std: float | None = dataclasses.field(default=None, metadata=NON_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -174,15 +137,7 @@ class Table:
         merge(tree, row.overrides, where=f"{where}: row {row.label!r}")
         merge(tree, _for_method(prof.overrides, row.method, f"{where}: profile {profile!r}"),
               where=f"{where}: profile {profile!r}")
-        cols = [c for c in self.columns if c.metric(prof.substitute) is not None]
-        tree.setdefault("eval", {})
-        tree["eval"]["linear_probe"] = any(c.eval == "linear_probe" for c in cols)
-        tree["eval"]["retrieval"] = sorted({c.labels for c in cols if c.eval == "retrieval"})
-        tree["eval"]["ood"] = sorted({prof.substitute.get(c.out, c.out) for c in cols if c.eval == "ood"})
-        if any(c.eval == "accuracy" for c in cols):  # absent otherwise, so older run ids stay put
-            tree["eval"]["accuracy"] = sorted({c.thresholds for c in cols if c.eval == "accuracy"})
-        if any(c.eval == "latency" for c in cols):  # likewise
-            tree["eval"]["latency"] = True
+        eval_section(self.columns, prof.substitute, tree.setdefault("eval", {}))  # each evaluation sets its keys
         return tree
 
     def resolve(self, row: Row, profile: str):
@@ -260,50 +215,26 @@ def _only(d: dict, allowed: set[str], where: str) -> None:
         raise ConfigError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
 
 
-def _reported(value: Any, where: str) -> Reported | None:
-    """null, one {value, provenance, source}, or a list of them (the first is the cell's value)."""
+def _reported(value: Any, key: str, where: str) -> Reported | None:
+    """null, one {value, provenance, source, std}, or a list of them (the first is the cell's value)."""
     if value is None:
         return None
     if isinstance(value, list):
         if not value:
-            raise ConfigError(f"{where}: an empty list of reported numbers (use null)")
-        first, *rest = (_reported(v, f"{where}[{i}]") for i, v in enumerate(value))
+            raise ConfigError(f"{where}: '{key}' is an empty list of reported numbers (use null)")
+        first, *rest = (_reported(v, f"{key}[{i}]", where) for i, v in enumerate(value))
         if first is None or None in rest:
-            raise ConfigError(f"{where}: a list of reported numbers may not hold null")
+            raise ConfigError(f"{where}: '{key}': a list of reported numbers may not hold null")
         return dataclasses.replace(first, also=tuple(rest))
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: a reported number must be null or {{value, provenance, source}}")
-    _only(value, {"value", "std", "provenance", "source"}, where)
-    v = _require(value, "value", where, (int, float))
-    tag = _require(value, "provenance", where)
-    if tag not in PROVENANCE_TAGS:
-        raise ConfigError(f"{where}: provenance {tag!r} is not one of {sorted(PROVENANCE_TAGS)}")
-    std = value.get("std")
-    return Reported(float(v), tag, _require(value, "source", where), None if std is None else float(std))
+        raise ConfigError(f"{where}: '{key}' must be null or {{value, provenance, source}}")
+    entry = build(ReportedEntry, value, key, where, {f"{key}.provenance": PROVENANCE_TAGS})
+    return Reported(entry.value, entry.provenance, entry.source, entry.std)
 
 
-def _column(c: Any, where: str) -> Column:
-    if not isinstance(c, dict):
-        raise ConfigError(f"{where}: each column must be a mapping")
-    _only(c, {"key", "label", "eval", "epoch", "labels", "measure", "out", "group", "thresholds"}, where)
-    col = Column(**{k: v for k, v in c.items()})
-    _require(c, "key", where), _require(c, "label", where)
-    if col.eval not in EVALS:
-        raise ConfigError(f"{where}: column {col.key!r}: 'eval' = {col.eval!r} is not one of {sorted(EVALS)}")
-    if col.epoch not in ("last", "best") or (col.epoch == "best" and col.eval != "linear_probe"):
-        raise ConfigError(f"{where}: column {col.key!r}: 'epoch' must be last (or best for linear_probe)")
-    if col.eval == "retrieval" and (col.labels not in ("fine", "coarse") or not col.measure):
-        raise ConfigError(f"{where}: column {col.key!r}: retrieval needs 'labels' (fine|coarse) and 'measure' (R@k|AP)")
-    if col.eval == "ood" and not col.out:
-        raise ConfigError(f"{where}: column {col.key!r}: ood needs 'out'")
-    if col.eval == "accuracy" and (col.group not in SHOT_GROUPS or col.thresholds not in THRESHOLDS):
-        raise ConfigError(f"{where}: column {col.key!r}: accuracy needs 'group' in {list(SHOT_GROUPS)} "
-                          f"and 'thresholds' in {sorted(THRESHOLDS)}")
-    if (col.group is not None or col.thresholds != "paco") and col.eval != "accuracy":
-        raise ConfigError(f"{where}: column {col.key!r}: 'group'/'thresholds' only apply to eval accuracy")
-    if col.eval == "latency" and (col.labels or col.measure or col.out):
-        raise ConfigError(f"{where}: column {col.key!r}: latency takes no 'labels'/'measure'/'out'")
-    return col
+def _column(c: Any, where: str, index: int | None = None) -> Column:
+    """A column, validated by its evaluation (semcl.evals.protocols)."""
+    return validate_column(c, where, index)
 
 
 def _figure(spec: Any, keys: list[str], where: str) -> dict[str, str] | None:
@@ -339,59 +270,41 @@ def load_table(path: Path, presets: Path) -> Table:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{where}:{line} invalid YAML ({getattr(err, 'problem', err)})") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{where}: a registry entry must be a mapping")
-    _only(doc, {"id", "paper", "source", "title", "preset", "seeds", "columns", "rows", "profiles",
-                "deviations", "notes", "resources", "figure"}, where)
-    tid = _require(doc, "id", where)
+    entry = parse_entry(doc, where)  # types, unknown keys, seeds, safe id and labels
     preset: dict = {}
-    if doc.get("preset"):
-        ppath = presets / f"{doc['preset']}.yaml"
+    if entry.preset:
+        ppath = presets / f"{entry.preset}.yaml"
         if not ppath.exists():
             raise ConfigError(f"{where}: key 'preset': no preset file {ppath}")
         preset = _preset(ppath)
-    columns = [_column(c, where) for c in _require(doc, "columns", where, list)]
+    columns = [_column(c, where, i) for i, c in enumerate(entry.columns)]
     keys = [c.key for c in columns]
-    if len(set(keys)) != len(keys):
-        raise ConfigError(f"{where}: duplicate column key in 'columns'")
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            raise ConfigError(f"{where}: 'columns[{i}].key' = {key!r} repeats an earlier column's key")
     rows = []
-    for i, r in enumerate(_require(doc, "rows", where, list)):
+    for i, r in enumerate(entry.rows):
         rw = f"{where}: rows[{i}]"
-        if not isinstance(r, dict):
-            raise ConfigError(f"{rw}: must be a mapping")
-        _only(r, {"label", "method", "overrides", "reported", "init_from", "ensemble", "teacher"}, rw)
-        method = _require(r, "method", rw)
-        if method not in METHODS and method not in PLANNED_METHODS:
-            raise ConfigError(f"{rw}: unknown method {method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
-        reported = r.get("reported") or {}
+        if r.method not in METHODS and r.method not in PLANNED_METHODS:
+            raise ConfigError(f"{rw}: unknown method {r.method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
+        reported = r.reported or {}
         bad = sorted(set(reported) - set(keys))
         if bad:
             raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
-        init_from, teacher = r.get("init_from"), r.get("teacher")
-        for key, value in (("init_from", init_from), ("teacher", teacher)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigError(f"{rw}: key {key!r} must be the label of another row")
-        ensemble = r.get("ensemble") or []
-        if not isinstance(ensemble, list) or not all(isinstance(x, str) for x in ensemble):
-            raise ConfigError(f"{rw}: key 'ensemble' must be a list of row labels")
-        rows.append(Row(_require(r, "label", rw), method, dict(r.get("overrides") or {}),
-                        {k: _reported(reported.get(k), f"{rw}: reported.{k}") for k in keys},
-                        init_from, tuple(ensemble), teacher))
+        rows.append(Row(r.label, r.method, dict(r.overrides or {}),
+                        {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
+                        r.init_from, tuple(r.ensemble or ()), r.teacher))
     rows = _link_rows(rows, where)
     profiles = {}
-    for name, p in (doc.get("profiles") or {}).items():
-        pw = f"{where}: profiles.{name}"
+    for name, p in (entry.profiles or {}).items():
         if name not in PROFILE_NAMES:
-            raise ConfigError(f"{pw}: profile must be one of {PROFILE_NAMES}")
-        p = p or {}
-        _only(p, {"overrides", "substitute", "seeds", "note"}, pw)
-        profiles[name] = Profile(name, dict(p.get("overrides") or {}), dict(p.get("substitute") or {}),
-                                 p.get("seeds"), p.get("note", ""))
+            raise ConfigError(f"{where}: profiles.{name}: profile must be one of {PROFILE_NAMES}")
+        p = p or ProfileEntry()
+        profiles[name] = Profile(name, dict(p.overrides or {}), dict(p.substitute or {}), p.seeds, p.note)
     profiles.setdefault("paper", Profile("paper"))
-    table = Table(tid, _require(doc, "paper", where), _require(doc, "source", where),
-                  _require(doc, "title", where), path, preset, list(doc.get("seeds") or DEFAULT_SEEDS),
-                  columns, rows, profiles, list(doc.get("deviations") or []), list(doc.get("notes") or []),
-                  parse_resources(doc.get("resources"), where), _figure(doc.get("figure"), keys, where))
+    table = Table(entry.id, entry.paper, entry.source, entry.title, path, preset, list(entry.seeds),
+                  columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
+                  parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented:
             for prof in profiles:

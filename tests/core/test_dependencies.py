@@ -65,9 +65,9 @@ def test_plan_puts_bases_first_and_hashes_them_into_dependent_ids(registry):
 @pytest.mark.parametrize("old, new, message", [
     ("ensemble: [CE a, CE b]", "ensemble: [CE a, CE c]", "row 'a plus b': 'ensemble' names no row 'CE c'"),
     ("{label: CE b, method: ce, overrides", "{label: CE b, method: ce, init_from: CE a, overrides",
-     "row 'CE b': key 'init_from': method 'ce' does not start from a base run"),
+     "row 'CE b': key 'init_from': method 'ce' does not take other runs"),
     ("method: ensemble, ensemble: [CE a, CE b]", "method: ce, ensemble: [CE a, CE b]",
-     "key 'ensemble' goes with method 'ensemble'"),
+     "row 'a plus b': key 'ensemble': method 'ce' does not take other runs"),
     ("seeds: [123, 546]", "seeds: [123]", "'ensemble' repeats a row 2 times but the profile has 1 seed(s)"),
     ("{label: CE b, method: ce,", "{label: CE a, method: ce,", "two rows are labelled 'CE a'"),
 ])
@@ -140,6 +140,7 @@ def test_ensemble_with_a_missing_member_fails_with_the_path(registry, tmp_path):
     from semcl.engine.job import execute_run
     from semcl.errors import ResultsError
 
-    with pytest.raises(ResultsError, match=rf"{ens.depends_on[0]}/test_logits.pt: ensemble member"):
+    member = ens.depends_on[0]
+    with pytest.raises(ResultsError, match=rf"runs/{member}: ensemble member {member} is not finished \(status: missing\)"):
         execute_run(ens, store, tmp_path / "data")
     assert json.loads((store.run_dir(ens.run_id) / "failed.json").read_text())["error"].startswith("ResultsError")

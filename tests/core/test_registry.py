@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from semcl.config import RinceMethod, build_config
+from semcl.config import build_config
 from semcl.errors import ConfigError
+from semcl.methods.ranked_contrastive import RinceMethod
 from semcl.registry import get_table, load_registry
 
 

@@ -11,6 +11,7 @@ from semcl.data import ImageSet
 from semcl.engine.evaluate import evaluate
 from semcl.errors import ConfigError
 from semcl.evals.latency import measure_latency, percentile
+from semcl.evals.protocols import describe, metric_key
 from semcl.registry import _column, get_table
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs, write_json_atomic
@@ -65,8 +66,8 @@ def test_percentile_and_bad_arguments():
 
 def test_latency_column_maps_to_its_metric():
     col = _column({"key": "lat", "label": "Latency (ms)", "eval": "latency"}, "x.yaml")
-    assert col.metric({}) == "latency_ms" and "batch size and GPU are unknown" in col.describe()
-    with pytest.raises(ConfigError, match="latency takes no"):
+    assert metric_key(col, {}) == "latency_ms" and "batch size and GPU are unknown" in describe(col)
+    with pytest.raises(ConfigError, match="key 'out' does not apply to eval 'latency' \\(it takes: no other key\\)"):
         _column({"key": "lat", "label": "L", "eval": "latency", "out": "mnist"}, "x.yaml")
 
 
@@ -84,6 +85,8 @@ def test_only_tables_with_a_latency_column_ask_for_it():
 
 
 class Classifier(nn.Module):
+    has_classifier = True
+
     def __init__(self) -> None:
         super().__init__()
         self.backbone = nn.Flatten()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from semcl.evals.protocols import describe
 from semcl.registry import Reported, load_registry
 
 CSV = Path("/work/shared/papers/reported_numbers.csv")
@@ -59,4 +60,4 @@ def test_lt_tables_name_split_and_epoch():
         splits = [t.resolve(r, "paper").data.test_split for r in t.rows]
         assert splits == [None, "val"]  # OLTR test (default) and the official code's val split
     for col in load_registry()["gpaco/cifar100-lt"].columns:
-        assert col.epoch == "last" and "last epoch" in col.describe()
+        assert col.epoch == "last" and "last epoch" in describe(col)

@@ -11,6 +11,7 @@ from torch import nn
 from semcl.data import ImageSet
 from semcl.engine.evaluate import evaluate
 from semcl.errors import ConfigError
+from semcl.evals.protocols import metric_key
 from semcl.registry import _column, get_table
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs, write_json_atomic
@@ -23,6 +24,8 @@ PREDS = torch.tensor([0, 0, 1, 0, 3, 3, 3, 3])  # per-class accuracy 100 / 50 / 
 
 class FixedLogits(nn.Module):
     """A 'method' whose classifier returns prepared logits, in test order."""
+
+    has_classifier = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,8 +74,8 @@ def test_table_shows_many_medium_few_columns(tmp_path):
 
 def test_accuracy_columns_are_validated():
     col = _column({"key": "m", "label": "M", "eval": "accuracy", "group": "many", "thresholds": "oltr"}, "x.yaml")
-    assert col.metric({}) == "acc_many_oltr"
+    assert metric_key(col, {}) == "acc_many_oltr"
     with pytest.raises(ConfigError, match="x.yaml: column 'm': accuracy needs 'group'"):
         _column({"key": "m", "label": "M", "eval": "accuracy", "group": "tail"}, "x.yaml")
-    with pytest.raises(ConfigError, match="only apply to eval accuracy"):
+    with pytest.raises(ConfigError, match="x.yaml: column 'm': key 'group' does not apply to eval 'ood' \\(it takes: out\\)"):
         _column({"key": "m", "label": "M", "eval": "ood", "out": "mnist", "group": "many"}, "x.yaml")

@@ -7,6 +7,7 @@ import torch
 
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
+from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.runs import Run, Store
 
 LOGITS_FILE = "test_logits.pt"
@@ -32,7 +33,7 @@ def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
     """One Dependency per run id in `run.depends_on`, in the row's order; each checks that the run
     finished before it loads anything from it."""
     out = []
-    what = {"init_from": "base run", "teacher": "teacher run", "ensemble": "ensemble member"}.get(kind, "run")
+    what = DEPENDENCY_KINDS.get(kind or "", "run")
     for rid in run.depends_on:
         folder = store.run_dir(rid)
 

@@ -44,6 +44,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     ensemble.ENSEMBLE,
 )}
 
+# what a config without `method.name` trains (tests and hand-written configs)
+DEFAULT_METHOD = "ce"
+
 # Methods the registry may name before their training code exists: rows using them are listed as
 # "not implemented" and never planned.
 PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (

@@ -11,7 +11,8 @@ from typing import Any
 #   init_from: one base run's final weights (a second stage: Decouple)
 #   ensemble:  one or more member runs' saved test logits (logit-sum ensembles)
 #   teacher:   one frozen teacher run's final weights (knowledge distillation)
-DEPENDENCY_KINDS = ("init_from", "ensemble", "teacher")
+# (the value: how errors name such a run)
+DEPENDENCY_KINDS = {"init_from": "base run", "ensemble": "ensemble member", "teacher": "teacher run"}
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class MethodSpec:
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:
-            raise ValueError(f"method {self.name!r}: depends={self.depends!r} is not one of {DEPENDENCY_KINDS}")
+            raise ValueError(f"method {self.name!r}: depends={self.depends!r} is not one of {tuple(DEPENDENCY_KINDS)}")
         if getattr(self.schema, "name", None) != self.name:
             raise ValueError(f"method {self.name!r}: its schema's default name is {getattr(self.schema, 'name', None)!r}")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from semcl.evals.protocols import describe, metric_key
 from semcl.registry import Table
 from semcl.runs import Store, plan_runs
 
@@ -28,7 +29,7 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
         if rec is None:
             continue
         for col in table.columns:
-            key = col.metric(subst)
+            key = metric_key(col, subst)
             if key is not None and key in rec["metrics"]:
                 lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
                               "value": float(rec["metrics"][key]), "run_id": run.run_id})
@@ -87,7 +88,7 @@ def notes(table: Table, profile: str) -> list[str]:
         "Cell: ours mean ± sample std (ddof=1) over seeds (n) / paper / Δ = ours − paper; "
         "* marks |Δ| > 2 std. — = unknown or not run.",
         "Epoch rule: every number reads the final training checkpoint; "
-        + "; ".join(f"{c.label}: {c.describe()}" for c in table.columns) + ".",
+        + "; ".join(f"{c.label}: {describe(c)}" for c in table.columns) + ".",
     ]
     for out, sub in prof.substitute.items():
         lines.append(f"Profile {profile}: OOD set {out} " + (f"replaced by {sub}." if sub else "not measured."))

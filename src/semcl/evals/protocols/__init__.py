@@ -1,0 +1,66 @@
+"""Evaluation protocols: one module each, registered by one line in EVALUATIONS. torch-free to import.
+
+The registry validates a table's columns through this table (`validate_column`), builds each run's
+`eval` config section from it (`eval_section`), and the engine runs every enabled evaluation
+through it (semcl.engine.evaluate). See CONTRIBUTING.md, "Add an evaluation".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from semcl.errors import ConfigError
+from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval
+from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
+from semcl.schema import build
+
+# run order: the classifier pass first (its logits feed ensembles), then the feature-based protocols
+EVALUATIONS: dict[str, Evaluation] = {
+    e.name: e for e in (
+        accuracy.EVALUATION,
+        latency.EVALUATION,
+        linear_probe.EVALUATION,
+        retrieval.EVALUATION,
+        ood.EVALUATION,
+        knn.EVALUATION,
+        reported.EVALUATION,
+    )
+}
+
+
+def validate_column(raw: Any, where: str, index: int | None = None) -> Column:
+    """A registry column (a parsed-YAML mapping) -> Column; ConfigError naming `where` and the key."""
+    at = "columns" if index is None else f"columns[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: '{at}' must be a mapping {{key, label, eval, ...}}")
+    column = build(Column, raw, at, where)
+    if column.eval not in EVALUATIONS:
+        raise column_error(column, where, f"key 'eval' = {column.eval!r} is not one of {sorted(EVALUATIONS)}")
+    spec = EVALUATIONS[column.eval]
+    foreign = sorted(set(raw) - COMMON_FIELDS - spec.fields)
+    if foreign:
+        takes = ", ".join(sorted(spec.fields)) or "no other key"
+        raise column_error(column, where, f"key {foreign[0]!r} does not apply to eval {column.eval!r} (it takes: {takes})")
+    spec.validate(column, where)
+    return column
+
+
+def eval_section(columns: list[Column], substitute: dict[str, str | None], ev: dict[str, Any]) -> None:
+    """Let every evaluation set its keys of a run's `eval` section from the columns measured in
+    this profile (a column whose metric key is None is not measured)."""
+    measured = [c for c in columns if metric_key(c, substitute) is not None]
+    for name, spec in EVALUATIONS.items():
+        spec.eval_config([c for c in measured if c.eval == name], substitute, ev)
+
+
+__all__ = ["EVALUATIONS", "Column", "Evaluation", "column_error", "eval_section", "validate_column"]
+
+
+def metric_key(column: Column, substitute: dict[str, str | None]) -> str | None:
+    """Key of the column's number in a run's metrics.json (None: not measured in this profile)."""
+    return EVALUATIONS[column.eval].metric_key(column, substitute)
+
+
+def describe(column: Column) -> str:
+    """One sentence on how the column is measured (`semcl show`, table captions)."""
+    return EVALUATIONS[column.eval].describe(column)

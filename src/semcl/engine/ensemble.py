@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from semcl.engine.checkpoint import safe_load
 from semcl.engine.evaluate import logit_metrics
 from semcl.errors import ResultsError
 from semcl.runs import Run, Store
@@ -18,10 +19,12 @@ def load_member(store: Store, run_id: str) -> dict:
     path = store.run_dir(run_id) / LOGITS_FILE
     if store.status(run_id)[0] != "done" or not path.exists():
         raise ResultsError(f"{path}: ensemble member {run_id} has no finished run with saved test logits")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError) as err:
-        raise ResultsError(f"{path}: unreadable test logits ({type(err).__name__}); rerun member {run_id}") from None
+    # weights_only: a member's folder may come from someone else's results store
+    member = safe_load(path, remedy=f"delete it and rerun member {run_id}")
+    if not isinstance(member, dict) or not {"logits", "labels", "train_counts"} <= set(member):
+        raise ResultsError(f"{path}: not a test-logits file (keys logits, labels, train_counts); "
+                           f"delete it and rerun member {run_id}")
+    return member
 
 
 def ensemble_metrics(run: Run, store: Store) -> dict[str, float]:
@@ -47,4 +50,7 @@ def base_state(store: Store, run_id: str) -> dict:
     path: Path = store.run_dir(run_id) / "checkpoints" / "last.pt"
     if store.status(run_id)[0] != "done" or not path.exists():
         raise ResultsError(f"{path}: base run {run_id} is not finished (status: {store.status(run_id)[0]})")
-    return torch.load(path, map_location="cpu", weights_only=False)["method"]
+    state = safe_load(path, remedy=f"delete it and rerun base run {run_id}")
+    if not isinstance(state, dict) or "method" not in state:
+        raise ResultsError(f"{path}: not a training checkpoint (no 'method' key); delete it and rerun base run {run_id}")
+    return state["method"]

@@ -14,6 +14,7 @@ import torch
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, conform, load_dataset
 from semcl.data.augment import STATS
+from semcl.engine.checkpoint import save_atomic
 from semcl.evals import (
     class_gaussian_auroc,
     extract_features,
@@ -60,9 +61,7 @@ def logit_metrics(logits: torch.Tensor, labels: torch.Tensor, train_counts: torc
 
 
 def save_logits(path: Path, logits: torch.Tensor, labels: torch.Tensor, train_counts: torch.Tensor) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"logits": logits.half(), "labels": labels.clone(), "train_counts": train_counts.clone()}, tmp)
-    tmp.replace(path)
+    save_atomic({"logits": logits.half(), "labels": labels.clone(), "train_counts": train_counts.clone()}, path)
 
 
 def classify_latency(method: Method, images, transform, batch: int, device: torch.device) -> dict[str, float]:

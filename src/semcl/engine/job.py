@@ -118,7 +118,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         cfg = run.config
         if cfg.method.name == "ensemble":  # sums finished members' logits: nothing to train
             record = _record(run, ensemble_metrics(run, store), [], t0, torch.device("cpu"))
-            write_json_atomic(store.metrics_path(run.run_id), record)
+            store.write_record(run.run_id, record)
             (folder / "failed.json").unlink(missing_ok=True)
             return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
@@ -154,7 +154,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE),
                    **chosen}
         record = _record(run, metrics, history, t0, device)
-        write_json_atomic(store.metrics_path(run.run_id), record)
+        store.write_record(run.run_id, record)
         (folder / "failed.json").unlink(missing_ok=True)
         return record
     except Exception as err:

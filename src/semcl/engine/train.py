@@ -22,6 +22,7 @@ from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.sampling import epoch_order
 from semcl.engine.schedule import lr_at
 from semcl.methods import Method
+from semcl.runlock import heartbeat
 
 log = logging.getLogger("semcl.train")
 
@@ -119,6 +120,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 scaler.step(opt)
                 scaler.update()
                 total += float(loss.detach())
+                heartbeat()  # the run's lock: its owner is alive and progressing
                 if interrupt.pending() and step + 1 < steps:
                     save(epoch, step + 1, g, total, sync=False)
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)

@@ -82,13 +82,13 @@ def checkpoint_position(store: Store, run_id: str) -> str:
 
 
 def check_data_root(runs: list[Run], data_root: Path) -> None:
-    """Fail before submitting anything if a dataset a run needs is not under the data root."""
-    from semcl.data.layout import DATASET_DIRS, check_root, require
+    """Fail before submitting anything if a dataset a run needs is missing or truncated under the
+    data root (cheap header and size checks, semcl.data.check)."""
+    from semcl.data.check import check_dataset
 
     needed = sorted({n for r in runs if not r.config.data.synthetic for n in (r.config.data.name, *r.config.eval.ood)})
     for name in needed:
-        check_root(data_root, name)
-        require(data_root, DATASET_DIRS[name], name)
+        check_dataset(name, data_root)
 
 
 def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:

@@ -304,9 +304,21 @@ def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> 
     return list(groups.values())
 
 
+class PreviewExecutor(submitit.SlurmExecutor):
+    """A SlurmExecutor that never submits, for `plan --executor slurm` on machines without `srun`
+    (the only difference: submitit's check for srun); it renders scripts with the inherited code."""
+
+    @classmethod
+    def affinity(cls) -> int:
+        return 1
+
+    def _submit_command(self, command: str):
+        raise RuntimeError("a preview executor does not submit")
+
+
 def slurm_executor(folder: Path, params: dict, cluster: ClusterProfile, n: int, setup: list[str],
-                   name: str) -> submitit.SlurmExecutor:
-    ex = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=cluster.max_requeues)
+                   name: str, cls: type[submitit.SlurmExecutor] = submitit.SlurmExecutor) -> submitit.SlurmExecutor:
+    ex = cls(folder=folder / "%j", max_num_timeout=cluster.max_requeues)
     ex.update_parameters(**params, array_parallelism=max(1, min(cluster.array_parallelism, n)),
                          setup=[*cluster.setup, *setup], job_name=name)
     return ex
@@ -324,10 +336,11 @@ def array_chunks(todo: list[Run], queued: list[Run], res_of: dict[str, Resources
 
 
 def array_executor(root: Path, params: dict, cluster: ClusterProfile, chunk: list[Run], setup: list[str],
-                   after: list[str]) -> submitit.SlurmExecutor:
+                   after: list[str], cls: type[submitit.SlurmExecutor] = submitit.SlurmExecutor
+                   ) -> submitit.SlurmExecutor:
     """The executor that submits one array: used for the submission and for its preview alike."""
     ex = slurm_executor(root / "submitit", params, cluster, len(chunk), setup,
-                        f"semcl-{chunk[0].table_id.replace('/', '-')}")
+                        f"semcl-{chunk[0].table_id.replace('/', '-')}", cls)
     if after:  # a failed base cancels its second stages instead of leaving them pending
         ex.update_parameters(dependency="afterok:" + ":".join(after),
                              additional_parameters={**params.get("additional_parameters", {}),
@@ -338,7 +351,7 @@ def array_executor(root: Path, params: dict, cluster: ClusterProfile, chunk: lis
 def sbatch_script(ex: submitit.SlurmExecutor, n: int) -> str:
     """The sbatch script `ex` writes for an array of `n` runs: submitit's own rendering, with the
     parameters its array submission adds (map_count -> --array)."""
-    copy = submitit.SlurmExecutor(ex.folder, ex.max_num_timeout)
+    copy = PreviewExecutor(ex.folder, ex.max_num_timeout)
     copy.update_parameters(**ex.parameters)
     if n > 1:
         copy.parameters["map_count"] = n
@@ -359,7 +372,7 @@ def describe_arrays(runs: list[tuple[Run, Resources]], cluster: ClusterProfile, 
     lines = []
     for k, (params, chunk) in enumerate(array_chunks(unique, [], res_of, cluster, max_array_size() - 1)):
         after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
-        ex = array_executor(root, params, cluster, chunk, setup, after)
+        ex = array_executor(root, params, cluster, chunk, setup, after, PreviewExecutor)
         for i, run in enumerate(chunk):
             job_of[run.run_id] = f"<array{k + 1}>_{i}" if len(chunk) > 1 else f"<job{k + 1}>"
         lines.append(f"# array of {len(chunk)} runs: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))

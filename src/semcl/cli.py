@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -17,19 +18,40 @@ def _store(args) -> Store:
     return Store(Path(args.results) if args.results else None)
 
 
+def _with_profile(tables: list, profile: str) -> list:
+    """The tables that have `profile`; the others are skipped with one line on stderr."""
+    kept = [t for t in tables if profile in t.profiles]
+    skipped = [t.id for t in tables if profile not in t.profiles]
+    if skipped:
+        print(f"semcl: skipped {len(skipped)} table(s) without profile '{profile}': {', '.join(skipped)}",
+              file=sys.stderr)
+    return kept
+
+
 def _tables(args) -> list:
     if getattr(args, "all", False):
-        return list(load_registry().values())
+        return _with_profile(list(load_registry().values()), args.profile)
     if not args.table:
         raise SemclError("name a table (e.g. rince/tab2) or pass --all")
     return [get_table(t) for t in args.table]
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def cmd_list(args) -> None:
     store = _store(args)
-    tables = load_registry()
+    tables = _with_profile(list(load_registry().values()), args.profile)
     lines = []
-    for table in tables.values():
+    for table in tables:
         impl = sum(r.implemented for r in table.rows)
         runs = plan_runs(table, args.profile)
         done = sum(store.status(r.run_id)[0] == "done" for r in runs)
@@ -117,7 +139,13 @@ def cmd_status(args) -> None:
 
 
 def _runs_with_resources(args) -> list:
-    return [(r, t.resources[args.profile]) for t in _tables(args) for r in plan_runs(t, args.profile, args.row)]
+    tables = _tables(args)
+    if args.row:  # a misspelt label would select nothing and report "0 runs to submit"
+        for label in args.row:
+            if not any(label in (r.label for r in t.rows) for t in tables):
+                listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
+                raise ConfigError(f"unknown row {label!r} (rows of {listing})")
+    return [(r, t.resources[args.profile]) for t in tables for r in plan_runs(t, args.profile, args.row)]
 
 
 def cmd_run(args) -> None:
@@ -207,6 +235,10 @@ def cmd_prepare(args) -> None:
         print(line)
 
 
+# a read-only results folder, a full disk or quota: one line instead of a traceback
+WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
     p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
@@ -242,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local")
     sp.add_argument("--cluster", default="local", help="cluster profile for --executor slurm (slurm/profiles/)")
-    sp.add_argument("--workers", type=int, default=None, help="local executor: parallel processes (default: CPU count, at most 4)")
+    sp.add_argument("--workers", type=positive_int, default=None,
+                    help="local executor: parallel processes (default: CPU count, at most 4)")
     sp.add_argument("--row", action="append", help="only this row label (repeatable)")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
@@ -273,6 +306,16 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except SemclError as err:
         print(f"semcl: error: {err}", file=sys.stderr)
+        return getattr(err, "exit_code", 2)
+    except KeyboardInterrupt:  # a command without its own signal handling (run has one)
+        print("semcl: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"semcl: error: {where}cannot write ({err.strerror or err}); free space or fix the "
+              "permissions of the results folder (--results / $SEMCL_RESULTS)", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `semcl list | head`
         sys.stderr.close()

@@ -20,10 +20,11 @@ from semcl.catalog import BACKBONE_GFLOPS
 from semcl.config import RunConfig, hashable_config
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
+from semcl.files import file_mode
 from semcl.methods.registry import METHODS
 from semcl.registry import Table
 
-STATUSES = ("done", "partial", "failed", "missing")
+STATUSES = ("done", "running", "partial", "failed", "missing")
 # Assumed sustained throughput for the rough cost estimate (fwd+bwd FLOP/s).
 GPU_FLOPS = 20e12  # an A100-class GPU on a CIFAR ResNet-50 (~5,000 images/s)
 CPU_FLOPS = 5e10  # one core of this class of machine on a small ResNet
@@ -133,8 +134,10 @@ def results_root() -> Path:
     return Path(os.environ.get("SEMCL_RESULTS", "results"))
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Temp file in the same folder + rename: readers see the old file or the new one, never half."""
+def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
+    """Temp file unique to this writer in the same folder + rename: readers see the old file or the
+    new one, never half. With `exclusive`, an existing file is never replaced (FileExistsError):
+    the temp file is hard-linked into place, which fails atomically if `path` exists."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -142,10 +145,20 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             json.dump(obj, f, indent=2, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.chmod(tmp, file_mode())
+        if not exclusive:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise FileExistsError(f"{path}: exists and is never rewritten") from None
+        except OSError:  # a file system without hard links: check, then rename (a narrow race)
+            if path.exists():
+                raise FileExistsError(f"{path}: exists and is never rewritten") from None
+            os.replace(tmp, path)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Store:
@@ -175,14 +188,28 @@ class Store:
             raise ResultsError(f"{path}: key 'run_id' is {record.get('run_id')!r}, expected {run_id!r}")
         return record
 
+    def write_record(self, run_id: str, record: dict) -> None:
+        """Write the finished record; a finished metrics.json is never rewritten (ResultsError)."""
+        try:
+            write_json_atomic(self.metrics_path(run_id), record, exclusive=True)
+        except FileExistsError:
+            raise ResultsError(f"{self.metrics_path(run_id)}: run {run_id} already finished; "
+                               "its record is never rewritten") from None
+
     def status(self, run_id: str) -> tuple[str, str]:
-        """(status, detail): done / partial / failed / missing."""
+        """(status, detail): done / running / partial / failed / missing. `running`: another live
+        process owns the run (its lock file, semcl.runlock)."""
+        from semcl.runlock import owner
+
         try:
             if self.read_record(run_id) is not None:
                 return "done", ""
         except ResultsError as err:
             return "failed", str(err)
         folder = self.run_dir(run_id)
+        holder = owner(folder)
+        if holder is not None:
+            return "running", f"({holder.describe()})"
         failed = folder / "failed.json"
         if failed.exists():
             try:

@@ -37,25 +37,61 @@ def _read_bytes(path: Path) -> bytes:
         raise DataError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
 
 
-def read_idx(path: Path) -> np.ndarray:
-    """Array stored in IDX file ``path`` (plain or ``.gz``), in native byte order."""
-    raw = _read_bytes(path)
+def _parse_header(path: Path, raw: bytes) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header length) from the first bytes of an IDX file."""
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
         raise DataError(f"{path}: malformed IDX file (bad magic {raw[:4].hex() or 'empty'})")
     ndim = raw[3]
     header = 4 + 4 * ndim
     if len(raw) < header:
         raise DataError(f"{path}: malformed IDX file (truncated header)")
-    shape = struct.unpack(f">{ndim}I", raw[4:header])
-    dtype = np.dtype(_DTYPES[raw[2]])
+    return struct.unpack(f">{ndim}I", raw[4:header]), np.dtype(_DTYPES[raw[2]]), header
+
+
+def _check_size(path: Path, shape: tuple[int, ...], dtype: np.dtype, header: int, found: int) -> None:
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(raw) - header != expected:
+    if found != expected:
         raise DataError(
             f"{path}: malformed IDX file (header says {expected} data bytes for shape "
-            f"{list(shape)}, found {len(raw) - header})"
+            f"{list(shape)}, found {found})"
         )
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Array stored in IDX file ``path`` (plain or ``.gz``), in native byte order."""
+    raw = _read_bytes(path)
+    shape, dtype, header = _parse_header(path, raw)
+    _check_size(path, shape, dtype, header, len(raw) - header)
     data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
     return data.astype(dtype.newbyteorder("="))
+
+
+def idx_shape(path: Path) -> tuple[int, ...]:
+    """Shape of an IDX file, with its size checked against the header, without reading the data:
+    the file size (plain) or the gzip trailer's uncompressed size mod 2**32 (``.gz``; a truncated
+    archive ends in data bytes instead of its trailer)."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                raw = f.read(4 + 4 * 255)
+            with open(path, "rb") as f:
+                f.seek(-4, 2)
+                total = struct.unpack("<I", f.read(4))[0]
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(4 + 4 * 255)
+            total = path.stat().st_size
+    except (OSError, EOFError, gzip.BadGzipFile, struct.error) as err:
+        raise DataError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    shape, dtype, header = _parse_header(path, raw)
+    if path.suffix != ".gz":
+        _check_size(path, shape, dtype, header, total - header)
+        return shape
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if expected % 2**32 != total:
+        raise DataError(f"{path}: truncated or malformed gzip (its trailer says {total} bytes, the IDX header "
+                        f"implies {expected}); download it again")
+    return shape
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:

@@ -51,6 +51,8 @@ class DatasetSpec:
     file_backed: bool = False  # images decoded per batch (FileImageSet), not held in memory
     synthetic_groups: tuple[int, ...] = ()  # visual group of each class of the synthetic stand-in
     synthetic_size: int | None = None  # image side of the synthetic stand-in (None: `size`)
+    # "module:function" of the cheap completeness check run before submitting (semcl.data.check)
+    check: str = "semcl.data.check:check_image_folders"
 
     @property
     def stats(self) -> Stats:
@@ -81,6 +83,11 @@ _TINY_GROUPS = tuple(i // cn.TINYIMAGENET_SYNTHETIC_GROUP_SIZE for i in range(cn
 _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 classes in groups of 5
 
 
+# the completeness check of each family's on-disk format (semcl.data.check)
+_CHECKS = {"cifar": "check_cifar", "mnist": "check_idx", "tinyimagenet": "check_tinyimagenet",
+           "splitfile": "check_split_files", "imagenet": "check_image_folders"}
+
+
 def _split_files(prefix: str, test: str = "test") -> dict[str, str]:
     return {"train": f"{prefix}_train.txt", "val": f"{prefix}_val.txt", "test": f"{prefix}_{test}.txt"}
 
@@ -88,6 +95,7 @@ def _split_files(prefix: str, test: str = "test") -> dict[str, str]:
 def _spec(name: str, folder: str, classes: int, train: int, test: int, channels: int, size: int,
           stats: Stats, module: str, **kw: Any) -> DatasetSpec:
     reader, writer = kw.pop("reader", "read"), kw.pop("writer", "write")
+    kw["check"] = f"semcl.data.check:{kw.pop('check', _CHECKS[module])}"
     return DatasetSpec(name, folder, classes, train, test, channels, size, *stats,
                        f"{_SETS}.{module}:{reader}", f"{_SETS}.{module}:{writer}", **kw)
 

@@ -1,36 +1,97 @@
-"""Atomic checkpoints: a job killed while saving leaves the previous checkpoint intact."""
+"""Checkpoints that are atomic and safe to load.
+
+Atomic: a job killed while saving leaves the previous checkpoint intact (a temp file unique to
+the writer, in the same folder, then a rename). Safe: every file is read with
+``torch.load(weights_only=True)``, which only rebuilds tensors and plain containers (dict,
+list, tuple, str, int, float, bool, None): a crafted pickle in a results folder that was shared
+or copied cannot run code. Everything saved is therefore kept to those types; the RNG states
+in particular are stored as tensors (``rng_state``) rather than as the objects the libraries
+hand out.
+"""
 
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from semcl.errors import ResultsError
+from semcl.files import file_mode
+
+RESTART = "delete it to restart the run from scratch"
+
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
+    """torch.save to a temp file unique to this writer, fsync, then rename over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, file_mode())  # mkstemp makes 0600; a run's files all get the umask's mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def safe_load(path: Path, remedy: str = RESTART) -> Any:
+    """torch.load(weights_only=True); ResultsError naming `path` and `remedy` when the file is not
+    a readable checkpoint or holds anything but tensors and plain containers."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only" in str(err).lower() or "weights_only" in str(err):
+            raise ResultsError(f"{path}: refused: holds objects other than tensors and plain containers "
+                               f"(loading it could run code); {remedy}") from None
+        raise ResultsError(f"{path}: not a readable checkpoint ({_first_line(err)}); {remedy}") from None
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, ImportError,
+            IndexError, KeyError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{path}: not a readable checkpoint ({_first_line(err)}); {remedy}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:160]}" if text else type(err).__name__
 
 
 def load(path: Path) -> dict[str, Any] | None:
+    """The training state in `path`, None when there is none yet."""
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    state = safe_load(path)
+    if not isinstance(state, dict) or "method" not in state:
+        raise ResultsError(f"{path}: not a training checkpoint (no 'method' key); {RESTART}")
+    return state
 
 
 def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python, numpy and torch CPU RNG states as tensors and ints (loadable with weights_only).
+
+    python: random.getstate() = (version, 625 uint32 words, gauss_next);
+    numpy: np.random.get_state() = ('MT19937', 624 uint32 keys, pos, has_gauss, cached_gaussian)."""
+    version, words, gauss = random.getstate()
+    _, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"python": {"version": int(version), "words": torch.tensor(words, dtype=torch.int64),
+                       "gauss": gauss},
+            "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+            "torch": torch.get_rng_state()}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py, npy = state["python"], state["numpy"]
+    random.setstate((py["version"], tuple(int(w) for w in py["words"].tolist()), py["gauss"]))
+    np.random.set_state(("MT19937", npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"],
+                         npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
 
 

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import torch
-
+from semcl.engine.checkpoint import safe_load
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
 from semcl.methods.spec import DEPENDENCY_KINDS
@@ -19,14 +18,16 @@ def _finished(store: Store, run_id: str, what: str) -> None:
         raise ResultsError(f"{store.run_dir(run_id)}: {what} {run_id} is not finished (status: {status})")
 
 
-def _load(path, what: str, run_id: str) -> dict:
+def _load(path, what: str, run_id: str, keys: set[str]) -> dict:
+    """The file's dict, loaded with weights_only (a shared results folder never runs code);
+    ResultsError naming the file and what to do when it is missing, refused or not what it should be."""
+    remedy = f"delete it and rerun {what} {run_id}"
     if not path.exists():
         raise ResultsError(f"{path}: {what} {run_id} has no such file; rerun it")
-    try:
-        # tensors and plain containers only: loading a shared results folder never runs code
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # unpickling errors come in many types
-        raise ResultsError(f"{path}: unreadable ({type(err).__name__}); delete it and rerun {what} {run_id}") from None
+    content = safe_load(path, remedy=remedy)
+    if not isinstance(content, dict) or not keys <= set(content):
+        raise ResultsError(f"{path}: not the expected file (keys {', '.join(sorted(keys))}); {remedy}")
+    return content
 
 
 def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
@@ -39,11 +40,11 @@ def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
 
         def state(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / "checkpoints" / "last.pt", what, rid)["method"]
+            return _load(folder / "checkpoints" / "last.pt", what, rid, {"method"})["method"]
 
         def logits(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / LOGITS_FILE, what, rid)
+            return _load(folder / LOGITS_FILE, what, rid, {"logits", "labels", "train_counts"})
 
         def metrics(rid=rid) -> dict:
             _finished(store, rid, what)

@@ -16,8 +16,9 @@ import torch
 
 from semcl.config import RunConfig
 from semcl.data import ImageSet
+from semcl.engine.checkpoint import save_atomic
 from semcl.evals.protocols import EVALUATIONS
-from semcl.evals.protocols.accuracy import logit_metrics, save_logits  # noqa: F401  (ensembles score logits)
+from semcl.evals.protocols.accuracy import logit_metrics  # noqa: F401  (ensembles score logits)
 from semcl.evals.protocols.context import EvalContext, outputs
 from semcl.evals.protocols.latency import classify_latency  # noqa: F401  (re-exported)
 from semcl.methods.base import Method
@@ -42,7 +43,7 @@ def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, da
              logits_path: Path | None = None) -> dict[str, float]:
     """{metric key: value} of every enabled evaluation (see module docstring)."""
     method.eval()
-    ctx = EvalContext(method, cfg, train, test, data_root, seed, logits_path)
+    ctx = EvalContext(method, cfg, train, test, data_root, seed, logits_path, save=save_atomic)
     metrics: dict[str, float] = {}
     for spec in EVALUATIONS.values():
         if spec.run is not None and spec.enabled(cfg, method):

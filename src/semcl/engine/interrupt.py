@@ -64,3 +64,38 @@ def fire_if_pending() -> None:
     action, _pending = _pending, None
     if action is not None:
         action()
+
+
+# ---------------------------------------------------------------- SIGTERM / SIGINT to a local worker
+
+
+class Interrupted(BaseException):
+    """A stop signal (SIGTERM / SIGINT) reached a local worker. A BaseException, like
+    KeyboardInterrupt, so that execute_run does not record the run as failed: it keeps its
+    checkpoint (taken at the step boundary where the signal was acted on) and a rerun resumes."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Inside the block, a stop signal raises Interrupted: at once outside training, and during
+    training at the next step boundary after a checkpoint of that position (as a requeue
+    signal). The previous handlers come back at the end. A no-op outside the main thread."""
+    def stop(sig: int, frame) -> None:
+        raise Interrupted(sig)
+
+    try:
+        old = {s: signal.signal(s, stop) for s in signums}
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    for s in signums:
+        defer_signal(s)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

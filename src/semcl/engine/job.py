@@ -122,7 +122,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         computed = cls.metrics_from_dependencies(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
-            write_json_atomic(store.metrics_path(run.run_id), record)
+            store.write_record(run.run_id, record)
             (folder / "failed.json").unlink(missing_ok=True)
             return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
@@ -159,7 +159,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE),
                    **chosen}
         record = _record(run, metrics, history, t0, device)
-        write_json_atomic(store.metrics_path(run.run_id), record)
+        store.write_record(run.run_id, record)
         (folder / "failed.json").unlink(missing_ok=True)
         return record
     except Exception as err:

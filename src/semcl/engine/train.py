@@ -20,6 +20,7 @@ from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
 from semcl.methods.base import Batch, Method, TrainContext
+from semcl.runlock import heartbeat
 
 log = logging.getLogger("semcl.train")
 
@@ -116,6 +117,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 scaler.step(opt)
                 scaler.update()
                 total += float(loss.detach())
+                heartbeat()  # the run's lock: its owner is alive and progressing
                 if interrupt.pending() and step + 1 < steps:
                     save(epoch, step + 1, g, total, sync=False)
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)

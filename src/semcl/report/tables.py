@@ -11,11 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
 from semcl.registry import Table
 from semcl.runs import Store, plan_runs
 
 DASH = "—"
+
+
+def _number(store: Store, run_id: str, key: str, value: object) -> float:
+    """A metric value as a float; ResultsError naming the record and key when it is not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ResultsError(f"{store.metrics_path(run_id)}: key 'metrics.{key}' is {value!r}, not a number; "
+                       "move the file away to rerun this run")
 
 
 def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
@@ -30,9 +39,9 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
             continue
         for col in table.columns:
             key = metric_key(col, subst)
-            if key is not None and key in rec["metrics"]:
+            if key is not None and rec["metrics"].get(key) is not None:
                 lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
-                              "value": float(rec["metrics"][key]), "run_id": run.run_id})
+                              "value": _number(store, run.run_id, key, rec["metrics"][key]), "run_id": run.run_id})
     return pd.DataFrame(lines, columns=["table", "row", "column", "seed", "value", "run_id"])
 
 

@@ -8,7 +8,6 @@ images per class under one of two conventions (THRESHOLDS); a column reads one g
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
@@ -57,14 +56,6 @@ def logit_metrics(logits, labels, train_counts, conventions: list[str]) -> dict[
     return metrics
 
 
-def save_logits(path: Path, logits, labels, train_counts) -> None:
-    import torch
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"logits": logits.half(), "labels": labels.clone(), "train_counts": train_counts.clone()}, tmp)
-    tmp.replace(path)
-
-
 def run(ctx) -> dict[str, float]:
     import torch
 
@@ -73,8 +64,8 @@ def run(ctx) -> dict[str, float]:
     logits = outputs(ctx.classify, ctx.test.images, ctx.test_transform)  # raw logits: no class prior at test time
     counts = torch.bincount(ctx.train.labels, minlength=ctx.train.num_classes)
     metrics = logit_metrics(logits, ctx.test.labels, counts, ctx.cfg.eval.accuracy or [])
-    if ctx.logits_path is not None:  # what ensembles sum; float16 halves the file (ImageNet-LT: 100 MB)
-        save_logits(ctx.logits_path, logits, ctx.test.labels, counts)
+    if ctx.logits_path is not None and ctx.save is not None:  # what ensembles sum; float16 halves the file
+        ctx.save({"logits": logits.half(), "labels": ctx.test.labels.clone(), "train_counts": counts}, ctx.logits_path)
     return metrics
 
 

@@ -36,6 +36,7 @@ class EvalContext:
     data_root: Path | None
     seed: int
     logits_path: Path | None = None  # where the classifier's test logits go (ensembles sum them)
+    save: Any = None  # save(tensors, path): the engine's atomic writer for files such as the logits
     shared: dict[str, Any] = field(default_factory=dict)  # results one evaluation leaves for a later one
 
     @property

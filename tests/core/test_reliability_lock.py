@@ -1,0 +1,116 @@
+"""One owner per run: the lock file, its staleness rules (pid on this host, SLURM job state,
+heartbeat), `status` showing who runs a run, and `run` skipping an owned run."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+from contextlib import redirect_stdout
+from dataclasses import asdict
+
+import pytest
+
+from semcl import runlock
+from semcl.cli import main
+from semcl.launch import select
+from semcl.registry import get_table
+from semcl.runlock import LockInfo, RunOwned, acquire, heartbeat, is_stale, read_lock, release, run_lock
+from semcl.runs import Store, plan_runs
+
+
+@pytest.fixture
+def sleeper():
+    """A live process that is not us (the other owner)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _lock(folder, *, host=None, pid=1, job_id=None, age=0.0) -> LockInfo:
+    now = time.time()
+    info = LockInfo(host or socket.gethostname(), pid, job_id, now - age, now - age, "t" * 32)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / runlock.LOCK_FILE).write_text(json.dumps(asdict(info)))
+    return info
+
+
+def test_lock_records_host_pid_job_and_is_released(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    with run_lock(tmp_path) as me:
+        doc = json.loads((tmp_path / "lock.json").read_text())
+        assert (doc["host"], doc["pid"], doc["job_id"]) == (socket.gethostname(), me.pid, "4242")
+        assert abs(doc["heartbeat"] - time.time()) < 60
+    assert not (tmp_path / "lock.json").exists()
+
+
+def test_a_live_owner_on_this_host_keeps_the_run(tmp_path, sleeper):
+    _lock(tmp_path, pid=sleeper.pid)
+    with pytest.raises(RunOwned, match=rf"running \({socket.gethostname()}, pid {sleeper.pid}, heartbeat"):
+        acquire(tmp_path)
+    assert read_lock(tmp_path).pid == sleeper.pid  # untouched
+
+
+def test_a_dead_owner_on_this_host_is_taken_over(tmp_path):
+    _lock(tmp_path, pid=_dead_pid())
+    me = acquire(tmp_path)
+    assert read_lock(tmp_path).token == me.token
+    release(tmp_path, me)
+    assert read_lock(tmp_path) is None
+
+
+def test_other_host_rules_job_state_then_heartbeat(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SEMCL_LOCK_STALE_S", "600")
+    now = time.time()
+
+    def other(job=None, age=0.0):
+        return LockInfo("node-elsewhere", 99, job, now - age, now - age, "x")
+
+    assert is_stale(other("17_3"), job_states={"17_3": "COMPLETED"})
+    assert not is_stale(other("17_3", age=5000), job_states={"17_3": "RUNNING"})  # the job state wins
+    assert is_stale(other(age=601), job_states={})  # nothing to ask: the heartbeat decides
+    assert not is_stale(other(age=10), job_states={})
+    monkeypatch.setenv("SLURM_JOB_ID", "17_3")  # (our own, requeued, job)
+    assert is_stale(other("17_3", age=0), job_states={"17_3": "RUNNING"})
+
+
+def test_heartbeat_refreshes_the_held_lock(tmp_path):
+    with run_lock(tmp_path):
+        before = json.loads((tmp_path / "lock.json").read_text())["heartbeat"]
+        time.sleep(0.05)
+        heartbeat(force=True)
+        after = json.loads((tmp_path / "lock.json").read_text())["heartbeat"]
+    assert after > before
+
+
+def _first_run():
+    return plan_runs(get_table("rince/tab2"), "smoke")[0]
+
+
+def test_status_shows_running_and_run_skips_the_owned_run(tmp_path, sleeper, capsys):
+    run = _first_run()
+    store = Store(tmp_path)
+    _lock(store.run_dir(run.run_id), pid=sleeper.pid)
+    assert select([run], store, retry_failed=False) == []
+    said = capsys.readouterr().out
+    assert said == f"{run.run_id} {run.row_label} seed={run.seed}: running ({socket.gethostname()}, pid " \
+                   f"{sleeper.pid}, heartbeat 0 s ago): skipped\n"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["--results", str(tmp_path), "status", "rince/tab2", "--profile", "smoke"]) == 0
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(run.run_id))
+    assert f"running  ({socket.gethostname()}, pid {sleeper.pid}" in line
+    assert "running: 1" in out.getvalue()

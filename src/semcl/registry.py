@@ -237,15 +237,27 @@ def _column(c: Any, where: str, index: int | None = None) -> Column:
     return validate_column(c, where, index)
 
 
-def _figure(spec: Any, keys: list[str], where: str) -> dict[str, str] | None:
+def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
+    """{kind: scatter, x: <column>, y: <column>} (from the runs), or {kind: analytic, function:
+    <module>.<function> under semcl.analysis, args: {...}} (drawn without runs; imported only when drawn)."""
     if spec is None:
         return None
     fw = f"{where}: figure"
     if not isinstance(spec, dict):
-        raise ConfigError(f"{fw}: must be a mapping {{kind: scatter, x: <column>, y: <column>}}")
+        raise ConfigError(f"{fw}: must be a mapping {{kind: scatter, x: <column>, y: <column>}} "
+                          f"or {{kind: analytic, function: <module>.<function>, args: {{...}}}}")
+    if spec.get("kind") == "analytic":
+        _only(spec, {"kind", "function", "args"}, fw)
+        parts = _require(spec, "function", fw).split(".")
+        if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+            raise ConfigError(f"{fw}: key 'function' = {spec['function']!r} is not <module>.<function> "
+                              f"(a function of semcl.analysis)")
+        if not isinstance(spec.get("args", {}), dict):
+            raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
+        return {"kind": "analytic", "function": spec["function"], "args": dict(spec.get("args") or {})}
     _only(spec, {"kind", "x", "y"}, fw)
     if spec.get("kind") != "scatter":
-        raise ConfigError(f"{fw}: key 'kind' must be 'scatter'")
+        raise ConfigError(f"{fw}: key 'kind' must be 'scatter' or 'analytic'")
     for axis in ("x", "y"):
         if _require(spec, axis, fw) not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")

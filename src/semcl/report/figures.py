@@ -5,6 +5,10 @@ top-1 vs inference latency) is drawn as one point per row: ours as mean ± sampl
 axes (filled), the paper's point where both of its values are known (hollow), and a paper value
 known on one axis only as a dotted guide line at that value. The plotted numbers are written next
 to the PNG as CSV, so the figure can be checked or redrawn without the run records.
+
+A registry entry with `figure: {kind: analytic, function: <module>.<function>, args: {...}}` (e.g.
+RINCE Fig. 5: `gradient_equilibrium.draw_fig5`) needs no runs: the function of semcl.analysis is
+called as `function(out_dir, stem=<table id with _>, **args)` and writes `<stem>.png` and `<stem>.csv`.
 """
 
 from __future__ import annotations
@@ -69,9 +73,24 @@ def _err(std: float) -> float | None:
     return None if math.isnan(std) else std
 
 
+def write_analytic(table: Table, out_dir: Path) -> tuple[pd.DataFrame, Path]:
+    """Draw a `kind: analytic` figure; returns (the files written, one per line, and the PNG)."""
+    import importlib
+
+    module, _, name = table.figure["function"].rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(f"semcl.analysis.{module}"), name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"{table.path}: figure function {table.figure['function']!r} is not in semcl.analysis") from None
+    paths = [Path(p) for p in fn(out_dir, stem=table.id.replace("/", "_"), **table.figure["args"])]
+    return pd.DataFrame({"file": [str(p) for p in paths]}), next(p for p in paths if p.suffix == ".png")
+
+
 def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
-    points = figure_points(table, profile, store)
     out_dir = out_dir or store.root / "figures"
+    if table.figure is not None and table.figure.get("kind") == "analytic":  # no runs, no profile
+        return write_analytic(table, out_dir)
+    points = figure_points(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
     points.to_csv(out_dir / f"{stem}.csv", index=False)

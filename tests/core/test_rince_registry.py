@@ -1,0 +1,63 @@
+"""RINCE registry entries: tab1, tab3, tab6-tab11 resolve to the stated grids and settings, share runs with
+rince/tab2 where the configs agree, and carry no reported number (none is known, rince.md §b.1)."""
+
+from __future__ import annotations
+
+from semcl.config import hashable_config
+from semcl.registry import get_table
+
+IDS = ("tab1", "tab2", "tab3", "tab6", "tab7", "tab8", "tab9", "tab10", "tab11")
+
+
+def _method(tid: str, label: str, profile: str = "paper"):
+    t = get_table(f"rince/{tid}")
+    return t.resolve(t.row(label), profile)
+
+
+def test_every_entry_has_only_null_cells_and_implemented_rows():
+    for tid in IDS:
+        t = get_table(f"rince/{tid}")
+        assert all(r.implemented for r in t.rows), tid
+        assert all(v is None for r in t.rows for v in r.reported.values()), tid
+        assert set(t.profiles) == {"paper", "mini", "smoke"}, tid
+
+
+def test_tab3_paper_profile():
+    ce, scl, rince = (_method("tab3", lab) for lab in ("Cross-entropy s.a.", "SCL-out", "RINCE-out-in"))
+    assert (rince.data.name, rince.model.backbone, rince.optim.batch_size, rince.schedule.epochs) == (
+        "imagenet100", "resnet18", 768, 500)
+    assert (ce.optim.lr, scl.optim.lr, rince.optim.lr) == (0.3, 0.325, 0.3)
+    m = rince.method
+    assert (m.ranks, m.name_threshold, m.positives, m.bank_size, m.form) == ("names", "paper", "rank", 8192, "out_in")
+    assert m.name_model == "all-MiniLM-L6-v2" and scl.method.bank_size == 8192
+    off = _method("tab3", "RINCE-out-in (official code)").method
+    assert (off.variant, off.name_threshold, off.prob_floor, off.positives) == ("official_code", "readme", 1e-7, "rank")
+    mini = _method("tab3", "RINCE-out-in", "mini")
+    assert (mini.data.name, mini.method.ranks, mini.method.bank_size, mini.eval.ood) == (
+        "fashion_mnist", "names", 4096, ["mnist"])
+    smoke = _method("tab3", "RINCE-out-in", "smoke")
+    assert smoke.data.synthetic and smoke.data.name == "fashion_mnist"
+
+
+def test_ablation_grids():
+    assert [_method("tab6", f"threshold {x}").method.name_threshold for x in (0.4, 0.45, 0.5, 0.6)] == [
+        0.4, 0.45, 0.5, 0.6]
+    assert [_method("tab7", f"Bank {n}").method.bank_size for n in (2048, 4096, 8192)] == [2048, 4096, 8192]
+    taus = [0.125, 0.15, 0.175, 0.2, 0.225, 0.25]
+    assert [_method("tab8", f"tau2 = {t}").method.taus for t in taus] == [[0.1, t] for t in taus]
+    assert all(_method("tab8", f"tau2 = {t}").method.form == "in" for t in taus)
+    assert [_method("tab9", f"alpha = {a}").method.alpha for a in (0.1, 0.2, 0.3)] == [0.1, 0.2, 0.3]
+    assert [_method("tab10", f"lambda = {w}").method.weight for w in (0.1, 0.3, 0.5)] == [0.1, 0.3, 0.5]
+    assert [_method("tab11", f"lambda = {w}").method.weight for w in (0.1, 0.3, 0.5)] == [0.1, 0.3, 0.5]
+
+
+def test_shared_configs_with_tab2():
+    for profile in ("paper", "mini"):
+        for label in ("SCL-in", "SCL-out", "RINCE-in", "RINCE-out", "RINCE-out-in"):
+            assert hashable_config(_method("tab1", label, profile)) == hashable_config(_method("tab2", label, profile))
+        assert hashable_config(_method("tab9", "alpha = 0.1", profile)) == hashable_config(
+            _method("tab2", "Label smoothing (superclass)", profile))
+        assert hashable_config(_method("tab10", "lambda = 0.1", profile)) == hashable_config(
+            _method("tab2", "Two heads", profile))
+        assert hashable_config(_method("tab8", "tau2 = 0.225", profile)) == hashable_config(
+            _method("tab2", "RINCE-in", profile))

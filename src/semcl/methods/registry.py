@@ -13,6 +13,7 @@ from semcl.methods import (
     decouple,
     ensemble,
     hierarchical_triplet,
+    hsa,
     metric_learning,
     paco,
     ranked_contrastive,
@@ -42,6 +43,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     decouple.DECOUPLE_TAU_NORM,
     decouple.DECOUPLE_LWS,
     ensemble.ENSEMBLE,
+    hsa.HSA,
+    hsa.MOCOV2,
 )}
 
 # Methods the registry may name before their training code exists: rows using them are listed as
@@ -52,6 +55,11 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
     PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
     PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
+    PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),
+    PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),
+    PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
+    PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),
+    PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
 )}
 
 

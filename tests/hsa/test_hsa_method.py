@@ -228,3 +228,26 @@ def test_tiny_table_end_to_end_through_the_cli(registry_copy, tmp_path):
     assert int(state["neighbours.epoch"]) == 1  # refresh 1: mined again on the second epoch
     printed = semcl("table", "hsa/tiny", "--profile", "smoke")
     assert "MoCo v2" in printed and "HSA" in printed
+
+
+@pytest.mark.parametrize("branch", ["bottleneck", "mlp"])
+def test_companion_keys_enter_their_own_stage_queue(branch):
+    from semcl.models.stages import stage_outputs
+
+    m = _method("hsa", k=3, stages=["layer2", "layer3"], stage_branch=branch)
+    ctx = _start(m, _images())
+    m.on_epoch_start(0)
+    batch = _batch(ctx)
+    out = m.training_step(batch)
+    assert set(out) >= {"loss_layer2", "loss_layer3", "loss_mix"}
+    has_block = any(type(x).__name__ == "Bottleneck" for x in m.stage_heads["layer2"].modules())
+    assert has_block == (branch == "bottleneck")
+    out["loss"].backward()
+    m.after_backward()
+    with torch.no_grad():
+        maps = stage_outputs(m.key_backbone, batch.views[1])
+        for s in ("layer2", "layer3"):
+            torch.testing.assert_close(m.stage_banks[s].features[:B], m.key_stage_heads[s](maps[s]))
+            assert int(m.stage_banks[s].ptr) == B
+    assert "backbone.conv1.weight" in m.state_dict() and not any(k.startswith("backbone.") and "stage" in k
+                                                                  for k in m.state_dict())

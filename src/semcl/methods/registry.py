@@ -56,6 +56,7 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
     PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
     PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),
+    PlannedMethod("byol", "BYOL (online network + predictor, EMA target, normalised MSE): the HSA appendix baseline"),
     PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),
     PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
     PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),

@@ -13,6 +13,7 @@ from semcl.methods import (
     decouple,
     ensemble,
     hierarchical_triplet,
+    hsa,
     metric_learning,
     paco,
     ranked_contrastive,
@@ -42,6 +43,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     decouple.DECOUPLE_TAU_NORM,
     decouple.DECOUPLE_LWS,
     ensemble.ENSEMBLE,
+    hsa.HSA,
+    hsa.MOCOV2,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -55,6 +58,12 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
     PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
     PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
+    PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),
+    PlannedMethod("byol", "BYOL (online network + predictor, EMA target, normalised MSE): the HSA appendix baseline"),
+    PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),
+    PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
+    PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),
+    PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
 )}
 
 

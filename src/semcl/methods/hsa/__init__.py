@@ -1,0 +1,92 @@
+"""HSA / CsMl ("Seed the Views", ../shared/papers/hsa.md): MoCo v2 with kNN positives, CutMix between
+neighbours and companion losses at intermediate stages; and plain MoCo v2 (`mocov2`), its baseline.
+
+Paper values are the defaults; the official code's (haohang96/CSML @be34e84) are the variant `code`
+(hsa.md §g). `variant` fills every knob left unset (None), as RINCE's variants do.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from semcl.methods.spec import MethodSpec
+
+STAGES = frozenset({"layer1", "layer2", "layer3", "layer4"})
+
+# hsa.md §g rows 1, 2, 3, 4, 5, 8: paper default vs the official code
+HSA_VARIANTS: dict[str, dict[str, Any]] = {
+    "paper": {"k": 10, "features": "query", "cutmix_alpha": 1.0, "reduction": "sum", "warmup_epochs": 0,
+              "companions": True},
+    # official code: 5 neighbours from the key encoder, Beta(2, 2), (L_qa + L_qp + L_qmix) / 3, neighbour
+    # weight 0 while `epoch > 10` is false (0-indexed epochs 0..10: semcl.losses.hsa.CODE_WARMUP_EPOCHS),
+    # no intermediate-stage losses
+    "code": {"k": 5, "features": "key", "cutmix_alpha": 2.0, "reduction": "mean", "warmup_epochs": 11,
+             "companions": False},
+}
+
+
+@dataclass
+class HSAMethod:
+    """Every knob of hsa.md §c/§d. Ablation switches: `neighbours` (kNN positives), `cutmix`, `companions`."""
+
+    name: str = "hsa"
+    queue_size: int = 65536  # K (official code; paper silent)
+    tau: float = 0.2
+    momentum: float = 0.999  # key-encoder EMA
+    variant: str = "paper"  # a key of HSA_VARIANTS; fills the knobs below that are None
+    neighbours: bool = True  # kNN positives (False: MoCo v2's loss; cutmix and companions still allowed off)
+    k: int | None = None  # neighbourhood size (paper 10, code 5)
+    refresh: int = 5  # mine the kNN table on epochs 0, refresh, 2 refresh, ...
+    features: str | None = None  # mining features: query (f_q, paper) | key (f_k, code)
+    knn_backend: str = "torch"  # torch (chunked matmul on the device) | faiss (faiss-cpu, exact)
+    mining_batch: int = 256  # images per forward pass while mining
+    own_weight: float = 0.5  # weight of the query's own key
+    neighbour_weight: float = 0.5  # weight of the paired image's key
+    warmup_epochs: int | None = None  # epochs with weights (1, 0) first (paper 0, code 11)
+    loss_form: str = "code"  # code (two InfoNCE terms) | single_softmax (both positives in one softmax)
+    reduction: str | None = None  # sum of L_qa, L_qp, L_qmix (paper) | mean (code: / 3)
+    cutmix: bool = True  # mixed query: anchor with a box of its neighbour
+    cutmix_alpha: float | None = None  # Beta(alpha, alpha) (paper 1, code 2)
+    cutmix_mode: str = "batch"  # one box per batch (code; paper silent) | sample
+    companions: bool | None = None  # intermediate-stage losses (paper on, code off)
+    stages: list[str] = field(default_factory=lambda: ["layer2", "layer3"])  # where companions attach
+    stage_branch: str = "bottleneck"  # bottleneck + MLP (paper) | mlp (loss attached directly, ablation)
+    stage_weight: float = 1.0  # weight of each stage's loss
+
+    def __post_init__(self) -> None:
+        for knob, value in HSA_VARIANTS[self.variant].items():
+            if getattr(self, knob) is None:
+                setattr(self, knob, value)
+        if self.cutmix and not self.neighbours:
+            raise ValueError("'method.cutmix' mixes an anchor with its kNN neighbour: it needs 'method.neighbours' true")
+        if self.k < 1 or self.refresh < 1 or self.mining_batch < 1:
+            raise ValueError("'method.k', 'method.refresh' and 'method.mining_batch' must be >= 1")
+        if self.companions and not self.stages:
+            raise ValueError("'method.companions' is true but 'method.stages' is empty")
+
+
+@dataclass
+class MoCoV2Method:
+    """MoCo v2 (Chen et al. 2020): InfoNCE of a query against its momentum key and a queue. HSA with every
+    addition off, on the same modules, so the ablation's first row is this baseline."""
+
+    name: str = "mocov2"
+    queue_size: int = 65536
+    tau: float = 0.2
+    momentum: float = 0.999
+
+
+_M = "semcl.methods.hsa.method:HSA"
+# training FLOPs per image-epoch relative to CE's one forward + backward (forward = 1/3, backward = 2/3):
+# HSA: three query passes with gradients (anchor, neighbour, mixed) = 3, two key forwards (anchor,
+# neighbour) = 2/3, companion branches (one bottleneck at layer2 and at layer3 of ResNet-50, ~5 % of the
+# network's FLOPs each, on all five passes) ~ 0.39, mining one forward every 5 epochs ~ 0.07 -> ~4.1.
+HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=4.1,
+                 choices={"variant": frozenset(HSA_VARIANTS), "features": frozenset({"query", "key"}),
+                          "knn_backend": frozenset({"torch", "faiss"}),
+                          "loss_form": frozenset({"code", "single_softmax"}), "reduction": frozenset({"sum", "mean"}),
+                          "cutmix_mode": frozenset({"batch", "sample"}), "stages": STAGES,
+                          "stage_branch": frozenset({"bottleneck", "mlp"})},
+                 summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses")
+# one query pass with gradients + one key forward
+MOCOV2 = MethodSpec("mocov2", MoCoV2Method, _M, train_cost=4 / 3,
+                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE")

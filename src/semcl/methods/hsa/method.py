@@ -1,0 +1,246 @@
+"""HSA / CsMl on a MoCo v2 base, and MoCo v2 itself (../shared/papers/hsa.md §c).
+
+Per step (anchor images x_a with the engine's two views; the neighbour x_p drawn from the kNN table):
+
+    q_a = f_q(view_q(x_a))   k_a = f_k(view_k(x_a))        (MoCo v2: InfoNCE(q_a, k_a, queue))
+    q_p = f_q(view_q(x_p))   k_p = f_k(view_k(x_p))        (kNN positives, §c.2-c.3)
+    q_mix = f_q(M * view_q(x_a) + (1 - M) * view_q(x_p))    (CutMix between neighbours, §c.4)
+    L = hsa_loss(q_a, q_p, k_a, k_p, queue; q_mix, lambda) + w_stage * sum_l hsa_loss at stage l  (§c.5-c.6)
+
+f_q = projection head o backbone (MoCo v2 head: Linear-ReLU-Linear -> 128, L2-normalised), f_k its
+momentum copy (EMA m). Each query pass is its own forward (BN statistics per view batch, as MoCo's
+separate encoder calls); keys go through shuffle-BN under DDP. Only k_a (and each stage's k_a^l) is
+enqueued, with label 0 (the queue's labels are unused; 0 keeps MemoryBank.filled honest).
+
+kNN mining (`on_epoch_start`, epochs 0, refresh, 2 refresh, ...): features of every training image
+under the deterministic test transform from f_q's or f_k's backbone (eval-mode BN: our choice, the sheet
+does not say), chunked; `semcl.data.neighbours.knn_table` gives the N x k table, kept as a buffer so a
+checkpoint carries it and a resumed run (also one resumed inside a mining epoch) uses the same neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from semcl.data import build_augment
+from semcl.data.augment import STATS
+from semcl.data.cutmix import cutmix
+from semcl.data.neighbours import draw_neighbours, knn_table
+from semcl.evals.stage_pooling import pooled_stage_features
+from semcl.losses.hsa import hsa_loss, info_nce, neighbour_weights
+from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.methods.hsa import HSAMethod, MoCoV2Method
+from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
+from semcl.models.stage_heads import build_stage_heads
+from semcl.models.stages import stage_channels, stage_names, stage_outputs
+
+
+def hsa_knobs(m: HSAMethod | MoCoV2Method) -> HSAMethod:
+    """The full knob set; MoCo v2 is HSA with kNN positives, CutMix and companion losses off."""
+    if isinstance(m, MoCoV2Method):
+        return HSAMethod(queue_size=m.queue_size, tau=m.tau, momentum=m.momentum, neighbours=False, cutmix=False,
+                         companions=False)
+    return m
+
+
+class NeighbourTable(nn.Module):
+    """int64 [N, k] neighbour table and the epoch it was mined on (-1: never), as buffers.
+
+    N is only known once the training set is, so a state dict's table replaces the empty one on load.
+    """
+
+    table: torch.Tensor
+    epoch: torch.Tensor
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.zeros(0, k, dtype=torch.long))
+        self.register_buffer("epoch", torch.tensor(-1, dtype=torch.long))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        incoming = state_dict.get(prefix + "table")
+        if incoming is not None and incoming.shape != self.table.shape:
+            self.table = torch.zeros_like(incoming, device=self.table.device)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def set(self, table: torch.Tensor, epoch: int) -> None:
+        self.table = table.to(self.table.device)
+        self.epoch.fill_(epoch)
+
+
+def _f32(t: torch.Tensor) -> torch.Tensor:
+    """Half-precision outputs (optim.amp) to float32 for the losses; float32 / float64 stay as they are."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def _direct_branch(channels: int, out_dim: int) -> nn.Module:
+    """Stage loss attached directly (ablation): global average pool + 2-layer MLP, no bottleneck."""
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), ProjectionHead(channels, channels, out_dim))
+
+
+class HSA(Method):
+    """`hsa` and `mocov2` (module docstring)."""
+
+    num_views = 2
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        m = self.knobs = hsa_knobs(cfg.method)
+        dim = cfg.model.head_dim
+        self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
+        self.head = ProjectionHead(self.backbone.out_dim, cfg.model.head_hidden, dim, num_layers=2)
+        self.stages: list[str] = list(m.stages) if m.companions else []
+        if self.stages:
+            if m.stage_branch == "bottleneck":
+                self.stage_heads = build_stage_heads(self.backbone, self.stages, dim)
+            else:
+                channels = stage_channels(self.backbone)
+                self.stage_heads = nn.ModuleDict({s: _direct_branch(channels[s], dim) for s in self.stages})
+        self.keys = MomentumQueue(m.momentum)
+        self.key_backbone = self.keys.copy(self.backbone)
+        self.key_head = self.keys.copy(self.head)
+        self.key_stage_heads = self.keys.copy(self.stage_heads) if self.stages else None
+        self.bank = self.keys.bank(m.queue_size, dim)
+        self.stage_banks = nn.ModuleDict({s: self.keys.bank(m.queue_size, dim, name=s) for s in self.stages})
+        self.neighbours = NeighbourTable(m.k) if m.neighbours else None
+        self._ctx: TrainContext | None = None
+
+    # ---- encoders ----------------------------------------------------------------------------
+    def _encode(self, backbone: nn.Module, head: nn.Module, stage_heads: nn.ModuleDict | None,
+                x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(128-d embedding of the pooled last stage, {stage: companion embedding}), at least float32."""
+        if not self.stages:
+            return _f32(head(backbone(x))), {}
+        maps = stage_outputs(backbone, x)
+        pooled = torch.flatten(F.adaptive_avg_pool2d(maps[stage_names(backbone)[-1]], 1), 1)  # = backbone(x)
+        return _f32(head(pooled)), {s: _f32(stage_heads[s](maps[s])) for s in self.stages}
+
+    def _query(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self._encode(self.backbone, self.head, getattr(self, "stage_heads", None), x)
+
+    @torch.no_grad()
+    def _key(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Keys through shuffle-BN: last-layer and stage keys travel as one [B, (1 + S) D] tensor."""
+        def fn(v: torch.Tensor) -> torch.Tensor:
+            z, st = self._encode(self.key_backbone, self.key_head, self.key_stage_heads, v)
+            return torch.cat([z, *(st[s] for s in self.stages)], dim=1)
+
+        parts = shuffled_forward(fn, x).split(self.cfg.model.head_dim, dim=1)
+        return parts[0], dict(zip(self.stages, parts[1:], strict=True))
+
+    # ---- kNN positives -----------------------------------------------------------------------
+    def on_train_start(self, ctx: TrainContext) -> None:
+        self._ctx = ctx
+        if self.neighbours is not None and self.neighbours.table.shape[0] not in (0, len(ctx.train_set.labels)):
+            raise ValueError(f"the checkpoint's kNN table has {self.neighbours.table.shape[0]} rows but the training "
+                             f"set has {len(ctx.train_set.labels)} images")
+
+    def on_epoch_start(self, epoch: int) -> None:
+        if self.neighbours is None:
+            return
+        mined = int(self.neighbours.epoch)
+        # a resume inside a mining epoch finds that epoch's table in the checkpoint: keep it
+        if (epoch % self.knobs.refresh == 0 and mined != epoch) or mined < 0:
+            self.mine(epoch)
+
+    @torch.no_grad()
+    def mining_features(self) -> torch.Tensor:
+        """[N, D] backbone features of every training image (test transform), on the method's device;
+        under DDP each rank encodes a contiguous shard and the shards are gathered."""
+        if self._ctx is None:
+            raise RuntimeError("kNN mining needs the training set: on_train_start was not called")
+        images = self._ctx.train_set.images
+        n, bs = images.shape[0], self.knobs.mining_batch
+        mean, std = STATS[self.cfg.data.name]
+        tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)
+        encoder = self.backbone if self.knobs.features == "query" else self.key_backbone
+        device, dtype = next(encoder.parameters()).device, next(encoder.parameters()).dtype
+        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        world, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
+        per = math.ceil(n / world)
+        lo, hi = min(n, rank * per), min(n, (rank + 1) * per)
+        gen = torch.Generator().manual_seed(0)  # the test transform draws nothing
+        was_training = encoder.training
+        encoder.eval()
+        try:
+            feats = [encoder(tf(images[i:min(i + bs, hi)], gen).to(device, dtype)).float() for i in range(lo, hi, bs)]
+        finally:
+            encoder.train(was_training)
+        out = torch.cat(feats) if feats else torch.zeros(0, encoder.out_dim, device=device)
+        if not distributed:
+            return out
+        padded = torch.zeros(per, out.shape[1], device=device)
+        padded[:out.shape[0]] = out
+        parts = [torch.empty_like(padded) for _ in range(world)]
+        dist.all_gather(parts, padded)
+        return torch.cat(parts)[:n]
+
+    @torch.no_grad()
+    def mine(self, epoch: int) -> None:
+        """Recompute the N x k table (rank 0's, broadcast, so every rank draws from the same one)."""
+        table = knn_table(self.mining_features(), self.knobs.k, backend=self.knobs.knn_backend)
+        table = table.to(self.neighbours.table.device)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast(table, src=0)
+        self.neighbours.set(table, epoch)
+
+    def _neighbour_views(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One neighbour per anchor (uniform over its k, from the epoch's generator) in two augmented views."""
+        if self._ctx is None or self.neighbours.table.shape[0] == 0:
+            raise RuntimeError("no kNN table yet: on_train_start and on_epoch_start must run before a step")
+        picked = draw_neighbours(self.neighbours.table.cpu(), batch.generator, batch.indices.cpu())
+        images = self._ctx.train_set.images[picked]
+        augs, device = self._ctx.augment, batch.views[0].device
+        view_q = augs[0](images, batch.generator).to(device)
+        view_k = augs[1 % len(augs)](images, batch.generator).to(device)
+        return view_q, view_k
+
+    # ---- training ----------------------------------------------------------------------------
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        m = self.knobs
+        q_a, qs_a = self._query(batch.views[0])
+        with torch.no_grad():
+            self.keys.update()  # MoCo order: EMA step, then this step's keys
+            k_a, ks_a = self._key(batch.views[1])
+        queues = {"": self.bank.features, **{s: self.stage_banks[s].features for s in self.stages}}
+        out: dict[str, torch.Tensor] = {}
+        with torch.autocast(q_a.device.type, enabled=False):  # the losses run in float32 (optim.amp)
+            if not m.neighbours:  # MoCo v2
+                terms = {"": info_nce(q_a, k_a, queues[""], m.tau).mean(),
+                         **{s: info_nce(qs_a[s], ks_a[s], queues[s], m.tau).mean() for s in self.stages}}
+            else:
+                view_q, view_k = self._neighbour_views(batch)
+                q_p, qs_p = self._query(view_q)
+                k_p, ks_p = self._key(view_k)
+                q_mix, qs_mix, lam = None, {}, None
+                if m.cutmix:
+                    mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                    q_mix, qs_mix = self._query(mixed.images)
+                    lam = mixed.lam.to(q_a.device, q_a.dtype)
+                kw = dict(weights=neighbour_weights(batch.epoch, own=m.own_weight, other=m.neighbour_weight,
+                                                    warmup_epochs=m.warmup_epochs),
+                          form=m.loss_form, reduction=m.reduction, lam=lam)
+                last = hsa_loss(q_a, q_p, k_a, k_p, queues[""], m.tau, q_mix=q_mix, **kw)
+                out.update({k: v.detach() for k, v in last.items() if k != "loss"})
+                terms = {"": last["loss"]}
+                for s in self.stages:
+                    terms[s] = hsa_loss(qs_a[s], qs_p[s], ks_a[s], ks_p[s], queues[s], m.tau,
+                                        q_mix=qs_mix.get(s), **kw)["loss"]
+        loss = terms[""] + sum(m.stage_weight * terms[s] for s in self.stages)
+        out.update({f"loss_{s}": terms[s].detach() for s in self.stages})
+        # the queues are read by this step's graph: written after backward (label 0: labels unused)
+        self.keys.stage(torch.zeros_like(batch.labels), keys=k_a, **ks_a)
+        return {"loss": loss, **out}
+
+    def after_backward(self) -> None:
+        self.keys.flush()
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Pooled query-backbone maps per stage for the per-stage probes (HSA Fig. 3, stage_pooling)."""
+        return pooled_stage_features(self.backbone, x)

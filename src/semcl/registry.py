@@ -38,6 +38,7 @@ THRESHOLDS = {"paco": "many > 100, 20 <= medium <= 100, few < 20 training images
               "oltr": "many >= 100, 20 < medium < 100, few <= 20 training images"}
 PROFILE_NAMES = ("paper", "mini", "smoke")
 DEFAULT_SEEDS = [123, 546, 937]
+CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 
 
 @dataclass(frozen=True)
@@ -412,8 +413,8 @@ def load_registry(root: Path | None = None) -> dict[str, Table]:
         raise ConfigError(f"{root}: registry folder not found (set SEMCL_REGISTRY)")
     tables: dict[str, Table] = {}
     for path in sorted(root.rglob("*.yaml")):
-        if "presets" in path.relative_to(root).parts:
-            continue
+        if "presets" in path.relative_to(root).parts or path.name == CLAIMS_FILE:
+            continue  # presets are layers and claims files are judged claims (semcl.report.claims), not tables
         table = load_table(path, root / "presets")
         if table.id in tables:
             raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")

@@ -109,7 +109,12 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
     for c in cf.claims:
         quotes.setdefault((c.quote, c.provenance, c.source), []).append(c)
     for (quote, prov, source), cs in quotes.items():
-        notes = "; ".join(f"{c.id}: {c.note}" for c in cs if c.note)
+        by_note: dict[str, list[str]] = {}
+        for c in cs:
+            if c.note:
+                by_note.setdefault(c.note, []).append(c.id)
+        # a note shared by every claim of the quote is printed once, without ids
+        notes = "; ".join(n if len(ids) == len(cs) else f"{', '.join(ids)}: {n}" for n, ids in by_note.items())
         lines.append(f"- \"{quote.strip()}\" ({prov}; {source}) → {', '.join(f'`{c.id}`' for c in cs)}"
                      + (f". Note: {notes}" if notes else ""))
     if cf.not_decidable:

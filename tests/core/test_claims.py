@@ -156,6 +156,7 @@ def test_markdown_and_csv(tmp_path):
     verdicts = judge_claims(cf, "paper", store)
     md = render_md(cf, "paper", verdicts, store)
     assert rule_text() in md
+    assert "- Profile paper of rince/tab2: the paper's data, model and schedule (GPU cluster)." in md
     assert "3 supported, 2 contradicted, 1 inconclusive, 1 inconclusive (n < 2), 2 missing runs" in md
     p = stats.ttest_ind(TOP1["RINCE-in"], TOP1["SCL-in"], equal_var=False).pvalue
     sup = next(x for x in verdicts if x.claim.id == "sup").judgement

@@ -92,8 +92,16 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
     tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
     lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{store.root}`, claims from "
              f"`{cf.path}`)", ""] if heading else [f"{tally}.", ""]
-    lines += [f"Rule: {rule_text()}", "",
-              "| Claim | Comparison | A: mean ± std (n) | B: mean ± std (n) | Δ = A − B (paper) | p (Welch) "
+    lines += [f"Rule: {rule_text()}", ""]
+    # the scale the numbers come from: a smoke or mini profile is not the paper's experiment
+    registry = load_registry()
+    for tid in dict.fromkeys(c.table for c in cf.claims):
+        table = registry.get(tid)
+        if table is not None and profile in table.profiles and table.profiles[profile].note:
+            lines.append(f"- Profile {profile} of {tid}: {table.profiles[profile].note}")
+    if lines[-1] != "":
+        lines.append("")
+    lines += ["| Claim | Comparison | A: mean ± std (n) | B: mean ± std (n) | Δ = A − B (paper) | p (Welch) "
               "| 95% CI of Δ | Verdict |", "|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         c, j = v.claim, v.judgement

@@ -205,6 +205,14 @@ def cmd_table(args) -> None:
     print(f"(written to {path})", file=sys.stderr)
 
 
+def cmd_claims(args) -> None:
+    from semcl.report.claim_verdicts import write_claims
+
+    text, path = write_claims(args.paper, args.profile, _store(args), args.format)
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
 def cmd_figure(args) -> None:
     from semcl.report.figures import write_figure
 
@@ -285,6 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--format", choices=("md", "tex", "csv"), default="md")
     sp.set_defaults(func=cmd_table)
+    sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
+    sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
+    with_profile(sp)
+    sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
+    sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table")
     with_profile(sp)

@@ -35,6 +35,7 @@ PROVENANCE_TAGS = {
 }
 PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
+CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 
 
 @dataclass(frozen=True)
@@ -337,8 +338,8 @@ def load_registry(root: Path | None = None) -> dict[str, Table]:
         raise ConfigError(f"{root}: registry folder not found (set SEMCL_REGISTRY)")
     tables: dict[str, Table] = {}
     for path in sorted(root.rglob("*.yaml")):
-        if "presets" in path.relative_to(root).parts:
-            continue
+        if "presets" in path.relative_to(root).parts or path.name == CLAIMS_FILE:
+            continue  # presets are layers and claims files are judged claims (semcl.report.claims), not tables
         table = load_table(path, root / "presets")
         if table.id in tables:
             raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")

@@ -3,8 +3,9 @@
 One page per paper and profile: an overview (every registry entry of the paper with rows implemented,
 runs done / planned and how many cells differ from the paper by more than twice the seed spread),
 then each table that has finished runs (the same rendering as `semcl table`) and its figure when the
-entry declares one. Tables without runs are listed, not rendered, so the page stays readable while a
-grid is still running; rerunning the command replaces the page.
+entry declares one, then the verdicts of the paper's claims (the same rendering as `semcl claims`).
+Tables without runs are listed, not rendered, so the page stays readable while a grid is still
+running; rerunning the command replaces the page.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def _flagged(summ) -> int:
     return int(sum(1 for s in summ.itertuples() if not math.isnan(s.delta) and s.n > 1 and abs(s.delta) > 2 * s.std))
 
 
+def _claims_section(paper: str, profile: str, store: Store) -> list[str]:
+    """The verdict table of experiments/<paper>/claims.yaml (`semcl claims`), when the paper has one."""
+    from semcl.report.claim_verdicts import judge_claims, render_md
+    from semcl.report.claims import claims_path, load_claims
+
+    if not claims_path(paper).exists():
+        return ["", "## Claims", "", f"No claims file ({claims_path(paper)})."]
+    cf = load_claims(paper)
+    body = render_md(cf, profile, judge_claims(cf, profile, store), store, heading=False)
+    return ["", "## Claims", "", f"From `semcl claims {paper} --profile {profile}` ({cf.path}):", "", body.rstrip()]
+
+
 def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple[str, Path]:
     from semcl.report.figures import write_figure
 
@@ -49,7 +62,7 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
         done = sum(store.status(r.run_id)[0] == "done" for r in {r.run_id: r for r in runs}.values())
         unique = len({r.run_id for r in runs})
         summ = summary(table, profile, long_table(table, profile, store))
-        known = int((~summ.paper.isna()).sum())
+        known = int((~summ["paper"].isna()).sum()) if "paper" in summ else 0  # analytic figures: no cells
         lines.append(f"| `{table.id}` | {table.source} | {impl}/{len(table.rows)} | {done}/{unique} | {known} | "
                      f"{_flagged(summ) if done else '—'} |")
         if not done:
@@ -59,6 +72,7 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
         if table.figure is not None:
             _, png = write_figure(table, profile, store, out_dir / "figures")
             sections += ["", f"![{table.id}](figures/{png.name})"]
+    sections += _claims_section(paper, profile, store)
     text = "\n".join(lines + sections) + "\n"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"

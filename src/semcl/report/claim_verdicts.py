@@ -1,0 +1,170 @@
+"""Judge a paper's claims from the stored runs and render the verdict table (Markdown / CSV).
+
+The per-seed values are read exactly as `semcl table` reads them (semcl.report.tables.long_table:
+one value per finished run of the profile, at the column's metric key). A claim with no finished
+run on a side, on a table not registered yet, on a row without training code or on a column the
+profile does not measure says so instead of a verdict.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from semcl.evals.protocols import metric_key
+from semcl.registry import Table, load_registry
+from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
+from semcl.report.claims import Claim, ClaimsFile, load_claims
+from semcl.runs import Store
+
+MISSING = "missing runs"
+NOT_MEASURED = "not measured"
+DASH = "—"
+ORDER = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, MISSING, NOT_MEASURED)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    verdict: str  # one of ORDER
+    detail: str = ""  # why there is no test (missing / not measured)
+    judgement: Judgement | None = None
+
+
+def _values(long, row: str, column: str) -> list[float]:
+    if not len(long):
+        return []
+    sel = long[(long.row == row) & (long.column == column)].sort_values("seed")
+    return [float(v) for v in sel.value]
+
+
+def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Table], longs: dict) -> Verdict:
+    """One claim's verdict; `longs` caches each table's long table across the claims of a file."""
+    from semcl.report.tables import long_table
+
+    table = registry.get(claim.table)
+    if table is None:
+        return Verdict(claim, MISSING, f"table {claim.table} is not registered yet")
+    if profile not in table.profiles:
+        return Verdict(claim, MISSING, f"table {claim.table} has no profile {profile!r}")
+    for label in (claim.a, claim.b):
+        if not table.row(label).implemented:
+            return Verdict(claim, MISSING, f"row {label!r} is not implemented")
+    col = next(c for c in table.columns if c.key == claim.column)
+    if metric_key(col, table.profile(profile).substitute) is None:
+        why = "the suite does not measure it" if col.eval == "reported" else f"profile {profile!r} does not measure it"
+        return Verdict(claim, NOT_MEASURED, f"column {claim.column}: {why}")
+    if claim.table not in longs:
+        longs[claim.table] = long_table(table, profile, store)
+    a = _values(longs[claim.table], claim.a, claim.column)
+    b = _values(longs[claim.table], claim.b, claim.column)
+    if not a or not b:
+        return Verdict(claim, MISSING, f"finished runs: A n={len(a)}, B n={len(b)}")
+    j = judge(a, b, claim.direction, claim.margin)
+    return Verdict(claim, j.verdict, "", j)
+
+
+def judge_claims(cf: ClaimsFile, profile: str, store: Store, registry: dict[str, Table] | None = None) -> list[Verdict]:
+    registry = load_registry() if registry is None else registry
+    longs: dict = {}
+    return [judge_claim(c, profile, store, registry, longs) for c in cf.claims]
+
+
+def _num(x: float, fmt: str = ".2f") -> str:
+    return DASH if x is None or math.isnan(x) else format(x, fmt)
+
+
+def _side(mean: float, std: float, n: int) -> str:
+    return f"{mean:.2f}" + (f" ± {std:.2f}" if n > 1 else "") + f" (n={n})"
+
+
+def _p(p: float) -> str:
+    return DASH if math.isnan(p) else "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    return {k: n for k in ORDER if (n := sum(v.verdict == k for v in verdicts))}
+
+
+def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True) -> str:
+    tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
+    lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{store.root}`, claims from "
+             f"`{cf.path}`)", ""] if heading else [f"{tally}.", ""]
+    lines += [f"Rule: {rule_text()}", ""]
+    # the scale the numbers come from: a smoke or mini profile is not the paper's experiment
+    registry = load_registry()
+    for tid in dict.fromkeys(c.table for c in cf.claims):
+        table = registry.get(tid)
+        if table is not None and profile in table.profiles and table.profiles[profile].note:
+            lines.append(f"- Profile {profile} of {tid}: {table.profiles[profile].note}")
+    if lines[-1] != "":
+        lines.append("")
+    lines += ["| Claim | Comparison | A: mean ± std (n) | B: mean ± std (n) | Δ = A − B (paper) | p (Welch) "
+              "| 95% CI of Δ | Verdict |", "|---|---|---|---|---|---|---|---|"]
+    for v in verdicts:
+        c, j = v.claim, v.judgement
+        paper = f" ({c.stated:+g})" if c.stated is not None else ""
+        if j is None:
+            cells = [DASH, DASH, DASH + paper, DASH, DASH, f"{v.verdict}: {v.detail}"]
+        else:
+            cells = [_side(j.mean_a, j.std_a, j.n_a), _side(j.mean_b, j.std_b, j.n_b), f"{j.diff:+.2f}{paper}",
+                     _p(j.p), f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, v.verdict]
+        lines.append(f"| `{c.id}` | {c.describe()} | " + " | ".join(cells) + " |")
+    lines += ["", "Quotes (provenance; source) → claims:"]
+    quotes: dict[tuple, list[Claim]] = {}
+    for c in cf.claims:
+        quotes.setdefault((c.quote, c.provenance, c.source), []).append(c)
+    for (quote, prov, source), cs in quotes.items():
+        by_note: dict[str, list[str]] = {}
+        for c in cs:
+            if c.note:
+                by_note.setdefault(c.note, []).append(c.id)
+        # a note shared by every claim of the quote is printed once, without ids
+        notes = "; ".join(n if len(ids) == len(cs) else f"{', '.join(ids)}: {n}" for n, ids in by_note.items())
+        lines.append(f"- \"{quote.strip()}\" ({prov}; {source}) → {', '.join(f'`{c.id}`' for c in cs)}"
+                     + (f". Note: {notes}" if notes else ""))
+    if cf.not_decidable:
+        lines += ["", "Quantitative sentences no comparison of runs can decide:"]
+        lines += [f"- \"{u.quote.strip()}\" ({u.provenance}; {u.source}): {u.reason}" for u in cf.not_decidable]
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated", "mean_a", "std_a", "n_a", "mean_b",
+              "std_b", "n_b", "diff", "p", "ci_low", "ci_high", "verdict", "detail", "provenance", "source", "quote"]
+
+
+def render_csv(verdicts: list[Verdict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for v in verdicts:
+        c, j = v.claim, v.judgement
+        row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b, "direction": c.direction,
+               "margin": c.margin, "stated": "" if c.stated is None else c.stated, "verdict": v.verdict,
+               "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip()}
+        if j is not None:
+            row.update({k: ("" if isinstance(x, float) and math.isnan(x) else x) for k, x in (
+                ("mean_a", j.mean_a), ("std_a", j.std_a), ("n_a", j.n_a), ("mean_b", j.mean_b), ("std_b", j.std_b),
+                ("n_b", j.n_b), ("diff", j.diff), ("p", j.p), ("ci_low", j.ci_low), ("ci_high", j.ci_high))})
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None) -> tuple[str, Path]:
+    """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims)."""
+    cf = load_claims(paper)
+    verdicts = judge_claims(cf, profile, store)
+    if fmt == "md":
+        text = render_md(cf, profile, verdicts, store)
+    elif fmt == "csv":
+        text = render_csv(verdicts)
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+    out_dir = out_dir or store.root / "claims"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{paper}.{profile}.{fmt}"
+    path.write_text(text)
+    return text, path

@@ -11,6 +11,7 @@ from semcl.methods import (
     ce,
     ce_baselines,
     decouple,
+    distill,
     ensemble,
     hierarchical_triplet,
     metric_learning,
@@ -42,6 +43,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     decouple.DECOUPLE_TAU_NORM,
     decouple.DECOUPLE_LWS,
     ensemble.ENSEMBLE,
+    distill.KD_TEACHER,
+    *distill.STUDENTS,
 )}
 
 # Methods the registry may name before their training code exists: rows using them are listed as

@@ -47,7 +47,7 @@ def _data(seed: int = 0):
 
 def _teacher_dep(arch: str, labels: torch.Tensor, tmp: Path) -> tuple[Dependency, dict]:
     torch.manual_seed(7)
-    teacher = KDTeacher(_cfg("kd_teacher", arch), _info(labels))
+    teacher = KDTeacher(_cfg("kd_teacher", teacher_arch=arch), _info(labels))
     state = {k: v.clone() for k, v in teacher.state_dict().items()}
     for k, v in state.items():  # non-trivial BN statistics, so eval-mode use is visible
         if k.endswith("running_mean"):
@@ -91,7 +91,7 @@ def test_teacher_is_loaded_bit_exactly_and_frozen(tmp_path):
     s.train()
     assert not s.teacher.training and all(not p.requires_grad for p in s.teacher.parameters())
     before = copy.deepcopy(s.teacher.state_dict())
-    opt = s.configure_optimizer(_cfg("kd_teacher").optim)
+    opt = s.configure_optimizer(_cfg("kd_student").optim)
     assert not any(p is q for g in opt.param_groups for p in g["params"] for q in s.teacher.parameters())
     images, labels = _data()
     batch = Batch([plain_transform(s.cfg, SIZE)(images[:8], torch.Generator())], labels[:8], torch.arange(8))
@@ -193,7 +193,8 @@ seeds: [123]
 columns:
   - {key: top1, label: "Top-1", eval: accuracy, group: overall}
 rows:
-  - {label: Teacher resnet14, method: kd_teacher, overrides: {model.backbone: resnet14}}
+  - {label: Teacher resnet14, method: kd_teacher, overrides: {method.teacher_arch: resnet14}}
+  - {label: Student resnet8, method: kd_student, overrides: {model.backbone: resnet8}}
   - {label: KD, method: kd, teacher: Teacher resnet14, overrides: {model.backbone: resnet8, method.teacher_arch: resnet14}}
   - label: CRD
     method: crd

@@ -44,6 +44,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     decouple.DECOUPLE_LWS,
     ensemble.ENSEMBLE,
     distill.KD_TEACHER,
+    distill.KD_STUDENT,
     *distill.STUDENTS,
 )}
 
@@ -55,6 +56,7 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
     PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
     PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
+    PlannedMethod("scns_gain", "SCNS's abstract gains (pp) over a baseline, aggregated over runs (report layer)"),
 )}
 
 

@@ -1,11 +1,13 @@
 """Knowledge distillation on the RepDistiller protocol (shared/papers/scns.md §d.2) and SCNS (§c, §d.3).
 
-* `kd_teacher`: plain cross-entropy training of a KD-zoo network (`model.backbone` names a key of
-  semcl.models.kd.KD_MODELS). Teacher rows use it, and so do the "Student" (no teacher) rows.
+* `kd_teacher`: plain cross-entropy training of the KD-zoo network `method.teacher_arch` (a key of
+  semcl.models.kd.KD_MODELS; not model.backbone, so that a profile's model.backbone resizes the students
+  while its method.teacher_arch resizes the teachers); `kd_student`: the same on model.backbone, the
+  "Student" (no teacher) rows.
 * the students (depends="teacher": each row names its teacher row with `teacher: <row label>`):
   total = gamma * CE + alpha * KD(T = kd_t) + beta * L_distill, defaults = RepDistiller's run script
   (semcl.losses.distill.REPDISTILLER_WEIGHTS; a test keeps the two in step). `teacher_arch` must equal
-  the teacher row's `model.backbone`: the student builds the teacher network before loading its weights.
+  the teacher row's `method.teacher_arch`: the student builds the teacher network before loading its weights.
 
 `teacher_outputs` (scns.md §g.1):
 * `cached` (the paper's statement, default of the methods whose targets are per-image vectors: kd, cc,
@@ -34,9 +36,23 @@ from semcl.methods.spec import MethodSpec
 
 @dataclass
 class KDTeacherMethod:
-    """Cross-entropy training of a KD-zoo network (RepDistiller train_teacher.py)."""
+    """A teacher run: cross-entropy training of the KD-zoo network `teacher_arch` (RepDistiller
+    train_teacher.py). The field shares its name with the students' `teacher_arch`, so one profile key
+    (`method.teacher_arch`) resizes teachers and the students' teacher networks together."""
 
     name: str = "kd_teacher"
+    teacher_arch: str | None = None  # required
+
+    def __post_init__(self) -> None:
+        if not self.teacher_arch:
+            raise ValueError("method 'kd_teacher': 'method.teacher_arch' is required (the network it trains)")
+
+
+@dataclass
+class KDStudentMethod:
+    """The student without a teacher ("Student" / "vanilla"): cross-entropy training of model.backbone."""
+
+    name: str = "kd_student"
 
 
 @dataclass
@@ -207,6 +223,8 @@ def _student(name: str, schema: type, cls: str, summary: str, **choices: frozens
 
 KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_M}:KDTeacher", train_cost=1.0,
                         summary="cross-entropy training of a KD-zoo network (teachers, no-teacher students)")
+KD_STUDENT = MethodSpec("kd_student", KDStudentMethod, f"{_M}:KDTeacher", train_cost=1.0,
+                        summary="cross-entropy training of a KD-zoo student without a teacher")
 KD = _student("kd", KDMethod, "KD", "Hinton KD: 0.1 CE + 0.9 KL(T=4)")
 FITNET = _student("fitnet", FitNetMethod, "FitNet", "FitNet hints (layer 2) + CE")
 AT = _student("at", ATMethod, "AT", "attention transfer + CE")

@@ -25,7 +25,7 @@ from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedN
 from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
 from semcl.losses.latent_mixup import latent_mixup_negatives, lm_distance_loss, mix_with_positive
 from semcl.methods.base import Batch, TrainContext
-from semcl.methods.distill.method import Distill
+from semcl.methods.distill.core import Distill
 
 
 def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: torch.Tensor, negatives: torch.Tensor,

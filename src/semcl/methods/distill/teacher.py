@@ -32,9 +32,9 @@ def load_teacher(teacher: nn.Module, dep: Dependency, arch: str) -> None:
     cfg_file = Path(dep.run_dir) / "config.yaml"
     if cfg_file.exists():
         saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {})
-        other = saved.get("model", {}).get("backbone")
+        other = (saved.get("method") or {}).get("teacher_arch") or (saved.get("model") or {}).get("backbone")
         if other is not None and other != arch:
-            raise ValueError(f"{cfg_file}: teacher run {dep.run_id} trained model.backbone {other!r}, but the "
+            raise ValueError(f"{cfg_file}: teacher run {dep.run_id} trained {other!r}, but the "
                              f"student's method.teacher_arch is {arch!r}")
     state = dep.load_state()
     sub = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}

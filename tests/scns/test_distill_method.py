@@ -249,3 +249,26 @@ def test_smoke_run_trains_the_teacher_first_then_the_students(registry_copy, tmp
         assert rec["depends_on"] == [teacher] and 0.0 <= rec["metrics"]["acc_overall"] <= 100.0
     code, table = cli("table", "test/kd", "--profile", "smoke")
     assert code == 0 and "Teacher resnet14" in table
+
+
+def test_kd_cifar100_paper_plan_shares_each_teacher_per_seed_and_keeps_the_protocol():
+    from semcl.registry import get_table
+    from semcl.runs import plan_runs
+
+    table = get_table("scns/kd-cifar100")
+    runs = plan_runs(table, "paper")
+    by_id = {r.run_id: r for r in runs}
+    teachers = [r for r in runs if r.config.method.name == "kd_teacher"]
+    assert len({r.run_id for r in teachers}) == 6 * 3  # 6 teacher networks x 3 seeds, each once
+    students = [r for r in runs if r.depends_on]
+    for r in students:
+        (t,) = r.depends_on
+        assert by_id[t].config.method.teacher_arch == r.config.method.teacher_arch and by_id[t].seed == r.seed
+    assert len(students) == (13 * 17 + 6) * 3  # 17 methods per pair + FSP on 6 of 7 same-family pairs
+    row = {r.row_label: r for r in runs if r.seed == 123}
+    mob = row["KD vgg13 -> MobileNetV2"].config
+    assert mob.optim.lr == 0.01 and mob.optim.step_milestones == [150, 180, 210] and mob.schedule.epochs == 240
+    ab = row["AB resnet32x4 -> resnet8x4"].config
+    assert ab.schedule.epochs == 270 and ab.optim.step_milestones == [180, 210, 240] and ab.method.init_epochs == 30
+    kd = table.row("KD resnet32x4 -> resnet8x4").reported["crd_ref"]
+    assert kd.value == 73.33 and kd.provenance == "crd-readme"

@@ -16,15 +16,14 @@ import torch
 import torch.nn.functional as F
 
 from semcl.config import build_config
-from semcl.data import build_augment
-from semcl.data.augment import STATS
+from semcl.data import build_augment, stats
 from semcl.data.neighbours import draw_neighbours
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
 
 REPO = Path(__file__).resolve().parents[2]
 N, SIZE, B, TAU = 24, 12, 6, 0.2
-MEAN, STD = STATS["fashion_mnist"]
+MEAN, STD = stats("fashion_mnist")
 
 
 def _method(name: str = "hsa", **knobs):

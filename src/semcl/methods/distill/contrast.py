@@ -1,0 +1,143 @@
+"""CRD and the SCNS students: CRD's memory-bank objective with the negatives drawn by a sampler.
+
+Per step (anchor i = batch.indices, y its label), with M_S / M_T the student / teacher memory banks:
+    negatives n = sampler.sample(i, y, K, batch.generator)            [B, K]; uniform other-class (CRD),
+                                                                      SCNS-class or SCNS-instance
+    student anchor v_S(i) scores against M_T[i, n], teacher anchor v_T(i) against M_S[i, n]
+    Latent Mixup (scns.md §c.4, assumption), lambda ~ U(0, lm_lam_max) shared by both sides:
+      extra (default): M_T~ = normalize(lambda M_T[i] + (1 - lambda) M_T[n_m]) join the student anchor's
+                       negatives, M_S~ likewise the teacher anchor's (K + M negatives, noise K' = K + M)
+      distance:        + ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
+                       (current embeddings as the positives, so the term has a gradient), weight 1
+    then NCE (Z fixed from the first batch) or InfoNCE, and the banks move (CRDLoss semantics).
+Every draw comes from batch.generator, the epoch's generator after augmentation: a resumed epoch
+redraws the same negatives and lambdas. The SCNS class-similarity matrix / instance pools and their
+sha256 are written into the run folder (scns_negatives.pt, scns_negatives.json).
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
+from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
+from semcl.losses.latent_mixup import latent_mixup_negatives, lm_distance_loss, mix_with_positive
+from semcl.methods.base import Batch, TrainContext
+from semcl.methods.distill.core import Distill
+
+
+def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: torch.Tensor, negatives: torch.Tensor,
+                    mixed: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """CRD's two-sided objective on given embeddings; `mixed` = (teacher-side, student-side) [B, M, D]
+    extra negatives. Fixes Z on the first call and updates the banks (as CRDLoss.forward)."""
+    idx = torch.cat([index.view(-1, 1), negatives], dim=1)
+    m_t = crd.memory.memory_t[idx].detach()
+    m_s = crd.memory.memory_s[idx].detach()
+    if mixed is not None:
+        m_t, m_s = torch.cat([m_t, mixed[0].to(m_t.dtype)], 1), torch.cat([m_s, mixed[1].to(m_s.dtype)], 1)
+    logit_s = torch.einsum("bkd,bd->bk", m_t, v_s) / crd.T
+    logit_t = torch.einsum("bkd,bd->bk", m_s, v_t) / crd.T
+    if crd.objective == "infonce":
+        loss = infonce_loss(logit_s) + infonce_loss(logit_t)
+    else:
+        exp_s, exp_t = logit_s.exp(), logit_t.exp()
+        n = crd.memory.n_data
+        if crd.z_s < 0:
+            crd.z_s.fill_(exp_s.detach().mean().item() * n)
+        if crd.z_t < 0:
+            crd.z_t.fill_(exp_t.detach().mean().item() * n)
+        loss = nce_loss(exp_s / crd.z_s.item(), n) + nce_loss(exp_t / crd.z_t.item(), n)
+    crd.memory.update_(v_s, v_t, index)
+    return loss
+
+
+class CRD(Distill):
+    """CRD (and CRD+KD: alpha 1): uniform other-class negatives; `sampler` is replaced by SCNS."""
+
+    teacher_feats = (-1,)
+
+    def build(self, s_shapes, t_shapes):
+        m = self.cfg.method
+        if self.n_data < 2:
+            raise ValueError(f"method {m.name!r}: the training-set size is unknown (DataInfo.class_counts)")
+        self.crd = CRDLoss(s_shapes[-1][1], t_shapes[-1][1], self.n_data, m.feat_dim, m.nce_t, m.nce_momentum,
+                           m.objective)
+        self.sampler = None
+
+    def prepare(self, ctx: TrainContext) -> None:
+        labels = ctx.train_set.labels.cpu()
+        if labels.numel() != self.n_data:
+            raise ValueError(f"training set has {labels.numel()} images, the memory banks {self.n_data}")
+        self.train_labels = labels
+        self.sampler = self.make_sampler(ctx)
+
+    def make_sampler(self, ctx: TrainContext):
+        return UniformNegatives(self.train_labels, self.info.num_classes)
+
+    def negatives(self, batch: Batch) -> torch.Tensor:
+        """[B, K] training-set indices drawn from batch.generator."""
+        idx = batch.indices.cpu()
+        return self.sampler.sample(idx, self.train_labels[idx], self.cfg.method.nce_k, batch.generator)
+
+    def distill_loss(self, feats_s, feats_t, batch):
+        m = self.cfg.method
+        dev = feats_s[-1].device
+        index, neg = batch.indices.to(dev), self.negatives(batch).to(dev)
+        v_s, v_t = self.crd.embed_s(feats_s[-1]), self.crd.embed_t(feats_t[-1])
+        if not getattr(m, "latent_mixup", False):
+            return contrast_scores(self.crd, v_s, v_t, index, neg)
+        n_mix = m.lm_num_mixed or neg.shape[1]
+        mem_t, mem_s = self.crd.memory.memory_t, self.crd.memory.memory_s
+        if m.lm_mode == "extra":
+            t_mix, s_mix, _ = latent_mixup_negatives(mem_t[index], mem_t[neg], mem_s[index], mem_s[neg], n_mix,
+                                                     batch.generator, m.lm_lam_max)
+            return contrast_scores(self.crd, v_s, v_t, index, neg, (t_mix.detach(), s_mix.detach()))
+        lam = torch.rand((neg.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
+        s_mix = mix_with_positive(v_s, mem_s[neg[:, :n_mix]].detach(), lam)
+        t_mix = mix_with_positive(v_t, mem_t[neg[:, :n_mix]].detach(), lam)
+        extra = lm_distance_loss(s_mix, t_mix)
+        return contrast_scores(self.crd, v_s, v_t, index, neg) + extra / m.beta  # weight 1 on the total
+
+    def write_negatives(self, ctx: TrainContext, tensors: dict[str, torch.Tensor], fingerprint: str) -> None:
+        """The sampler's defining tensors and their sha256 in the run folder."""
+        if ctx.run_dir is None:
+            return
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(tensors, ctx.run_dir / "scns_negatives.pt")
+        (ctx.run_dir / "scns_negatives.json").write_text(json.dumps(
+            {"method": self.cfg.method.name, "sha256": fingerprint, "k": self.cfg.method.k,
+             "weighting": self.cfg.method.weighting}, indent=1))
+
+
+class SCNSClass(CRD):
+    """SCNS-class: a negative class drawn from p(c'|y) over the top-k word-similar classes, then an image."""
+
+    def make_sampler(self, ctx: TrainContext):
+        from semcl.data.word_vectors import class_word_vectors, cosine_similarity_matrix
+
+        m = self.cfg.method
+        names = self.info.class_names
+        if not names:
+            raise ValueError(f"{self.cfg.data.name}: SCNS-class needs class names (DataInfo.class_names is empty)")
+        vectors = class_word_vectors(list(names), m.vectors, m.vectors_path)
+        sim = cosine_similarity_matrix(vectors.vectors)
+        sampler = ClassConditionedNegatives(self.train_labels, sim, m.k, m.weighting, m.softmax_t)
+        self.write_negatives(ctx, {"similarity": sim, "probs": sampler.probs}, sampler.fingerprint())
+        return sampler
+
+
+class SCNSInstance(CRD):
+    """SCNS-instance: each image's top-k most similar other-class images under the teacher's penultimate
+    features of the un-augmented training set (one pass before training)."""
+
+    def needs_teacher_pass(self) -> bool:
+        return True
+
+    def make_sampler(self, ctx: TrainContext):
+        m = self.cfg.method
+        sampler = InstanceConditionedNegatives.from_features(self.cache["feat-1"], self.train_labels, m.k, m.weighting)
+        tensors = {"pools": sampler.pools, **({"weights": sampler.weights} if sampler.weights is not None else {})}
+        self.write_negatives(ctx, tensors, sampler.fingerprint())
+        return sampler

@@ -32,7 +32,7 @@ def _views(n: int = 4) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("name", ["paco", "gpaco", "supcon", "multitask"])
 def test_step_enqueues_keys_with_labels_after_backward(name):
-    m = _method(name)
+    m = _method(name, queue_init="empty")
     labels = torch.tensor([0, 1, 2, 0])
     loss = m.training_step(Batch.of(_views(), labels))["loss"]
     assert loss.ndim == 0 and math.isfinite(float(loss.detach()))

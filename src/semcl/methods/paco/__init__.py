@@ -5,6 +5,13 @@ from dataclasses import dataclass
 from semcl.methods.spec import MethodSpec
 
 PRIOR = frozenset({"train", "uniform", "none"})
+# GPaCo / multi-task: how the two views pass the one encoder. "separate": two forwards, so BatchNorm
+# normalises each view with its own batch statistics (official GPaCo builder: encoder_q(im_q), then
+# encoder_q(im_k)); "concat": one forward of both views stacked (BN statistics mix the views).
+VIEW_FORWARD = frozenset({"separate", "concat"})
+# initial labels of the queue slots: "random" classes as the official builders (queue_l =
+# randint(0, num_classes, (K,))); "empty": -1, never a positive until written (suite's earlier form)
+QUEUE_INIT = frozenset({"random", "empty"})
 
 
 @dataclass
@@ -19,6 +26,7 @@ class PacoMethod:
     prior: str = "train"  # balanced-softmax offset on center logits: train | uniform | none
     centers_over_tau: bool = False  # official code leaves center logits unscaled (paco.md g.9)
     label_smoothing: float = 0.0  # on the center target (GPaCo full-ImageNet / ViT runs use 0.1)
+    queue_init: str = "random"  # official builder: random class labels for the initial queue slots
 
 
 @dataclass
@@ -32,6 +40,8 @@ class GPacoMethod:
     prior: str = "train"
     centers_over_tau: bool = False
     label_smoothing: float = 0.0
+    view_forward: str = "separate"  # official: one encoder call per view (BN per view); "concat" variant
+    queue_init: str = "random"
 
 
 @dataclass
@@ -42,6 +52,7 @@ class SupConMethod:
     tau: float = 0.2
     queue_size: int = 8192
     momentum: float = 0.999
+    queue_init: str = "random"
 
 
 @dataclass
@@ -56,14 +67,19 @@ class MultiTaskMethod:
     # LT scripts (multitask_lt.py): each anchor's SupCon term x its class's effective-number weight
     # mean(E) / E_y with E_j = (1 - 0.999^n_j) / (1 - 0.999); None = unweighted (CIFAR form)
     supcon_class_weights: str | None = None
+    view_forward: str = "separate"  # as GPaCo: one encoder call per view (official multi-task builder)
+    queue_init: str = "random"
 
 
 _M = "semcl.methods.paco.method"
-PACO = MethodSpec("paco", PacoMethod, f"{_M}:PaCo", choices={"prior": PRIOR},
+PACO = MethodSpec("paco", PacoMethod, f"{_M}:PaCo", choices={"prior": PRIOR, "queue_init": QUEUE_INIT},
                   summary="parametric contrastive learning with a momentum encoder")
-GPACO = MethodSpec("gpaco", GPacoMethod, f"{_M}:GPaCo", choices={"prior": PRIOR},
+GPACO = MethodSpec("gpaco", GPacoMethod, f"{_M}:GPaCo",
+                   choices={"prior": PRIOR, "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
                    summary="generalized PaCo: one encoder, both views anchors")
-SUPCON = MethodSpec("supcon", SupConMethod, f"{_M}:SupConQueue", summary="SupCon with a momentum encoder and queue")
+SUPCON = MethodSpec("supcon", SupConMethod, f"{_M}:SupConQueue", choices={"queue_init": QUEUE_INIT},
+                    summary="SupCon with a momentum encoder and queue")
 MULTITASK = MethodSpec("multitask", MultiTaskMethod, f"{_M}:MultiTask",
-                       choices={"prior": PRIOR, "supcon_class_weights": frozenset({"effective_number"})},
+                       choices={"prior": PRIOR, "supcon_class_weights": frozenset({"effective_number"}),
+                                "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
                        summary="CE + weight x SupCon on one encoder")

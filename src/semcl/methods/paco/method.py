@@ -109,6 +109,11 @@ class _QueueContrast(Method):
             self.key_backbone = self.keys.copy(self.backbone)
             self.key_head = self.keys.copy(self.head)
         self.bank = self.keys.bank(m.queue_size, dim)
+        if getattr(m, "queue_init", "empty") == "random":
+            # official builders: queue_l = randint(0, num_classes, (K,)), so the initial random keys
+            # count as positives of random classes until overwritten (global RNG, seeded per run)
+            self.bank.labels.copy_(torch.randint(0, info.num_classes, (m.queue_size,)))
+        self.view_forward = getattr(m, "view_forward", "concat")
         self.tau = m.tau
         self.register_buffer("center_offset", center_offset(getattr(m, "prior", "none"), info))
 
@@ -116,7 +121,7 @@ class _QueueContrast(Method):
         """(pooled features, anchors, anchor labels, contrast set, its labels); stages the keys."""
         queue, queue_labels = self.bank.features.clone(), self.bank.labels.clone()
         if self.one_encoder:
-            feats = self.backbone(torch.cat(views[:2]))  # one encoder, both views, with gradients
+            feats = self._encode_views(views[:2])  # one encoder, both views, with gradients
             z = F.normalize(self.head(feats).float(), dim=1)  # losses in float32 under autocast (optim.amp)
             y = torch.cat([labels, labels])
             self.keys.stage(labels, keys=z[labels.shape[0]:])  # only view 2's projections are enqueued
@@ -130,6 +135,14 @@ class _QueueContrast(Method):
             keys = F.normalize(shuffled_forward(lambda v: self.key_head(self.key_backbone(v)), views[1]).float(), dim=1)
         self.keys.stage(labels, keys=keys)  # the queue is read by this step's graph: written after backward
         return feats, q, labels, torch.cat([q, keys, queue]), torch.cat([labels, labels, queue_labels])
+
+    def _encode_views(self, views: list[torch.Tensor]) -> torch.Tensor:
+        """Pooled features of both views, [2N, d]. "separate" (official GPaCo builder): one encoder
+        call per view, so train-mode BN normalises each view by its own batch statistics and the
+        running statistics take two updates; "concat": one call on the stacked views (BN mixes them)."""
+        if self.view_forward == "concat":
+            return self.backbone(torch.cat(views))
+        return torch.cat([self.backbone(v) for v in views])
 
     def after_backward(self) -> None:
         self.keys.flush()

@@ -10,6 +10,11 @@ Recipes (../shared/papers/paco.md d.1, d.2; official `--aug view1_view2`):
 * `sim`: RandomResizedCrop(scale 0.08-1) -> ColorJitter(0.4, 0.4, 0.4, 0) -> grayscale p 0.2
   -> Gaussian blur sigma 0.1-2 p 0.5 -> flip.
 * `randcls`: RandomResizedCrop -> flip -> ColorJitter(0.4, 0.4, 0.4, 0) -> RandAugment(n, m).
+  RandAugment is timm's `rand-n{N}-m{M}-mstd0.5` (the official code ships a copy of it): each of the
+  N chosen ops (of 15, Invert and SolarizeAdd included) applies with probability 0.5, magnitudes
+  drawn from N(M, 0.5) clipped to [0, 10]; needs `pip install 'semcl[timm]'`.
+  `randcls_tv` / `randclsstack_tv`: the same recipes with torchvision's RandAugment instead (every
+  chosen op always applied, fixed magnitude, no Invert / SolarizeAdd) -- a named variant.
 * `randclsstack`: `randcls` with grayscale p 0.2 and blur p 0.5 before RandAugment.
 * `sim_cifar`: RandomResizedCrop(scale 0.2-1) -> flip -> ColorJitter(0.4, 0.4, 0.4, 0.1) p 0.8
   -> grayscale p 0.2 -> blur p 0.5 (the CIFAR view 2).
@@ -20,9 +25,12 @@ Names joined by "+" give one recipe per view (`ViewCycle`); see semcl.config.par
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
+from PIL import Image
 from torchvision.transforms import v2
 
 from semcl.config import parse_augment
@@ -38,10 +46,50 @@ def _blur(size: int) -> v2.Transform:
     return v2.RandomApply([v2.GaussianBlur(k, sigma=(0.1, 2.0))], p=0.5)
 
 
-def _randaugment(n: int, m: int) -> v2.Transform:
-    # timm's rand-n{N}-m{M}: magnitude M of 10 levels; 11 bins put torchvision on the same scale.
-    # timm's mstd0.5 magnitude noise has no torchvision equivalent (deviation).
+def _tv_randaugment(n: int, m: int) -> v2.Transform:
+    # the `_tv` variant: magnitude M of 10 levels; 11 bins put torchvision on timm's scale.
+    # torchvision applies every chosen op, has no magnitude noise, no Invert / SolarizeAdd.
     return v2.RandAugment(num_ops=n, magnitude=min(m, 10), num_magnitude_bins=11)
+
+
+class TimmRandAugment:
+    """timm's RandAugment `rand-n{n}-m{m}-mstd{mstd}` on a uint8 [C, H, W] tensor (C = 1 or 3).
+
+    hparams as the official scripts: translate_const = int(0.45 * size), fill = the dataset mean in
+    0-255. timm draws from Python's `random` (op probability, magnitude noise) and NumPy's global
+    stream (op choice); both are seeded per image from a seed drawn from torch's stream -- which
+    PerImageAugment has seeded from the batch generator -- and restored afterwards, so a view is a
+    function of the generator alone and the global Python / NumPy streams are left untouched.
+    `ops` restricts timm's op list (tests).
+    """
+
+    def __init__(self, n: int, m: int, *, size: int, mean: Sequence[float], mstd: float = 0.5,
+                 ops: Sequence[str] | None = None) -> None:
+        try:
+            from timm.data.auto_augment import rand_augment_transform
+        except ImportError:
+            raise ImportError("timm's RandAugment needs timm: pip install 'semcl[timm]'") from None
+        fill = tuple(min(255, round(255 * float(v))) for v in mean)
+        self.config = f"rand-n{n}-m{m}-mstd{mstd}"
+        self._by_mode = {}
+        for mode, f in (("RGB", fill if len(fill) == 3 else fill * 3), ("L", fill[0])):
+            hparams = {"translate_const": int(size * 0.45), "img_mean": f}
+            self._by_mode[mode] = rand_augment_transform(self.config, hparams, transforms=list(ops) if ops else None)
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**31 - 1, (1,)))
+        arr = img.permute(1, 2, 0).numpy()
+        pil = Image.fromarray(arr[..., 0] if arr.shape[2] == 1 else arr)
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            random.seed(seed)
+            np.random.seed(seed)
+            out = np.asarray(self._by_mode[pil.mode](pil), dtype=np.uint8)
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        out = torch.from_numpy(out.copy())
+        return out.unsqueeze(0) if out.dim() == 2 else out.permute(2, 0, 1)
 
 
 class Cutout:
@@ -60,17 +108,22 @@ class Cutout:
         return img
 
 
-def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: float | None = None) -> ImageTransform:
-    """The per-image uint8 -> uint8 pipeline of recipe `base`."""
+def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: float | None = None,
+                    mean: Sequence[float] = (0.485, 0.456, 0.406)) -> ImageTransform:
+    """The per-image uint8 -> uint8 pipeline of recipe `base` (`mean`: RandAugment's fill colour)."""
+    if base.endswith("_tv"):  # torchvision's RandAugment (variant)
+        base, randaugment = base[:-3], _tv_randaugment(n, m)
+    elif base in ("randcls", "randclsstack"):
+        randaugment = TimmRandAugment(n, m, size=size, mean=mean)
     rrc = v2.RandomResizedCrop(size, scale=(crop_min or (0.2 if base == "sim_cifar" else 0.08), 1.0), antialias=True)
     jitter = v2.ColorJitter(0.4, 0.4, 0.4, 0.0)
     gray = v2.RandomGrayscale(p=0.2)
     if base == "sim":
         steps = [rrc, jitter, gray, _blur(size), v2.RandomHorizontalFlip()]
     elif base == "randcls":
-        steps = [rrc, v2.RandomHorizontalFlip(), jitter, _randaugment(n, m)]
+        steps = [rrc, v2.RandomHorizontalFlip(), jitter, randaugment]
     elif base == "randclsstack":
-        steps = [rrc, v2.RandomHorizontalFlip(), jitter, gray, _blur(size), _randaugment(n, m)]
+        steps = [rrc, v2.RandomHorizontalFlip(), jitter, gray, _blur(size), randaugment]
     elif base == "sim_cifar":
         steps = [rrc, v2.RandomHorizontalFlip(), v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
                  gray, _blur(size)]
@@ -124,5 +177,5 @@ def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[fl
                 recipe = type(recipe)(**{**recipe.__dict__, "crop_scale": (crop_min, recipe.crop_scale[1])})
             views.append(Augment(recipe, size=size, mean=mean, std=std))
         else:
-            views.append(PerImageAugment(image_transform(base, size, n, m, crop_min), mean=mean, std=std))
+            views.append(PerImageAugment(image_transform(base, size, n, m, crop_min, mean), mean=mean, std=std))
     return views[0] if len(views) == 1 else ViewCycle(views)

@@ -1,4 +1,4 @@
-"""RandAugment of the randcls recipes: timm's (official copy) by default, torchvision's as `_tv`."""
+"""RandAugment of the randcls recipes: timm's (official copy) as `_timm` (the registry default), torchvision's without it."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_each_chosen_op_applies_with_probability_half():
 @pytest.mark.parametrize("channels", [1, 3])
 def test_timm_recipe_deterministic_from_the_generator_and_leaves_global_streams(channels):
     mean, std = stats("cifar10" if channels == 3 else "mnist")
-    aug = build_augment("randclsstack-n3-m10", size=16, mean=mean, std=std)
+    aug = build_augment("randclsstack_timm-n3-m10", size=16, mean=mean, std=std)
     assert isinstance(aug.transform.transforms[-1], TimmRandAugment)
     py, npy, th = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
     out = aug(_images(c=channels), torch.Generator().manual_seed(5))
@@ -61,6 +61,6 @@ def test_torchvision_variant_is_named_tv():
     from torchvision.transforms import v2
 
     mean, std = stats("cifar10")
-    aug = build_augment("randcls_tv-n2-m10", size=16, mean=mean, std=std)
+    aug = build_augment("randcls-n2-m10", size=16, mean=mean, std=std)
     assert isinstance(aug.transform.transforms[-1], v2.RandAugment)
     assert aug.transform.transforms[-1].num_ops == 2

@@ -9,11 +9,11 @@ under that seed inside `torch.random.fork_rng`, leaving the global stream untouc
 Recipes (../shared/papers/paco.md d.1, d.2; official `--aug view1_view2`):
 * `sim`: RandomResizedCrop(scale 0.08-1) -> ColorJitter(0.4, 0.4, 0.4, 0) -> grayscale p 0.2
   -> Gaussian blur sigma 0.1-2 p 0.5 -> flip.
-* `randcls`: RandomResizedCrop -> flip -> ColorJitter(0.4, 0.4, 0.4, 0) -> RandAugment(n, m).
+* `randcls_timm`: RandomResizedCrop -> flip -> ColorJitter(0.4, 0.4, 0.4, 0) -> RandAugment(n, m).
   RandAugment is timm's `rand-n{N}-m{M}-mstd0.5` (the official code ships a copy of it): each of the
   N chosen ops (of 15, Invert and SolarizeAdd included) applies with probability 0.5, magnitudes
   drawn from N(M, 0.5) clipped to [0, 10]; needs `pip install 'semcl[timm]'`.
-  `randcls_tv` / `randclsstack_tv`: the same recipes with torchvision's RandAugment instead (every
+  `randcls` / `randclsstack` without `_timm`: the same recipes with torchvision's RandAugment (every
   chosen op always applied, fixed magnitude, no Invert / SolarizeAdd) -- a named variant.
 * `randclsstack`: `randcls` with grayscale p 0.2 and blur p 0.5 before RandAugment.
 * `sim_cifar`: RandomResizedCrop(scale 0.2-1) -> flip -> ColorJitter(0.4, 0.4, 0.4, 0.1) p 0.8
@@ -111,10 +111,12 @@ class Cutout:
 def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: float | None = None,
                     mean: Sequence[float] = (0.485, 0.456, 0.406)) -> ImageTransform:
     """The per-image uint8 -> uint8 pipeline of recipe `base` (`mean`: RandAugment's fill colour)."""
-    if base.endswith("_tv"):  # torchvision's RandAugment (variant)
-        base, randaugment = base[:-3], _tv_randaugment(n, m)
+    # `_timm`: the official RandAugment (default of the registry's rows); plain names keep torchvision's,
+    # so runs stored under the plain names stay what they were (a recipe's name is part of the run id)
+    if base.endswith("_timm"):
+        base, randaugment = base[:-5], TimmRandAugment(n, m, size=size, mean=mean)
     elif base in ("randcls", "randclsstack"):
-        randaugment = TimmRandAugment(n, m, size=size, mean=mean)
+        randaugment = _tv_randaugment(n, m)
     rrc = v2.RandomResizedCrop(size, scale=(crop_min or (0.2 if base == "sim_cifar" else 0.08), 1.0), antialias=True)
     jitter = v2.ColorJitter(0.4, 0.4, 0.4, 0.0)
     gray = v2.RandomGrayscale(p=0.2)

@@ -85,7 +85,11 @@ _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 
 
 # the completeness check of each family's on-disk format (semcl.data.check)
 _CHECKS = {"cifar": "check_cifar", "mnist": "check_idx", "tinyimagenet": "check_tinyimagenet",
-           "splitfile": "check_split_files", "imagenet": "check_image_folders"}
+           "splitfile": "check_split_files", "imagenet": "check_image_folders", "robustness": "check_image_folders",
+           "segmentation": "check_segmentation"}
+
+
+_TEST_ONLY = {"train": ".", "test": "."}  # test-only sets: no training split exists
 
 
 def _split_files(prefix: str, test: str = "test") -> dict[str, str]:
@@ -128,6 +132,16 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     # ILSVRC-2012 folders; the val folder is the test set
     _spec("imagenet", "imagenet", 1000, 1_281_167, 50_000, 3, 224, _IMAGENET, "imagenet",
           splits={"train": "train", "val": "val", "test": "val"}, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    # test-only robustness sets (GPaCo Sec. IV-C): every split reads the same images
+    _spec("imagenet_c", "imagenet-c", 1000, 3_750_000, 3_750_000, 3, 224, _IMAGENET, "robustness",
+          reader="read_imagenet_c", writer="write_imagenet_c", splits=_TEST_ONLY, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    _spec("imagenet_r", "imagenet-r", 200, 30_000, 30_000, 3, 224, _IMAGENET, "robustness",
+          reader="read_imagenet_r", writer="write_folder_set", splits=_TEST_ONLY, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    _spec("imagenet_sketch", "sketch", 1000, 50_889, 50_889, 3, 224, _IMAGENET, "robustness",
+          reader="read_sketch", writer="write_folder_set", splits=_TEST_ONLY, file_backed=True,
           synthetic_groups=_LT_GROUPS, synthetic_size=32),
 )}
 

@@ -11,8 +11,7 @@ import torch
 
 from semcl.data import dataset_spec, load
 from semcl.data.sets.imagenet import save_jpeg
-from semcl.data.sets.robustness import (CORRUPTIONS, SEVERITIES, alexnet_errors, imagenet_r_wnids,
-                                        read_corruption)
+from semcl.data.sets.robustness import CORRUPTIONS, SEVERITIES, alexnet_errors, imagenet_r_wnids, read_corruption
 from semcl.errors import ConfigError, DataError
 from semcl.evals.protocols import metric_key, validate_column
 from semcl.evals.robustness import mce_alexnet, mce_unnormalised, top1

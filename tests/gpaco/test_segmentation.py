@@ -86,3 +86,20 @@ def test_gpaco_segmenter_step_is_ce_plus_pixel_loss(tmp_path: Path):
     small = y[:, ::8, ::8]  # nearest downsampling 16 -> 2 picks pixels 0 and 8
     ref = ce + gpaco_pixel_loss(m.mlp(hidden), logits, small, alpha=0.01, tau=0.07, num_samples=-1)
     assert float(out["loss"].detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
+
+
+def test_mmseg_export_writes_configs_and_names_the_missing_package(tmp_path: Path):
+    import importlib.util
+
+    from semcl.methods.segmentation import mmseg_export as mx
+
+    paths = mx.export(tmp_path, data_root="/data/ADEChallengeData2016")
+    assert len(paths) == 8 and (tmp_path / "gpaco_mmseg_plugin.py").exists()
+    text = (tmp_path / "gpaco_cityscapes_resnet_18_deeplabv3.py").read_text()
+    assert "_base_ = ['mmseg::deeplabv3plus/deeplabv3plus_r18-d8_4xb2-80k_cityscapes-512x1024.py']" in text
+    assert "type='GPaCoDepthwiseSeparableASPPHead', gpaco=dict(alpha=0.01, tau=0.07" in text
+    assert "GPaCo" not in (tmp_path / "baseline_ade20k_swin_t_upernet.py").read_text().split("\n", 1)[1]
+    compile((tmp_path / "gpaco_mmseg_plugin.py").read_text(), "plugin", "exec")
+    if importlib.util.find_spec("mmseg") is None:
+        with pytest.raises(SystemExit, match="mmsegmentation is not installed: pip install"):
+            mx.run(paths[0], tmp_path / "work")

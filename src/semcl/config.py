@@ -106,6 +106,10 @@ class EvalConfig:
     # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
     knn: list[int] | None = field(default=None, metadata=POSITIVE)
     knn_temperature: float | None = field(default=None, metadata=POSITIVE)
+    # robustness test sets to score the classifier on (imagenet_c, imagenet_r, imagenet_sketch; None = off)
+    robustness: list[str] | None = None
+    # segmentation mIoU: the test scales (1.0 alone = single-scale; None = off)
+    seg_scales: list[float] | None = field(default=None, metadata=POSITIVE)
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

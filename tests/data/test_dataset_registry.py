@@ -42,7 +42,8 @@ def test_in_memory_facts_match_synthetic_round_trip(synth_root: Path, synth_coun
 
 # test images of the synthetic stand-ins at 2 per class: 20 classes, and iNaturalist's test is its val
 # file, which keeps every other test image
-TEST_IMAGES = {"imagenet_lt": 40, "places_lt": 40, "inat18": 20, "imagenet": 40}
+TEST_IMAGES = {"imagenet_lt": 40, "places_lt": 40, "inat18": 20, "imagenet": 40, "imagenet_c": 40 * 75,
+               "imagenet_r": 40, "imagenet_sketch": 40, "ade20k": 12, "cityscapes": 12}
 
 
 @pytest.mark.parametrize("name", FILE_BACKED)
@@ -59,7 +60,7 @@ def test_file_backed_facts_match_synthetic_round_trip(tmp_path: Path, name: str)
 
 
 def test_lookup_errors(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"unknown dataset 'svhn' \(known: cifar10, cifar100, "):
+    with pytest.raises(DataError, match=r"unknown dataset 'svhn' \(known: ade20k, cifar10, cifar100, "):
         dataset_spec("svhn")
     with pytest.raises(DataError, match="unknown dataset 'svhn'"):
         stats("svhn")

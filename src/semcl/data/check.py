@@ -92,3 +92,11 @@ def check_dataset(name: str, root: Path) -> None:
     spec = dataset_spec(name)
     check_root(root, name)
     resolve(spec.check)(spec, root)
+
+
+def check_segmentation(spec: DatasetSpec, root: Path) -> None:
+    """Segmentation sets: the reader lists every image with its label map (decodes nothing)."""
+    from semcl.data.registry import resolve
+
+    for split in ("train", "test"):
+        resolve(spec.reader)(spec, root, split, 8)

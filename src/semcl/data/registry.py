@@ -85,7 +85,12 @@ _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 
 
 # the completeness check of each family's on-disk format (semcl.data.check)
 _CHECKS = {"cifar": "check_cifar", "mnist": "check_idx", "tinyimagenet": "check_tinyimagenet",
-           "splitfile": "check_split_files", "imagenet": "check_image_folders"}
+           "splitfile": "check_split_files", "imagenet": "check_image_folders", "robustness": "check_image_folders",
+           "segmentation": "check_segmentation"}
+
+
+_SEG_GROUPS = (0, 0, 1, 1, 2, 2)  # synthetic segmentation sets: 6 classes
+_TEST_ONLY = {"train": ".", "test": "."}  # test-only sets: no training split exists
 
 
 def _split_files(prefix: str, test: str = "test") -> dict[str, str]:
@@ -129,6 +134,29 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     _spec("imagenet", "imagenet", 1000, 1_281_167, 50_000, 3, 224, _IMAGENET, "imagenet",
           splits={"train": "train", "val": "val", "test": "val"}, file_backed=True,
           synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    # test-only robustness sets (GPaCo Sec. IV-C): every split reads the same images
+    _spec("imagenet_c", "imagenet-c", 1000, 3_750_000, 3_750_000, 3, 224, _IMAGENET, "robustness",
+          reader="read_imagenet_c", writer="write_imagenet_c", splits=_TEST_ONLY, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    _spec("imagenet_r", "imagenet-r", 200, 30_000, 30_000, 3, 224, _IMAGENET, "robustness",
+          reader="read_imagenet_r", writer="write_folder_set", splits=_TEST_ONLY, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    _spec("imagenet_sketch", "sketch", 1000, 50_889, 50_889, 3, 224, _IMAGENET, "robustness",
+          reader="read_sketch", writer="write_folder_set", splits=_TEST_ONLY, file_backed=True,
+          synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    # semantic segmentation (GPaCo Sec. IV-D; mmseg layouts); "test" is the official val split
+    _spec("ade20k", "ADEChallengeData2016", 150, 20_210, 2_000, 3, 512, _IMAGENET, "segmentation",
+          reader="read_ade20k", writer="write_ade20k", splits={"train": "training", "test": "validation"},
+          file_backed=True, synthetic_groups=_SEG_GROUPS, synthetic_size=32),
+    _spec("coco_stuff10k", "coco_stuff10k", 171, 9_000, 1_000, 3, 512, _IMAGENET, "segmentation",
+          reader="read_coco_stuff10k", writer="write_coco_stuff10k", splits={"train": "train2014", "test": "test2014"},
+          file_backed=True, synthetic_groups=_SEG_GROUPS, synthetic_size=32),
+    _spec("pascal_context59", "VOCdevkit", 59, 4_996, 5_104, 3, 480, _IMAGENET, "segmentation",
+          reader="read_pascal_context59", writer="write_pascal_context59", splits={"train": "train", "test": "val"},
+          file_backed=True, synthetic_groups=_SEG_GROUPS, synthetic_size=32),
+    _spec("cityscapes", "cityscapes", 19, 2_975, 500, 3, 512, _IMAGENET, "segmentation",
+          reader="read_cityscapes", writer="write_cityscapes", splits={"train": "train", "test": "val"},
+          file_backed=True, synthetic_groups=_SEG_GROUPS, synthetic_size=32),
 )}
 
 

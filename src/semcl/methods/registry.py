@@ -20,6 +20,7 @@ from semcl.methods import (
     ranked_contrastive,
     ride,
     scl_two_heads,
+    segmentation,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -49,6 +50,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     distill.KD_TEACHER,
     distill.KD_STUDENT,
     *distill.STUDENTS,
+    segmentation.SEG_BASELINE,
+    segmentation.GPACO_SEG,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -60,8 +63,8 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("mae_finetune", "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)"),
     PlannedMethod("gpaco_vit", "GPaCo fine-tuning of MAE ViTs"),
     PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
-    PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
-    PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
+    PlannedMethod("mmseg_seg", "UperNet-Swin / DeepLabV3+ R-18 segmentation (+/- GPaCo) through MMSegmentation configs "
+                               "(python -m semcl.methods.segmentation.mmseg_export); not trainable in the suite"),
     PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),
     PlannedMethod("byol", "BYOL (online network + predictor, EMA target, normalised MSE): the HSA appendix baseline"),
     PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval
+from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval, robustness, segmentation
 from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
 from semcl.schema import build
 
@@ -22,6 +22,8 @@ EVALUATIONS: dict[str, Evaluation] = {
         linear_probe.EVALUATION,
         retrieval.EVALUATION,
         ood.EVALUATION,
+        robustness.EVALUATION,
+        segmentation.EVALUATION,
         knn.EVALUATION,
         reported.EVALUATION,
     )

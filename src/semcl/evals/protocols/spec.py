@@ -38,6 +38,9 @@ class Column:
     group: str | None = None  # accuracy: overall | many | medium | few
     thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
     k: int | None = field(default=None, metadata=POSITIVE)  # knn: neighbours (None = 20)
+    testset: str | None = None  # robustness: imagenet_c | imagenet_r | imagenet_sketch
+    score: str | None = None  # robustness: top1 | error | mce | mce_alexnet
+    inference: str | None = None  # segmentation: single_scale | multi_scale
 
 
 def column_error(column: Column, where: str, message: str) -> ConfigError:

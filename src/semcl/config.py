@@ -106,6 +106,8 @@ class EvalConfig:
     # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
     knn: list[int] | None = field(default=None, metadata=POSITIVE)
     knn_temperature: float | None = field(default=None, metadata=POSITIVE)
+    # per-stage linear probes (HSA Fig. 3, semcl.evals.stage_probe): the stages probed (None = off)
+    stage_probe: list[str] | None = None
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

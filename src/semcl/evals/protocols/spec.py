@@ -38,6 +38,7 @@ class Column:
     group: str | None = None  # accuracy: overall | many | medium | few
     thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
     k: int | None = field(default=None, metadata=POSITIVE)  # knn: neighbours (None = 20)
+    stage: str | None = None  # stage_probe: the backbone stage probed (stem, layer1 ... layer4)
 
 
 def column_error(column: Column, where: str, message: str) -> ConfigError:

@@ -110,6 +110,8 @@ class EvalConfig:
     robustness: list[str] | None = None
     # segmentation mIoU: the test scales (1.0 alone = single-scale; None = off)
     seg_scales: list[float] | None = field(default=None, metadata=POSITIVE)
+    # per-stage linear probes (HSA Fig. 3, semcl.evals.stage_probe): the stages probed (None = off)
+    stage_probe: list[str] | None = None
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

@@ -240,7 +240,8 @@ def _column(c: Any, where: str, index: int | None = None) -> Column:
 
 def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
     """{kind: scatter, x: <column>, y: <column>} (from the runs), or {kind: analytic, function:
-    <module>.<function> under semcl.analysis, args: {...}} (drawn without runs; imported only when drawn)."""
+    <module>.<function> under semcl.analysis, args: {...}} (drawn without runs; imported only when drawn),
+    or {kind: lines, columns: [<column>, ...], ylabel: ...} (one line per row across those columns)."""
     if spec is None:
         return None
     fw = f"{where}: figure"
@@ -256,9 +257,15 @@ def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
         if not isinstance(spec.get("args", {}), dict):
             raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
         return {"kind": "analytic", "function": spec["function"], "args": dict(spec.get("args") or {})}
+    if spec.get("kind") == "lines":  # one line per row over the columns (e.g. per-stage probes)
+        _only(spec, {"kind", "columns", "ylabel"}, fw)
+        cols = spec.get("columns", keys)
+        if not isinstance(cols, list) or not cols or any(c not in keys for c in cols):
+            raise ConfigError(f"{fw}: key 'columns' = {cols!r} must list column keys ({', '.join(keys)})")
+        return {"kind": "lines", "columns": list(cols), "ylabel": str(spec.get("ylabel", ""))}
     _only(spec, {"kind", "x", "y"}, fw)
     if spec.get("kind") != "scatter":
-        raise ConfigError(f"{fw}: key 'kind' must be 'scatter' or 'analytic'")
+        raise ConfigError(f"{fw}: key 'kind' must be 'scatter', 'lines' or 'analytic'")
     for axis in ("x", "y"):
         if _require(spec, axis, fw) not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")

@@ -22,7 +22,7 @@ from semcl.runs import Store, plan_runs
 
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "knn",
-                                "robustness", "segmentation"}
+                                "robustness", "segmentation", "stage_probe"}
     optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
     owned = [f for e in EVALUATIONS.values() for f in e.fields]
     assert all(name == e.name for name, e in EVALUATIONS.items())
@@ -41,6 +41,7 @@ def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     ({"eval": "reported"}, None),
     ({"eval": "knn"}, "knn_top1_k20"),
     ({"eval": "knn", "k": 200}, "knn_top1_k200"),
+    ({"eval": "stage_probe", "stage": "layer2"}, "stage_probe_top1_layer2"),
 ])
 def test_metric_keys(column, key):
     col = validate_column({"key": "c", "label": "C", **column}, "x.yaml", 0)
@@ -59,6 +60,8 @@ def test_metric_keys(column, key):
     ({"eval": "knn", "k": 0}, "'columns[0].k' must be > 0, got 0"),
     ({"eval": "knn", "k": "20"}, "'columns[0].k' must be an integer, got '20'"),
     ({"eval": "knn", "measure": "R@1"}, "key 'measure' does not apply to eval 'knn' (it takes: k)"),
+    ({"eval": "stage_probe", "stage": "layer5"}, "key 'stage' = 'layer5' is not one of ['stem', 'layer1'"),
+    ({"eval": "stage_probe", "k": 3, "stage": "stem"}, "key 'k' does not apply to eval 'stage_probe' (it takes: stage)"),
     ({"eval": "reported", "out": "x"}, "key 'out' does not apply to eval 'reported' (it takes: no other key)"),
     ({"eval": "mAP"}, "key 'eval' = 'mAP' is not one of"),
     ({"eval": "ood", "colour": "red"}, "unknown key 'columns[0].colour'"),
@@ -74,10 +77,13 @@ def test_tables_without_new_columns_keep_their_eval_config():
     cfg = t.resolve(t.rows[0], "mini")
     assert cfg.eval.linear_probe and cfg.eval.retrieval == ["coarse", "fine"] and cfg.eval.ood == ["mnist"]
     assert cfg.eval.retrieval_ks == [1, 5, 10, 20]
-    for table in load_registry().values():  # no table has a kNN column yet: no knn key in any run id
+    for table in load_registry().values():  # only the tables with such columns get knn / stage_probe keys
+        knn = any(c.eval == "knn" for c in table.columns)
+        stages = any(c.eval == "stage_probe" for c in table.columns)
         for row in (r for r in table.rows if r.implemented):
             hashed = hashable_config(table.resolve(row, "paper"))["eval"]
-            assert "knn" not in hashed and "knn_temperature" not in hashed
+            assert ("knn" in hashed) == knn and "knn_temperature" not in hashed
+            assert ("stage_probe" in hashed) == stages
 
 
 TINY = """\

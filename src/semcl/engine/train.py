@@ -64,11 +64,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     size = train_set.images.shape[-1]
     aug = build_augment(cfg.data.augment, size=size, mean=stats(cfg.data.name)[0], std=stats(cfg.data.name)[1])
     augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
-    n = len(train_set.labels)
+    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed))
+    n = method.epoch_size(len(train_set.labels))  # the whole set, or the part the method trains on
     bs = min(cfg.optim.batch_size, n)
     steps = n // bs  # drop_last, as the official loaders
     epochs = cfg.schedule.epochs
-    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed))
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
         if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)

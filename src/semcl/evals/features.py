@@ -16,10 +16,23 @@ Encoder = Callable[[torch.Tensor], torch.Tensor]
 Transform = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 
 
+def is_lazy_images(images: object) -> bool:
+    """A file-backed image source (``semcl.data.fileset.LazyImages``): indexable like a uint8
+    ``[N, C, H, W]`` tensor by a slice or an index tensor, decoding only the rows asked for."""
+    return (not isinstance(images, torch.Tensor) and getattr(images, "dtype", None) == torch.uint8
+            and getattr(images, "ndim", None) == 4 and hasattr(images, "shape")
+            and hasattr(images, "__getitem__"))
+
+
 def check_images(images: object, name: str) -> torch.Tensor:
-    """Return ``images`` if it is a non-empty ``uint8`` tensor ``[N, C, H, W]``."""
+    """Return ``images`` if it is a non-empty ``uint8`` tensor ``[N, C, H, W]`` or a file-backed
+    source indexable like one (decoded per batch, so a split larger than memory works too)."""
+    if is_lazy_images(images):
+        if images.shape[0] == 0:  # type: ignore[attr-defined]
+            raise ValueError(f"{name} is empty")
+        return images  # type: ignore[return-value]
     if not isinstance(images, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(images).__name__}")
+        raise ValueError(f"{name} must be a torch.Tensor or a file-backed image set, got {type(images).__name__}")
     if images.dtype != torch.uint8 or images.ndim != 4:
         raise ValueError(
             f"{name} must be a uint8 tensor [N, C, H, W], got {images.dtype} with shape {tuple(images.shape)}"
@@ -52,7 +65,8 @@ def extract_features(
 
     Args:
         encode: frozen encoder, ``[B, C, H, W] float -> [B, D]``.
-        images_uint8: ``uint8`` tensor ``[N, C, H, W]``.
+        images_uint8: ``uint8`` tensor ``[N, C, H, W]``, or a file-backed source indexable like
+            one (each slice of ``batch_size`` rows is decoded when it is encoded).
         transform: ``(uint8_batch, generator) -> float batch``; for evaluation this is
             the deterministic test transform, but a random one is allowed.
         batch_size: images per ``encode`` call.

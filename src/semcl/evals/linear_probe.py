@@ -121,7 +121,8 @@ def linear_probe(
 
     Args:
         encode: frozen encoder ``[B, C, H, W] float -> [B, D]`` (already in eval mode).
-        train_images, test_images: ``uint8`` tensors ``[N, C, H, W]``.
+        train_images, test_images: ``uint8`` tensors ``[N, C, H, W]`` or file-backed sets
+            ``images`` (``LazyImages``), decoded one batch at a time.
         train_labels, test_labels: integer tensors ``[N]`` in ``[0, num_classes)``.
         num_classes: output size of the linear layer.
         train_transform: random augmentation ``(uint8_batch, generator) -> float batch``.

@@ -145,6 +145,11 @@ class Method(nn.Module):
     def on_epoch_start(self, epoch: int) -> None:
         """Called before each epoch's batch order is drawn (epoch-dependent losses, statistics)."""
 
+    def epoch_size(self, n: int) -> int:
+        """Images an epoch visits (sets the steps per epoch, n // batch): the whole training set of n,
+        unless the method trains on a part of it (a label subset), set in `on_train_start`."""
+        return n
+
     def epoch_order(self, labels: torch.Tensor, num_classes: int, generator: torch.Generator,
                     batch_size: int) -> torch.Tensor:
         """int64 [n] training-set positions in visiting order, drawn from `generator` alone:

@@ -21,6 +21,8 @@ from semcl.methods import (
     ride,
     scl_two_heads,
     segmentation,
+    semi,
+    transfer,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -47,6 +49,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     ensemble.ENSEMBLE,
     hsa.HSA,
     hsa.MOCOV2,
+    semi.SEMI_FINETUNE,
+    transfer.DETECTRON2_TRANSFER,
     distill.KD_TEACHER,
     distill.KD_STUDENT,
     *distill.STUDENTS,
@@ -69,8 +73,7 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("byol", "BYOL (online network + predictor, EMA target, normalised MSE): the HSA appendix baseline"),
     PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),
     PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
-    PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),
-    PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
+    PlannedMethod("transfer_reference", "a MoCo README detection value shown as a reference (HSA transfer tables); never run"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
     PlannedMethod("scns_supcon", "supervised contrastive training with SCNS negatives (SCNS sup-cifar10)"),
     PlannedMethod("scns_gain", "SCNS's abstract gains (pp) over a baseline, aggregated over runs (report layer)"),

@@ -6,6 +6,10 @@ axes (filled), the paper's point where both of its values are known (hollow), an
 known on one axis only as a dotted guide line at that value. The plotted numbers are written next
 to the PNG as CSV, so the figure can be checked or redrawn without the run records.
 
+A registry entry with `figure: {kind: lines, columns: [...], ylabel: ...}` (e.g. HSA Fig. 3: probe
+top-1 after each stage) is drawn as one line per row across those columns (mean ± std), with the
+paper's values dashed where known.
+
 A registry entry with `figure: {kind: analytic, function: <module>.<function>, args: {...}}` (e.g.
 RINCE Fig. 5: `gradient_equilibrium.draw_fig5`) needs no runs: the function of semcl.analysis is
 called as `function(out_dir, stem=<table id with _>, **args)` and writes `<stem>.png` and `<stem>.csv`.
@@ -86,13 +90,57 @@ def write_analytic(table: Table, out_dir: Path) -> tuple[pd.DataFrame, Path]:
     return pd.DataFrame({"file": [str(p) for p in paths]}), next(p for p in paths if p.suffix == ".png")
 
 
+def line_points(table: Table, profile: str, store: Store) -> pd.DataFrame:
+    """`kind: lines`: one line per (row, column) of the figure's columns: ours (mean, std, n) and the paper's value."""
+    summ = summary(table, profile, long_table(table, profile, store)).set_index(["row", "column"])
+    labels = {c.key: c.label for c in table.columns}
+    lines = []
+    for row in table.rows:
+        for key in table.figure["columns"]:
+            s = summ.loc[(row.label, key)]
+            lines.append({"row": row.label, "implemented": row.implemented, "column": key, "label": labels[key],
+                          "mean": s["mean"], "std": s["std"], "n": int(s["n"]), "paper": s["paper"]})
+    return pd.DataFrame(lines)
+
+
+def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = table.figure["columns"]
+    labels = {c.key: c.label for c in table.columns}
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=150)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (row, grp) in enumerate(points.groupby("row", sort=False)):
+        c = colors[i % len(colors)]
+        grp = grp.set_index("column").loc[keys]
+        xs = list(range(len(keys)))
+        if (grp["n"] > 0).any():
+            ax.errorbar(xs, grp["mean"], yerr=grp["std"].fillna(0.0), fmt="-o", color=c, capsize=3,
+                        label=f"{row} (ours, n={int(grp['n'].min())})")
+        if grp["paper"].notna().any():
+            ax.plot(xs, grp["paper"], "--o", mfc="none", color=c, label=f"{row} (paper)")
+    ax.set_xticks(range(len(keys)), [labels[k] for k in keys], fontsize=8)
+    ax.set_ylabel(table.figure.get("ylabel") or "value")
+    ax.set_title(f"{table.id} ({table.source}) — profile {profile}", fontsize=9)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
     out_dir = out_dir or store.root / "figures"
     if table.figure is not None and table.figure.get("kind") == "analytic":  # no runs, no profile
         return write_analytic(table, out_dir)
-    points = figure_points(table, profile, store)
+    lines = table.figure is not None and table.figure.get("kind") == "lines"
+    points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
     points.to_csv(out_dir / f"{stem}.csv", index=False)
-    draw(table, profile, points, out_dir / f"{stem}.png")
+    (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png")
     return points, out_dir / f"{stem}.png"

@@ -66,3 +66,15 @@ def write(out: Path, splits: Splits) -> None:
         images, labels = splits[split]
         for i, (image, y) in enumerate(zip(images, labels, strict=True)):
             save_jpeg(out / folder / wnid(int(y)) / f"{wnid(int(y))}_{i}.JPEG", image)
+    # SimCLR-style label-subset lists (semi/1percent.txt, 10percent.txt: training file names): the
+    # first training image of each class, and the first two
+    _, labels = splits["train"]
+    for name, per_class in (("1percent", 1), ("10percent", 2)):
+        seen: dict[int, int] = {}
+        lines = []
+        for i, y in enumerate(int(v) for v in labels):
+            if seen.get(y, 0) < per_class:
+                seen[y] = seen.get(y, 0) + 1
+                lines.append(f"{wnid(y)}_{i}.JPEG\n")
+        (out / "semi").mkdir(parents=True, exist_ok=True)
+        (out / "semi" / f"{name}.txt").write_text("".join(lines))

@@ -10,7 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval, robustness, segmentation
+from semcl.evals.protocols import (
+    accuracy,
+    knn,
+    latency,
+    linear_probe,
+    ood,
+    reported,
+    retrieval,
+    robustness,
+    segmentation,
+    stage_probe,
+)
 from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
 from semcl.schema import build
 
@@ -25,6 +36,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         robustness.EVALUATION,
         segmentation.EVALUATION,
         knn.EVALUATION,
+        stage_probe.EVALUATION,
         reported.EVALUATION,
     )
 }

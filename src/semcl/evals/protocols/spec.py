@@ -41,6 +41,7 @@ class Column:
     testset: str | None = None  # robustness: imagenet_c | imagenet_r | imagenet_sketch
     score: str | None = None  # robustness: top1 | error | mce | mce_alexnet
     inference: str | None = None  # segmentation: single_scale | multi_scale
+    stage: str | None = None  # stage_probe: the backbone stage probed (stem, layer1 ... layer4)
 
 
 def column_error(column: Column, where: str, message: str) -> ConfigError:

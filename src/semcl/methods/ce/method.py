@@ -27,3 +27,9 @@ class CrossEntropy(Method):
     def classify(self, x: torch.Tensor) -> torch.Tensor:
         """The trained head's logits (reported beside the linear probe as `head_top1`)."""
         return self.classifier(self.backbone(x))
+
+    def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Pooled backbone maps per stage (the supervised reference of the per-stage probes, HSA Fig. 3)."""
+        from semcl.evals.stage_pooling import pooled_stage_features
+
+        return pooled_stage_features(self.backbone, x)

@@ -106,6 +106,10 @@ class EvalConfig:
     # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
     knn: list[int] | None = field(default=None, metadata=POSITIVE)
     knn_temperature: float | None = field(default=None, metadata=POSITIVE)
+    # video (RINCE Tab. 4): fine-tuned top-1 and retrieval R@k over clip-averaged outputs; None = off
+    video_accuracy: bool | None = None
+    video_retrieval: list[int] | None = field(default=None, metadata=POSITIVE)
+    video_clips: int | None = field(default=None, metadata=POSITIVE)  # clips per test video (None = 10)
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

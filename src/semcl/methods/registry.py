@@ -20,6 +20,7 @@ from semcl.methods import (
     ranked_contrastive,
     ride,
     scl_two_heads,
+    video_rank,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -49,6 +50,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     distill.KD_TEACHER,
     distill.KD_STUDENT,
     *distill.STUDENTS,
+    *video_rank.VIDEO_SPECS,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)

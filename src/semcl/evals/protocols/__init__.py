@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval
+from semcl.evals.protocols import (
+    accuracy,
+    knn,
+    latency,
+    linear_probe,
+    ood,
+    reported,
+    retrieval,
+    video_accuracy,
+    video_retrieval,
+)
 from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
 from semcl.schema import build
 
@@ -23,6 +33,8 @@ EVALUATIONS: dict[str, Evaluation] = {
         retrieval.EVALUATION,
         ood.EVALUATION,
         knn.EVALUATION,
+        video_accuracy.EVALUATION,
+        video_retrieval.EVALUATION,
         reported.EVALUATION,
     )
 }

@@ -1,5 +1,5 @@
 """Nearest-neighbour video retrieval: test videos query the training videos by cosine similarity
-of the backbone features averaged over eval.video_clips clips (None = 10); R@k on class labels
+of the backbone features averaged over eval.video_clips clips (not for fine-tuned classifiers) (None = 10); R@k on class labels
 (a hit when any of the k nearest has the query's class) and AP (semcl.evals.retrieval). The mean
 precision–recall curve is written to the run folder as video_pr_curve.csv (Fig. 6)."""
 
@@ -59,4 +59,6 @@ def run(ctx) -> dict[str, float]:
 
 
 EVALUATION = Evaluation("video_retrieval", frozenset({"measure"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.video_retrieval), run=run)
+                        # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
+                        enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
+                        and not getattr(method, "video_classifier", False), run=run)

@@ -86,6 +86,14 @@ class VideoFinetune(_Clips):
             raise ValueError(f"method.dropout must lie in [0, 1), got {self.dropout}")
 
 
+@dataclass
+class VideoFeatures(_Clips):
+    """A zero-epoch second stage that only exposes the base run's backbone to evaluations (retrieval
+    of the pre-trained features on another video set, e.g. HMDB51)."""
+
+    name: str = "video_features"
+
+
 _CLS = "semcl.methods.video_rank.method"
 _CHOICES = {"backbone": BACKBONES, "positive": POSITIVES}
 # four clips per video (anchor, x_f, x_s, x_v), one with gradients: cost per video-epoch ≈ 1 + 3/3
@@ -100,4 +108,6 @@ VIDEO_SPECS = (
                summary="RINCE on clips: ranks x_f < x_s < x_v, τ 0.1 / 0.15 / 0.2"),
     MethodSpec("video_finetune", VideoFinetune, f"{_CLS}:VideoFinetune", depends="init_from", choices=_CHOICES,
                summary="end-to-end fine-tuning of a pre-trained video backbone (dropout 0.9 + linear)"),
+    MethodSpec("video_features", VideoFeatures, f"{_CLS}:VideoFeatures", train_cost=0.0, depends="init_from",
+               choices=_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)"),
 )

@@ -136,3 +136,18 @@ class VideoFinetune(_VideoMethod):
 
     def classify_clips(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.drop(self.backbone(x)))
+
+
+class VideoFeatures(Method):
+    """The base run's backbone, untrained further (no parameter trains): evaluations read `features`."""
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        self.sampler = clip_sampler(cfg.method)
+        self.backbone = build_video_backbone(cfg.method.backbone)
+        self.backbone.requires_grad_(False)
+
+    load_dependencies = VideoFinetune.load_dependencies
+
+    def configure_optimizer(self, optim) -> None:
+        return None

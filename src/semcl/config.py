@@ -112,6 +112,10 @@ class EvalConfig:
     seg_scales: list[float] | None = field(default=None, metadata=POSITIVE)
     # per-stage linear probes (HSA Fig. 3, semcl.evals.stage_probe): the stages probed (None = off)
     stage_probe: list[str] | None = None
+    # video (RINCE Tab. 4): fine-tuned top-1 and retrieval R@k over clip-averaged outputs; None = off
+    video_accuracy: bool | None = None
+    video_retrieval: list[int] | None = field(default=None, metadata=POSITIVE)
+    video_clips: int | None = field(default=None, metadata=POSITIVE)  # clips per test video (None = 10)
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

@@ -33,7 +33,7 @@ def test_both_layouts_read_back_the_same_videos(tmp_path: Path, name: str, suffi
     assert len(frames) == 4 and frames.ids == videos.ids and frames.labels.tolist() == [0, 0, 1, 1]
     assert torch.equal(frames.frame_counts, videos.frame_counts)
     assert all(8 <= n <= 12 for n in frames.frame_counts.tolist())
-    assert all(Path(p).suffix == suffix for p in videos.sources)
+    assert all(Path(p).suffix == suffix for p in videos.videos)
     test = load_video_split(name, tmp_path, "test")
     assert test.layout == "frames" and len(test) == 2 and test.labels.tolist() == [0, 1]
     assert not set(test.ids) & set(frames.ids)

@@ -86,6 +86,13 @@ def check_image_folders(spec: DatasetSpec, root: Path) -> None:
         require(root, f"{spec.folder}/{spec.splits[split]}", spec.name)
 
 
+def check_video_splits(spec: DatasetSpec, root: Path) -> None:
+    """The split-file folder of a video set exists (the reader checks every video it lists)."""
+    from semcl.data.video.videoset import VIDEO_DATASETS
+
+    require(root, f"{spec.folder}/{VIDEO_DATASETS[spec.name].split_dir}", spec.name)
+
+
 def check_dataset(name: str, root: Path) -> None:
     """DataError (one line naming the file) unless `name`'s files under `root` look complete;
     the check is the dataset's own (`DatasetSpec.check`)."""

@@ -51,6 +51,9 @@ class DatasetSpec:
     file_backed: bool = False  # images decoded per batch (FileImageSet), not held in memory
     synthetic_groups: tuple[int, ...] = ()  # visual group of each class of the synthetic stand-in
     synthetic_size: int | None = None  # image side of the synthetic stand-in (None: `size`)
+    # a video set: the reader returns a semcl.data.video.VideoSet (clips decoded per batch), and the
+    # writer writes the whole synthetic folder itself: writer(root, *, train_per_class, test_per_class, seed)
+    video: bool = False
     # "module:function" of the cheap completeness check run before submitting (semcl.data.check)
     check: str = "semcl.data.check:check_image_folders"
 
@@ -79,6 +82,11 @@ _CIFAR10 = ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
 _TINY = ((0.4802, 0.4481, 0.3975), (0.2302, 0.2265, 0.2262))
 _IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))  # also Places-LT (official PaCo/GPaCo code)
 _INAT = ((0.466, 0.471, 0.380), (0.195, 0.194, 0.192))
+# torchvision's video models were trained on Kinetics-400 with these (semcl.data.video.KINETICS_STATS)
+_KINETICS = ((0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989))
+# mnist_motion: MNIST's pixel statistics (mean 0.1307, E[x^2] = 0.3081^2 + 0.1307^2) diluted by
+# one 28x28 digit on a black 64x64 canvas: mean 0.1307·784/4096, std sqrt(0.112·784/4096 − mean^2)
+_MNIST_MOTION = ((0.025,) * 3, (0.144,) * 3)
 _TINY_GROUPS = tuple(i // cn.TINYIMAGENET_SYNTHETIC_GROUP_SIZE for i in range(cn.TINYIMAGENET_NUM_CLASSES))
 _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 classes in groups of 5
 
@@ -86,7 +94,7 @@ _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 
 # the completeness check of each family's on-disk format (semcl.data.check)
 _CHECKS = {"cifar": "check_cifar", "mnist": "check_idx", "tinyimagenet": "check_tinyimagenet",
            "splitfile": "check_split_files", "imagenet": "check_image_folders", "robustness": "check_image_folders",
-           "segmentation": "check_segmentation"}
+           "segmentation": "check_segmentation", "video": "check_video_splits"}
 
 
 _SEG_GROUPS = (0, 0, 1, 1, 2, 2)  # synthetic segmentation sets: 6 classes
@@ -130,6 +138,16 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     _spec("inat18", "iNaturalist18", 8142, 437_513, 24_426, 3, 224, _INAT, "splitfile",
           writer="write_inat18", splits=_split_files("iNaturalist18", test="val"), file_backed=True,
           synthetic_groups=_LT_GROUPS, synthetic_size=32),
+    # split 1 of the video sets (rince.md §e.6); sizes in videos; frames decoded at `size` (file-backed)
+    _spec("ucf101", "UCF101", 101, 9_537, 3_783, 3, 128, _KINETICS, "video", writer="write_ucf101",
+          file_backed=True, video=True, synthetic_groups=(0, 1, 2, 3)),
+    _spec("hmdb51", "HMDB51", 51, 3_570, 1_530, 3, 128, _KINETICS, "video", writer="write_hmdb51",
+          file_backed=True, video=True, synthetic_groups=(0, 1, 2, 3)),
+    # the `mini` set: synthetic motion of real MNIST digits (semcl.data.video.mnist_motion), 20 classes;
+    # its sizes are what `semcl prepare-mini` writes
+    _spec("mnist_motion", "mnist_motion", 20, 600, 200, 3, 64, _MNIST_MOTION, "video", reader="read_square",
+          writer="write_mnist_motion_synthetic", file_backed=True, video=True,
+          synthetic_groups=tuple(range(20))),
     # ILSVRC-2012 folders; the val folder is the test set
     _spec("imagenet", "imagenet", 1000, 1_281_167, 50_000, 3, 224, _IMAGENET, "imagenet",
           splits={"train": "train", "val": "val", "test": "val"}, file_backed=True,

@@ -48,7 +48,7 @@ def _spec(name: str) -> DatasetSpec:
     return DATASETS[name]
 
 
-SYNTHETIC_NAMES = tuple(n for n, s in DATASETS.items() if not s.file_backed)  # in-memory sets
+SYNTHETIC_NAMES = tuple(n for n, s in DATASETS.items() if not s.file_backed)  # in-memory image sets
 
 
 def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_per_class: int,
@@ -63,6 +63,8 @@ def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_p
     if train_per_class < 1 or test_per_class < 1:
         raise ValueError("train_per_class and test_per_class must be >= 1")
     writer = resolve(spec.writer)
+    if spec.video:  # a video set's writer renders its own clips and writes atomically
+        return writer(Path(root), train_per_class=train_per_class, test_per_class=test_per_class, seed=seed)
     splits = _generate(list(spec.synthetic_groups), spec.channels, spec.synthetic_side,
                        {"train": train_per_class, "test": test_per_class}, seed)
     root = Path(root)

@@ -102,11 +102,10 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 for group, scale in zip(opt.param_groups, lr_scales, strict=True):
                     group["lr"] = lr * scale
                 idx = perm[step * bs:(step + 1) * bs]
-                images, labels = train_set.images[idx], train_set.labels[idx]
+                labels = train_set.labels[idx]
                 # every rank draws the whole global batch's views (same stream), then keeps its slice
                 part = distributed.local_slice(len(idx))
-                views = [augs[k % len(augs)](images, g)[part].to(device, non_blocking=True)
-                         for k in range(method.num_views)]
+                views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
                 batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g)
                 with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
                     loss = method.training_step(batch)["loss"]

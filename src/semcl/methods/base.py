@@ -9,7 +9,8 @@ overrides the hooks it needs and nothing else. Order of calls in one run:
     method.on_train_start(ctx)               # the training set, augmentations, device, run folder
     per epoch:  method.on_epoch_start(epoch)
                 order = method.epoch_order(labels, num_classes, generator, batch_size)
-                per step: out = method.training_step(batch); backward; method.after_backward(); opt.step()
+                per step: views = method.make_views(train_set, idx, generator, augs)
+                          out = method.training_step(batch); backward; method.after_backward(); opt.step()
     evaluation: method.features(x), method.classify(x) where has_classifier, method.stage_features(x)
 
 `state_dict()` is the method's whole training state (key encoders, queues with labels and pointer
@@ -155,6 +156,16 @@ class Method(nn.Module):
         """int64 [n] training-set positions in visiting order, drawn from `generator` alone:
         a permutation (each image once per epoch) unless the method needs other batches."""
         return torch.randperm(len(labels), generator=generator)
+
+    def make_views(self, train_set: Any, idx: torch.Tensor, generator: torch.Generator,
+                   augs: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> list[torch.Tensor]:
+        """The `num_views` views of the training samples `idx` (CPU tensors of the whole global batch;
+        the engine keeps this rank's slice and moves it to the device). Randomness must come from
+        `generator` (the epoch's), so a resumed run replays the same views. Default: view k is
+        `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets); video methods sample
+        clips here instead."""
+        images = train_set.images[idx]
+        return [augs[k % len(augs)](images, generator) for k in range(self.num_views)]
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Losses of one batch; the engine back-propagates `loss`. Side effects that the official

@@ -23,6 +23,7 @@ from semcl.methods import (
     segmentation,
     semi,
     transfer,
+    video_rank,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -56,6 +57,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     *distill.STUDENTS,
     segmentation.SEG_BASELINE,
     segmentation.GPACO_SEG,
+    *video_rank.VIDEO_SPECS,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)

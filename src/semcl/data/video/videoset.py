@@ -16,6 +16,7 @@ file listed as ``.avi`` may also be present as ``.mp4``/``.mkv``/``.webm``/``.mo
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,7 @@ class VideoSet:
         labels: int64 ``[N]``.
         class_names: indexed by label.
         frame_counts: int64 ``[N]`` frames per video.
-        sources: per video a :class:`FrameFolder` (frames layout) or the video file's path.
+        videos: per video a :class:`FrameFolder` (frames layout) or the video file's path.
         layout: ``"frames"`` or ``"videos"``.
         frame_size: ``(h, w)`` every decoded frame is resized to, or None for the stored size
             (then all videos of a batch must share it).
@@ -83,7 +84,7 @@ class VideoSet:
     labels: torch.Tensor
     class_names: list[str]
     frame_counts: torch.Tensor
-    sources: list[FrameFolder | Path]
+    videos: list[FrameFolder | Path]
     layout: str
     frame_size: tuple[int, int] | None = None
     split_files: list[Path] = field(default_factory=list)
@@ -95,10 +96,25 @@ class VideoSet:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    # what the engine reads of any training set (semcl.engine.job / train), with the image sets' meaning
+    fine_to_coarse = None  # no superclass labels
+    coarse_labels = None
+
+    @property
+    def images(self) -> VideoFrames:
+        """A stand-in for an image set's ``images`` that only has a shape: the engine reads
+        ``shape[1]`` (channels) and ``shape[-1]`` (frame side); clips are read by :meth:`clips`."""
+        return VideoFrames(self)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Each split file that defines this split → its SHA-256 (what a run records about its data)."""
+        return {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in self.split_files}
+
     def subset(self, idx: Sequence[int] | torch.Tensor) -> VideoSet:
         rows = torch.as_tensor(idx, dtype=torch.int64).flatten().tolist()
         return VideoSet(self.name, [self.ids[i] for i in rows], self.labels[rows], self.class_names,
-                        self.frame_counts[rows], [self.sources[i] for i in rows], self.layout,
+                        self.frame_counts[rows], [self.videos[i] for i in rows], self.layout,
                         self.frame_size, self.split_files)
 
     def read_frames(self, i: int, indices: Sequence[int]) -> torch.Tensor:
@@ -107,7 +123,7 @@ class VideoSet:
         bad = [k for k in indices if not 0 <= k < n]
         if bad:
             raise IndexError(f"{self.ids[i]}: frame {bad[0]} outside [0, {n})")
-        src = self.sources[i]
+        src = self.videos[i]
         if isinstance(src, FrameFolder):
             arr = read_frames_from_folder(src, indices, self.frame_size)
         else:
@@ -133,6 +149,26 @@ class VideoSet:
         except RuntimeError:
             raise DataError(f"{self.name}: videos of different frame sizes in one batch "
                             "(set frame_size to resize them)") from None
+
+
+class VideoFrames:
+    """``VideoSet.images``: shape ``(videos, 3, frame height, frame width)`` and no pixels, so code
+    written for image sets that reads ``images.shape`` works, and code that indexes it fails clearly."""
+
+    def __init__(self, videos: VideoSet) -> None:
+        self._set = videos
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        h, w = self._set.frame_size or (0, 0)
+        return (len(self._set), 3, h, w)
+
+    def __len__(self) -> int:
+        return len(self._set)
+
+    def __getitem__(self, idx: object) -> torch.Tensor:
+        raise TypeError(f"{self._set.name}: a video set has no images; read clips with VideoSet.clips "
+                        "(a video method overrides Method.make_views)")
 
 
 def _frames_root(base: Path, split: SplitList) -> Callable[[str], Path]:

@@ -21,6 +21,8 @@ from semcl.evals.protocols import (
     robustness,
     segmentation,
     stage_probe,
+    video_accuracy,
+    video_retrieval,
 )
 from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
 from semcl.schema import build
@@ -37,6 +39,8 @@ EVALUATIONS: dict[str, Evaluation] = {
         segmentation.EVALUATION,
         knn.EVALUATION,
         stage_probe.EVALUATION,
+        video_accuracy.EVALUATION,
+        video_retrieval.EVALUATION,
         reported.EVALUATION,
     )
 }

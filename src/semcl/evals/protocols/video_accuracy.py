@@ -1,0 +1,45 @@
+"""Top-1 of a fine-tuned video classifier on the test videos, clip logits averaged per video
+(rince.md §f.4). Read from methods with `video_classifier` (`classify_clips(x)`); clips per video:
+eval.video_clips (None = 10, a common choice; the paper's number is unknown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from semcl.evals.protocols.spec import Column, Evaluation
+
+DEFAULT_CLIPS = 10
+
+
+def validate(column: Column, where: str) -> None:
+    pass
+
+
+def metric_key(column: Column, substitute: dict[str, str | None]) -> str:
+    return "video_top1"
+
+
+def describe(column: Column) -> str:
+    return "top-1 on the test videos, logits averaged over evenly spaced clips per video (eval.video_clips)"
+
+
+def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: dict[str, Any]) -> None:
+    if columns:
+        ev["video_accuracy"] = True
+
+
+def run(ctx) -> dict[str, float]:
+    from semcl.data import stats
+    from semcl.evals.video_clips import video_outputs
+
+    m = ctx.method
+    k = ctx.cfg.eval.video_clips or DEFAULT_CLIPS
+    logits = video_outputs(lambda x: m.classify_clips(x.to(ctx.device)).cpu(), ctx.test, m.sampler, k,
+                           *stats(ctx.cfg.data.name))
+    top1 = (logits.argmax(dim=1) == ctx.test.labels).double().mean().item()
+    return {"video_top1": 100.0 * top1}
+
+
+EVALUATION = Evaluation("video_accuracy", frozenset(), validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
+                        and getattr(method, "video_classifier", False), run=run)

@@ -1,0 +1,40 @@
+"""The video rows of RINCE Tab. 4 as rank matrices for one `ranked_info_nce` call.
+
+Columns of ``sim`` per anchor a (query = online embedding of the anchor clip's first augmentation):
+``[k_f(a), k_s(a), k_v(a), bank_1 .. bank_K]`` -- the momentum keys of x_f (same frames, other
+augmentation), x_s (nearby clip) and x_v (clip >= 48 frames away) of a's own video, then the
+memory bank (always negatives, rank 0). Ranks of the three own-video columns (rince.md §c.6; HP
+and HN are named assumptions, the paper gives only their names):
+
+    infonce  [1, -1, -1]  x_f the one positive; x_s, x_v unused              τ = (0.1,)
+    hp       [1,  1,  1]  hard positives: x_s and x_v also positives (one rank) τ = (0.1,)
+    hn       [1,  0,  0]  hard negatives: x_s and x_v negatives               τ = (0.1,)
+    rince    [1,  2,  3]  one rank each, τ increasing                          τ = (0.1, 0.15, 0.2)
+
+(-1 = takes no part.) Where the clip sampler could not keep x_v 48 frames away (``gap_ok`` False)
+x_v's column is -1 in every row kind. With form "in" and "rank" positives, term r is
+-log(Σ_{P_r} e / (Σ_{P_r} e + Σ_{N_r} e)), e = exp(s/τ_r), N_r = rank 0 ∪ ranks > r; summed over r.
+"""
+
+from __future__ import annotations
+
+import torch
+
+ROW_KINDS = {"infonce": (1, -1, -1), "hp": (1, 1, 1), "hn": (1, 0, 0), "rince": (1, 2, 3)}
+
+
+def video_ranks(kind: str, gap_ok: torch.Tensor, bank_size: int) -> torch.Tensor:
+    """int64 ``[B, 3 + bank_size]`` ranks of the columns described in the module docstring."""
+    if kind not in ROW_KINDS:
+        raise ValueError(f"unknown video row kind {kind!r} (known: {', '.join(ROW_KINDS)})")
+    b = gap_ok.shape[0]
+    own = torch.tensor(ROW_KINDS[kind], dtype=torch.int64).repeat(b, 1)
+    own[~gap_ok.bool().cpu(), 2] = -1
+    return torch.cat([own, torch.zeros(b, bank_size, dtype=torch.int64)], dim=1)
+
+
+def video_similarities(q: torch.Tensor, kf: torch.Tensor, ks: torch.Tensor, kv: torch.Tensor,
+                       bank: torch.Tensor) -> torch.Tensor:
+    """``[B, 3 + K]``: ``q·k_f, q·k_s, q·k_v`` per row, then ``q @ bank.T`` (all L2-normalised)."""
+    own = torch.stack([(q * kf).sum(1), (q * ks).sum(1), (q * kv).sum(1)], dim=1)
+    return torch.cat([own, q @ bank.T], dim=1)

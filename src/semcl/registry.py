@@ -8,6 +8,7 @@ under every profile, so a malformed entry fails at `semcl list` with the file an
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -148,8 +149,8 @@ class Table:
 def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:
     """A profile's `method.*` keys apply to the rows whose method has that field (e.g. a smaller
     memory bank for every contrastive row); a key no method knows is still an error."""
-    known = {f.name for spec in METHODS.values() for f in dataclasses.fields(spec.schema)}
-    mine = {f.name for f in dataclasses.fields(METHODS[method].schema)}
+    known = _method_fields(None)
+    mine = _method_fields(method)
     out = {}
     for key, value in overrides.items():
         if key.startswith("method."):
@@ -160,6 +161,27 @@ def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str,
                 continue
         out[key] = value
     return out
+
+
+@cache
+def _method_fields(method: str | None) -> frozenset[str]:
+    """The config fields of one method's schema (None: of every method); METHODS is fixed at import."""
+    specs = METHODS.values() if method is None else (METHODS[method],)
+    return frozenset(f.name for spec in specs for f in dataclasses.fields(spec.schema))
+
+
+# Config trees already validated by build_config (their JSON with sorted keys). Rows of the large KD
+# tables share trees under the small profiles (every pair runs the same mini networks), so each
+# distinct tree is built once per process; the check itself is unchanged.
+_VALIDATED: set[str] = set()
+
+
+def _validate(table: Table, row: Row, profile: str) -> None:
+    tree = table.config_tree(row, profile)
+    key = json.dumps(tree, sort_keys=True, default=repr)
+    if key not in _VALIDATED:
+        build_config(tree, where=f"{table.path}: row {row.label!r}, profile {profile!r}")
+        _VALIDATED.add(key)
 
 
 def _link_rows(rows: list[Row], where: str) -> list[Row]:
@@ -321,7 +343,7 @@ def load_table(path: Path, presets: Path) -> Table:
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented:
             for prof in profiles:
-                table.resolve(row, prof)
+                _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)
         for prof in profiles:
             if repeats > len(table.seeds_for(prof)):

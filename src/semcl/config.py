@@ -121,7 +121,7 @@ CHOICES: dict[str, set[str]] = {
 # data.augment names one recipe for every view, or one per view joined by "+" (view 1 first,
 # the official `--aug a_b`). RandAugment recipes take "-n<ops>-m<magnitude>" (default n2, m10);
 # any recipe with a random crop takes "-c<percent>" for the crop's minimum area (e.g. -c20 = 0.2).
-AUGMENT_RECIPES = {"supcon", "crop_flip", "sim", "sim_cifar", "autoaug_cutout", "randcls", "randclsstack"}
+AUGMENT_RECIPES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "autoaug_cutout", "randcls", "randclsstack"}
 RANDAUG_RECIPES = {"randcls", "randclsstack"}
 _RANDAUG = re.compile(r"^(?P<base>[a-z_]+?)(?:-n(?P<n>\d+)-m(?P<m>\d+))?(?:-c(?P<c>\d+))?$")
 

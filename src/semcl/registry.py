@@ -37,6 +37,7 @@ PROVENANCE_TAGS = {
 PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
+DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,13 @@ class Row:
     # knowledge distillation: each seed's run learns from this row's run of the same seed, frozen
     teacher: str | None = None
     deps_implemented: bool = True  # set at load: every row this one builds on is implemented
+    # a derived row (method DERIVED, no runs of its own): per seed, the mean over these (A, B) row
+    # pairs of A − B (semcl.report.tables.derived_lines)
+    derived: tuple[tuple[str, str], ...] = ()
 
     @property
     def implemented(self) -> bool:
-        return self.method in METHODS and self.deps_implemented
+        return (self.method in METHODS or self.method == DERIVED) and self.deps_implemented
 
     @property
     def dependency_kind(self) -> str | None:
@@ -194,6 +198,10 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         raise ConfigError(f"{where}: two rows are labelled {dup!r}")
     for r in rows:
         rw = f"{where}: row {r.label!r}"
+        for a, b in r.derived:
+            for label in (a, b):
+                if label not in by_label or by_label[label].derived:
+                    raise ConfigError(f"{rw}: 'derived.pairs' names no measured row {label!r}")
         used = [k for k in DEPENDENCY_KINDS if getattr(r, k)]
         if len(used) > 1:
             raise ConfigError(f"{rw}: keys {' and '.join(repr(k) for k in used)} exclude each other")
@@ -216,7 +224,12 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         row = by_label[label]
         return row.method in METHODS and all(ok(d, (*seen, label)) for d in row.depends_on)
 
-    return [dataclasses.replace(r, deps_implemented=all(ok(d, (r.label,)) for d in r.depends_on)) for r in rows]
+    def usable(r: Row) -> bool:
+        return all(ok(d, (r.label,)) for d in r.depends_on) and all(
+            by_label[x].method in METHODS and all(ok(d, (x,)) for d in by_label[x].depends_on)
+            for pair in r.derived for x in pair)
+
+    return [dataclasses.replace(r, deps_implemented=usable(r)) for r in rows]
 
 
 def registry_root() -> Path:
@@ -320,7 +333,17 @@ def load_table(path: Path, presets: Path) -> Table:
     rows = []
     for i, r in enumerate(entry.rows):
         rw = f"{where}: rows[{i}]"
-        if r.method not in METHODS and r.method not in PLANNED_METHODS:
+        if r.derived is not None:
+            extra = [k for k in ("method", "overrides", "init_from", "ensemble", "teacher") if getattr(r, k)]
+            if extra:
+                raise ConfigError(f"{rw}: a 'derived' row has no key {extra[0]!r} (it runs nothing)")
+            bad_pair = next((p for p in r.derived.pairs if len(p) != 2), None)
+            if bad_pair is not None:
+                raise ConfigError(f"{rw}: 'derived.pairs' entry {bad_pair!r} is not [row A, row B]")
+            r = dataclasses.replace(r, method=DERIVED)
+        elif r.method is None:
+            raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
+        if r.method != DERIVED and r.method not in METHODS and r.method not in PLANNED_METHODS:
             raise ConfigError(f"{rw}: unknown method {r.method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
         reported = r.reported or {}
         bad = sorted(set(reported) - set(keys))
@@ -328,7 +351,8 @@ def load_table(path: Path, presets: Path) -> Table:
             raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
         rows.append(Row(r.label, r.method, dict(r.overrides or {}),
                         {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
-                        r.init_from, tuple(r.ensemble or ()), r.teacher))
+                        r.init_from, tuple(r.ensemble or ()), r.teacher,
+                        derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ()))
     rows = _link_rows(rows, where)
     profiles = {}
     for name, p in (entry.profiles or {}).items():
@@ -341,7 +365,7 @@ def load_table(path: Path, presets: Path) -> Table:
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
                   parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
     for row in rows:  # fail at load time, not when a job starts
-        if row.implemented:
+        if row.implemented and not row.derived:
             for prof in profiles:
                 _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)

@@ -70,7 +70,6 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
     PlannedMethod("scns_supcon", "supervised contrastive training with SCNS negatives (SCNS sup-cifar10)"),
-    PlannedMethod("scns_gain", "SCNS's abstract gains (pp) over a baseline, aggregated over runs (report layer)"),
 )}
 
 

@@ -80,3 +80,30 @@ def test_bad_derived_rows_fail_at_load(tmp_path):
         _table(tmp_path, ENTRY.replace("[SCNS p2, KD p2]]", "[SCNS p2]]"))
     with pytest.raises(ConfigError, match="key 'method' is required"):
         _table(tmp_path, ENTRY.replace("  - {label: KD p2, method: kd_student,", "  - {label: KD p2,"))
+
+
+CLAIMS = """
+paper: test
+claims:
+  - {id: gain, table: test/derived, column: top1, a: SCNS minus KD, direction: greater, stated: 1.72,
+     provenance: paper-abstract, source: s, quote: q}
+"""
+
+
+def test_a_claim_on_a_derived_row_is_a_one_sample_test_against_zero(tmp_path):
+    from semcl.report.claim_verdicts import judge_claims
+    from semcl.report.claims import load_claims_file
+
+    t = _table(tmp_path)
+    path = tmp_path / "claims.yaml"
+    path.write_text(CLAIMS)
+    cf = load_claims_file(path, {t.id: t})
+    assert cf.claims[0].b is None and cf.claims[0].describe() == "SCNS minus KD > 0 on top1 (test/derived)"
+    (v,) = judge_claims(cf, "paper", _store(tmp_path, t), {t.id: t})
+    j = v.judgement
+    assert (j.mean_a, j.n_a, j.mean_b, j.diff) == (1.5, 2, 0.0, 1.5)
+    # d = [2, 1]: one-sample t = 1.5 / (0.7071 / sqrt 2) = 3 with 1 df; two-sided p = 1 - 2 atan(3)/pi
+    assert j.p == pytest.approx(1 - 2 * math.atan(3) / math.pi, rel=1e-6)
+    path.write_text(CLAIMS.replace("a: SCNS minus KD,", "a: KD p1,"))
+    with pytest.raises(ConfigError, match="key 'b' is required unless 'a' names a derived row"):
+        load_claims_file(path, {t.id: t})

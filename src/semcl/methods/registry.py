@@ -20,6 +20,7 @@ from semcl.methods import (
     ranked_contrastive,
     ride,
     scl_two_heads,
+    scns_supcon,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -49,6 +50,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     distill.KD_TEACHER,
     distill.KD_STUDENT,
     *distill.STUDENTS,
+    scns_supcon.SPEC,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -69,7 +71,8 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("semi_finetune", "fine-tuning on the 1 % / 10 % ImageNet label subsets (+ entropy-filtered mining)"),
     PlannedMethod("detectron2_transfer", "detection / segmentation transfer of an exported backbone via detectron2"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
-    PlannedMethod("scns_supcon", "supervised contrastive training with SCNS negatives (SCNS sup-cifar10)"),
+    PlannedMethod("scns_supcon_instance", "scns_supcon with SCNS-instance negatives (needs a pretrained network's "
+                  "features of the training set; which network the paper used is unknown)"),
 )}
 
 

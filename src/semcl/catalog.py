@@ -18,4 +18,31 @@ BACKBONE_GFLOPS: dict[str, float] = {
     "resnet152": 3 * 11.5,
     "resnext50_32x4d": 3 * 4.3,
     "resnext101_32x4d": 3 * 8.0,
+    # The KD zoo (semcl.models.kd, RepDistiller's names), counted by scripts/count_kd_gflops.py:
+    # torch.utils.flop_counter over one forward + backward of a 3x32x32 image, 100 classes, torch 2.x
+    # (2 FLOPs per multiply-add; the comment is the forward alone). FlopCounterMode counts the
+    # backward of grouped / depthwise convolutions as dense, so MobileNetV2 / ShuffleV1 / V2 are
+    # overstated (backward >> 2x forward); kept as counted.
+    "resnet8": 0.07416,  # fwd 0.02501
+    "resnet14": 0.1591,  # fwd 0.05333
+    "resnet20": 0.244,  # fwd 0.08164
+    "resnet32": 0.4139,  # fwd 0.1383
+    "resnet44": 0.5838,  # fwd 0.1949
+    "resnet56": 0.7536,  # fwd 0.2515
+    "resnet110": 1.518,  # fwd 0.5063
+    "resnet8x4": 1.061,  # fwd 0.3541
+    "resnet32x4": 6.496,  # fwd 2.166
+    "ResNet50": 7.785,  # fwd 2.596
+    "wrn_16_1": 0.1591,  # fwd 0.05333
+    "wrn_16_2": 0.6058,  # fwd 0.2022
+    "wrn_40_1": 0.4988,  # fwd 0.1666
+    "wrn_40_2": 1.965,  # fwd 0.6552
+    "vgg8": 0.5736,  # fwd 0.1924
+    "vgg11": 1.253,  # fwd 0.4189
+    "vgg13": 1.706,  # fwd 0.5699
+    "vgg16": 2.386,  # fwd 0.7964
+    "vgg19": 3.065,  # fwd 1.023
+    "MobileNetV2": 0.249,  # fwd 0.01305
+    "ShuffleV1": 0.6111,  # fwd 0.07738
+    "ShuffleV2": 0.5458,  # fwd 0.08901
 }

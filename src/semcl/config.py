@@ -133,7 +133,7 @@ CHOICES: dict[str, set[str]] = {
 # any recipe with a random crop takes "-c<percent>" for the crop's minimum area (e.g. -c20 = 0.2).
 # _timm: the official (timm) RandAugment; without it: torchvision's (the named variant)
 RANDAUG_RECIPES = {"randcls", "randclsstack", "randcls_timm", "randclsstack_timm"}
-AUGMENT_RECIPES = {"supcon", "crop_flip", "sim", "sim_cifar", "autoaug_cutout", *RANDAUG_RECIPES}
+AUGMENT_RECIPES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "autoaug_cutout", *RANDAUG_RECIPES}
 _RANDAUG = re.compile(r"^(?P<base>[a-z_]+?)(?:-n(?P<n>\d+)-m(?P<m>\d+))?(?:-c(?P<c>\d+))?$")
 
 

@@ -8,6 +8,7 @@ under every profile, so a malformed entry fails at `semcl list` with the file an
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -36,6 +37,7 @@ PROVENANCE_TAGS = {
 PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
+DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,13 @@ class Row:
     # knowledge distillation: each seed's run learns from this row's run of the same seed, frozen
     teacher: str | None = None
     deps_implemented: bool = True  # set at load: every row this one builds on is implemented
+    # a derived row (method DERIVED, no runs of its own): per seed, the mean over these (A, B) row
+    # pairs of A − B (semcl.report.tables.derived_lines)
+    derived: tuple[tuple[str, str], ...] = ()
 
     @property
     def implemented(self) -> bool:
-        return self.method in METHODS and self.deps_implemented
+        return (self.method in METHODS or self.method == DERIVED) and self.deps_implemented
 
     @property
     def dependency_kind(self) -> str | None:
@@ -148,8 +153,8 @@ class Table:
 def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:
     """A profile's `method.*` keys apply to the rows whose method has that field (e.g. a smaller
     memory bank for every contrastive row); a key no method knows is still an error."""
-    known = {f.name for spec in METHODS.values() for f in dataclasses.fields(spec.schema)}
-    mine = {f.name for f in dataclasses.fields(METHODS[method].schema)}
+    known = _method_fields(None)
+    mine = _method_fields(method)
     out = {}
     for key, value in overrides.items():
         if key.startswith("method."):
@@ -162,6 +167,27 @@ def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str,
     return out
 
 
+@cache
+def _method_fields(method: str | None) -> frozenset[str]:
+    """The config fields of one method's schema (None: of every method); METHODS is fixed at import."""
+    specs = METHODS.values() if method is None else (METHODS[method],)
+    return frozenset(f.name for spec in specs for f in dataclasses.fields(spec.schema))
+
+
+# Config trees already validated by build_config (their JSON with sorted keys). Rows of the large KD
+# tables share trees under the small profiles (every pair runs the same mini networks), so each
+# distinct tree is built once per process; the check itself is unchanged.
+_VALIDATED: set[str] = set()
+
+
+def _validate(table: Table, row: Row, profile: str) -> None:
+    tree = table.config_tree(row, profile)
+    key = json.dumps(tree, sort_keys=True, default=repr)
+    if key not in _VALIDATED:
+        build_config(tree, where=f"{table.path}: row {row.label!r}, profile {profile!r}")
+        _VALIDATED.add(key)
+
+
 def _link_rows(rows: list[Row], where: str) -> list[Row]:
     """Check `init_from` / `teacher` / `ensemble` references (known labels, no cycles, the kind the
     method's spec declares) and
@@ -172,6 +198,10 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         raise ConfigError(f"{where}: two rows are labelled {dup!r}")
     for r in rows:
         rw = f"{where}: row {r.label!r}"
+        for a, b in r.derived:
+            for label in (a, b):
+                if label not in by_label or by_label[label].derived:
+                    raise ConfigError(f"{rw}: 'derived.pairs' names no measured row {label!r}")
         used = [k for k in DEPENDENCY_KINDS if getattr(r, k)]
         if len(used) > 1:
             raise ConfigError(f"{rw}: keys {' and '.join(repr(k) for k in used)} exclude each other")
@@ -194,7 +224,12 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         row = by_label[label]
         return row.method in METHODS and all(ok(d, (*seen, label)) for d in row.depends_on)
 
-    return [dataclasses.replace(r, deps_implemented=all(ok(d, (r.label,)) for d in r.depends_on)) for r in rows]
+    def usable(r: Row) -> bool:
+        return all(ok(d, (r.label,)) for d in r.depends_on) and all(
+            by_label[x].method in METHODS and all(ok(d, (x,)) for d in by_label[x].depends_on)
+            for pair in r.derived for x in pair)
+
+    return [dataclasses.replace(r, deps_implemented=usable(r)) for r in rows]
 
 
 def registry_root() -> Path:
@@ -305,7 +340,17 @@ def load_table(path: Path, presets: Path) -> Table:
     rows = []
     for i, r in enumerate(entry.rows):
         rw = f"{where}: rows[{i}]"
-        if r.method not in METHODS and r.method not in PLANNED_METHODS:
+        if r.derived is not None:
+            extra = [k for k in ("method", "overrides", "init_from", "ensemble", "teacher") if getattr(r, k)]
+            if extra:
+                raise ConfigError(f"{rw}: a 'derived' row has no key {extra[0]!r} (it runs nothing)")
+            bad_pair = next((p for p in r.derived.pairs if len(p) != 2), None)
+            if bad_pair is not None:
+                raise ConfigError(f"{rw}: 'derived.pairs' entry {bad_pair!r} is not [row A, row B]")
+            r = dataclasses.replace(r, method=DERIVED)
+        elif r.method is None:
+            raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
+        if r.method != DERIVED and r.method not in METHODS and r.method not in PLANNED_METHODS:
             raise ConfigError(f"{rw}: unknown method {r.method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
         reported = r.reported or {}
         bad = sorted(set(reported) - set(keys))
@@ -313,7 +358,8 @@ def load_table(path: Path, presets: Path) -> Table:
             raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
         rows.append(Row(r.label, r.method, dict(r.overrides or {}),
                         {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
-                        r.init_from, tuple(r.ensemble or ()), r.teacher))
+                        r.init_from, tuple(r.ensemble or ()), r.teacher,
+                        derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ()))
     rows = _link_rows(rows, where)
     profiles = {}
     for name, p in (entry.profiles or {}).items():
@@ -326,9 +372,9 @@ def load_table(path: Path, presets: Path) -> Table:
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
                   parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
     for row in rows:  # fail at load time, not when a job starts
-        if row.implemented:
+        if row.implemented and not row.derived:
             for prof in profiles:
-                table.resolve(row, prof)
+                _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)
         for prof in profiles:
             if repeats > len(table.seeds_for(prof)):

@@ -31,14 +31,23 @@ SAFE_KEY = re.compile(r"[A-Za-z0-9_.@-]+")
 
 
 @dataclass
+class DerivedEntry:
+    """A row computed from other rows' runs: per seed, the mean over `pairs` of (row A − row B) on
+    every measured column (e.g. SCNS − KD averaged over the teacher/student pairs)."""
+
+    pairs: list[list[str]] = field(metadata=NON_EMPTY)  # each [A, B]: row labels of this table
+
+
+@dataclass
 class RowEntry:
     label: str
-    method: str
+    method: str | None = None  # required unless `derived`
     overrides: dict[str, Any] | None = None
     reported: dict[str, Any] | None = None  # column key -> null | {value, provenance, source, std} | a list
     init_from: str | None = None
     ensemble: list[str] | None = None
     teacher: str | None = None
+    derived: DerivedEntry | None = None
 
 
 @dataclass

@@ -189,7 +189,7 @@ def test_cli_and_report_use_the_shipped_claims(tmp_path, capsys):
 
 
 def test_every_shipped_claims_file_loads_and_the_registry_skips_them():
-    for paper in ("rince", "gpaco", "paco", "hsa"):
+    for paper in ("rince", "gpaco", "paco", "hsa", "scns"):
         cf = load_claims(paper)
         assert cf.paper == paper and cf.claims
     assert all(t.path.name != "claims.yaml" for t in load_registry().values())

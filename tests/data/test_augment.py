@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import torchvision.transforms.functional as TF
 
 from semcl.data import RECIPES, Augment, Recipe, build_augment, stats, two_views
-from semcl.data.crop import crop_flip, sample_crop_boxes
+from semcl.data.crop import crop_flip, pad_crop_flip, sample_crop_boxes
 from semcl.data.jitter import (
     adjust_brightness,
     adjust_contrast,
@@ -187,3 +187,40 @@ def test_two_views_differ_and_errors() -> None:
         aug(_images(c=1), _gen())
     with pytest.raises(ValueError, match="expected uint8"):
         aug(_images().float(), _gen())
+
+
+def test_pad_crop_flip_on_hand_made_image() -> None:
+    """RandomCrop(4, padding=1) of a 4×4 ramp at offsets (0, 0) and (2, 1), then the mirrored crop."""
+    img = torch.arange(16, dtype=torch.float32).view(1, 1, 4, 4).repeat(2, 1, 1, 1)
+    out = pad_crop_flip(img, torch.tensor([[0, 0], [2, 1]]), torch.tensor([False, True]), pad=1)
+    # padded[r][c] = img[r-1][c-1] inside, 0 on the one-pixel border
+    top_left = [[0, 0, 0, 0], [0, 0, 1, 2], [0, 4, 5, 6], [0, 8, 9, 10]]
+    # rows 2..5, cols 1..4 of the padded image = img rows 1..3 (+ a zero row), cols 0..3; then mirrored
+    shifted = [[4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15], [0, 0, 0, 0]]
+    assert out[0, 0].tolist() == top_left
+    assert out[1, 0].tolist() == [row[::-1] for row in shifted]
+
+
+def test_pad_crop_recipe_equals_torchvision_random_crop_with_the_same_draws() -> None:
+    """The `pad_crop` recipe = RandomCrop(32, padding=4) + flip + normalise per image, given its draws."""
+    images = _images(n=6)
+    gen = _gen(3)
+    out = build_augment("pad_crop", size=32, mean=MEAN, std=STD)(images, gen)
+    replay = _gen(3)
+    offsets = torch.randint(0, 9, (6, 2), generator=replay)
+    flips = torch.rand(6, generator=replay) < 0.5
+    for i in range(6):
+        padded = TF.pad(images[i], [4])  # fill 0, as RandomCrop(padding=4)
+        crop = TF.crop(padded, int(offsets[i, 0]), int(offsets[i, 1]), 32, 32)
+        crop = TF.hflip(crop) if flips[i] else crop
+        assert torch.equal(out[i], _normalised(crop[None])[0])
+    assert flips.any() and not flips.all() and (offsets.max() > 4) and (offsets.min() < 4)
+
+
+def test_pad_crop_padding_scales_with_size() -> None:
+    """64×64 (Tiny-ImageNet) pads 8: a crop can show an 8-pixel black border, never more."""
+    images = torch.full((64, 1, 64, 64), 255, dtype=torch.uint8)
+    out = build_augment("pad_crop", size=64, mean=(0.0,), std=(1.0,))(images, _gen(0))
+    zero_rows = (out == 0).all(dim=3).sum(dim=2).squeeze(1)  # all-black rows per image
+    zero_cols = (out == 0).all(dim=2).sum(dim=2).squeeze(1)
+    assert int(zero_rows.max()) == 8 and int(zero_cols.max()) == 8 and int(zero_rows.min()) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import math
 from contextlib import redirect_stdout
 from pathlib import Path
 from types import SimpleNamespace
@@ -267,3 +268,33 @@ def test_kd_cifar100_paper_plan_shares_each_teacher_per_seed_and_keeps_the_proto
     assert ab.schedule.epochs == 270 and ab.optim.step_milestones == [180, 210, 240] and ab.method.init_epochs == 30
     kd = table.row("KD resnet32x4 to resnet8x4").reported["crd_ref"]
     assert kd.value == 73.33 and kd.provenance == "crd-readme"
+
+
+def test_scns_class_user_vectors_file_is_pinned_by_its_sha256(tmp_path):
+    """A user vectors file reaches the run id through method.vectors_sha256, checked against the file."""
+    import hashlib
+
+    from semcl.data.word_vectors import content_sha256
+    from semcl.errors import ConfigError
+    from semcl.runs import make_run_id
+
+    vec = tmp_path / "vecs.txt"
+    rows = {"apple": [1, 0, 0], "pear": [0.9, 0.1, 0], "truck": [0, 1, 0], "bus": [0, 0.9, 0.1], "orange": [0.8, 0, 0.2]}
+    vec.write_text("".join(f"{w} {' '.join(map(str, v))}\n" for w, v in rows.items()))
+    sha = hashlib.sha256(vec.read_bytes()).hexdigest()  # what `sha256sum vecs.txt` prints
+    assert content_sha256(vec) == sha
+    with pytest.raises(Exception, match="needs 'method.vectors_sha256'"):
+        _cfg("scns_class", teacher_arch="resnet14", vectors="vectors", vectors_path=str(vec))
+    a = _cfg("scns_class", teacher_arch="resnet14", vectors="vectors", vectors_path=str(vec), vectors_sha256=sha)
+    b = _cfg("scns_class", teacher_arch="resnet14", vectors="vectors", vectors_path=str(vec), vectors_sha256="0" * 64)
+    assert make_run_id(a, 1, ()) != make_run_id(b, 1, ())  # the content pin is part of the id
+    s, _, train_set = _student(SCNSClass, "scns_class", tmp_path, nce_k=8, k=1, vectors="vectors",
+                               vectors_path=str(vec), vectors_sha256=sha)
+    s.on_train_start(_ctx(train_set, tmp_path / "run"))
+    sim = torch.load(tmp_path / "run" / "scns_negatives.pt")["similarity"]
+    assert sim[0, 1] == pytest.approx(0.9 / math.sqrt(0.82))  # cos(apple, pear) from the file
+    vec.write_text(vec.read_text().replace("0.9 0.1 0", "0.1 0.9 0"))  # the file changes under the same path
+    s2, _, _ = _student(SCNSClass, "scns_class", tmp_path, nce_k=8, k=1, vectors="vectors",
+                        vectors_path=str(vec), vectors_sha256=sha)
+    with pytest.raises(ConfigError, match="content sha256 .* pins"):
+        s2.on_train_start(_ctx(train_set, tmp_path / "run2"))

@@ -13,6 +13,9 @@ Recipes (``RECIPES``):
   p=0.8, RandomGrayscale p=0.2, normalise.
 * ``crop_flip`` — RandomResizedCrop(size, scale (0.2, 1)) + flip + normalise (the CE
   baseline and linear-probe recipe).
+* ``pad_crop`` — RepDistiller's CIFAR recipe (CRD/SCNS knowledge distillation): RandomCrop(size,
+  padding = size/8) + horizontal flip p=0.5 + normalise, i.e. padding 4 at 32×32 and 8 at 64×64
+  (Tiny-ImageNet); the image is first resized to ``size`` if it is not that size already.
 * ``test`` — resize to ``size`` if needed, normalise.
 
 Which object a recipe *name* builds (these, or semcl.data.tvaugment's per-image recipes) is
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from semcl.data.crop import crop_flip, resize, sample_crop_boxes
+from semcl.data.crop import crop_flip, pad_crop_flip, resize, sample_crop_boxes
 from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like
 
 
@@ -52,12 +55,16 @@ class Recipe:
     saturation: float = 0.0
     hue: float = 0.0
     gray_p: float = 0.0
+    # RandomCrop(size, padding=round(pad_crop * size)) on the image resized to size (then flip_p);
+    # excludes crop_scale
+    pad_crop: float | None = None
 
 
 RECIPES: dict[str, Recipe] = {
     "supcon": Recipe(crop_scale=(0.2, 1.0), flip_p=0.5, jitter_p=0.8, brightness=0.4,
                      contrast=0.4, saturation=0.4, hue=0.1, gray_p=0.2),
     "crop_flip": Recipe(crop_scale=(0.2, 1.0), flip_p=0.5),
+    "pad_crop": Recipe(flip_p=0.5, pad_crop=0.125),  # RepDistiller: RandomCrop(32, padding=4) + flip
     "test": Recipe(),
 }
 
@@ -96,7 +103,13 @@ class Augment:
         r, dev = self.recipe, images.device
         x = images.float().div_(255.0)
         # Draws happen in a fixed order (crop, flip, jitter, grayscale) so a seed pins all.
-        if r.crop_scale is not None:
+        if r.pad_crop is not None:
+            # draws: offsets (top, left) uniform in {0..2p}, then the flips (torchvision: RandomCrop, then flip)
+            pad = round(r.pad_crop * self.size)
+            offsets = torch.randint(0, 2 * pad + 1, (b, 2), generator=generator, device=generator.device)
+            flip = _rand(b, generator, dev) < r.flip_p
+            x = pad_crop_flip(resize(x, self.size), offsets, flip, pad)
+        elif r.crop_scale is not None:
             boxes = sample_crop_boxes(b, height, width, r.crop_scale, r.crop_ratio, generator)
             flip = _rand(b, generator, dev) < r.flip_p
             x = crop_flip(x, boxes, flip, self.size)

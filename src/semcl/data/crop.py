@@ -1,4 +1,4 @@
-"""Batched geometric augmentation: RandomResizedCrop boxes, crop+flip resampling, resize.
+"""Batched geometric augmentation: RandomResizedCrop boxes, crop+flip resampling, padded crops, resize.
 
 All randomness comes from an explicit ``torch.Generator``; draws are made on the
 generator's device and then moved, so a CPU generator gives the same boxes whatever
@@ -90,6 +90,27 @@ def crop_flip(images: torch.Tensor, boxes: torch.Tensor, flip: torch.Tensor,
                         gy[:, :, None].expand(b, size, size)), dim=-1)
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="border",
                          align_corners=False)
+
+
+def pad_crop_flip(images: torch.Tensor, offsets: torch.Tensor, flip: torch.Tensor, pad: int) -> torch.Tensor:
+    """torchvision's RandomCrop(size, padding=pad) + mirror, batched, at the input size ``S``.
+
+    ``images`` float ``[B, C, S, S]`` are zero-padded by ``pad`` on every side (torchvision pads the
+    uint8 image with fill 0, i.e. black before normalisation); sample b keeps rows
+    ``offsets[b, 0] + [0, S)`` and columns ``offsets[b, 1] + [0, S)`` of the padded image
+    (``offsets`` int64 ``[B, 2]`` in ``[0, 2·pad]``), its columns reversed where ``flip``. Pure
+    indexing: no interpolation, the output is the same pixels torchvision keeps.
+    """
+    b, c, height, width = images.shape
+    padded = F.pad(images, (pad, pad, pad, pad))
+    dev = images.device
+    offsets = offsets.to(dev)
+    rows = offsets[:, :1] + torch.arange(height, device=dev)  # [B, S]
+    cols = offsets[:, 1:] + torch.arange(width, device=dev)
+    cols = torch.where(flip.to(dev).view(-1, 1), cols.flip(1), cols)
+    batch = torch.arange(b, device=dev).view(-1, 1, 1)
+    # advanced indexing on dims 0, 2, 3 puts the channel dim last: [B, S, S, C]
+    return padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
 
 
 def resize(images: torch.Tensor, size: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ an error naming the class and the source. The similarity is s(c, c') = cos(e_c, 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,28 @@ def class_word_vectors(names: list[str], kind: str = "glove", path: str | Path |
     if kind == "sentence":
         return _sentence_vectors(names, Path(path))
     raise ConfigError(f"unknown class-vector kind {kind!r}; use glove, vectors or sentence")
+
+
+def content_sha256(path: str | Path) -> str:
+    """sha256 of a vectors file's bytes (what `sha256sum FILE` prints); for a folder (a sentence-transformer
+    model) of every file under it, each as its relative path, a NUL, its bytes' sha256, in sorted order."""
+    p = Path(path)
+    if p.is_file():
+        return _file_sha256(p)
+    if not p.is_dir():
+        raise DataError(f"{p}: class vectors file or folder not found")
+    h = hashlib.sha256()
+    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+        h.update(f.relative_to(p).as_posix().encode() + b"\0" + _file_sha256(f).encode())
+    return h.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def cosine_similarity_matrix(vectors: np.ndarray | torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from semcl.methods import (
     ranked_contrastive,
     ride,
     scl_two_heads,
+    scns_supcon,
     segmentation,
     semi,
     transfer,
@@ -58,6 +59,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     segmentation.SEG_BASELINE,
     segmentation.GPACO_SEG,
     *video_rank.VIDEO_SPECS,
+    scns_supcon.SPEC,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -77,8 +79,8 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
     PlannedMethod("transfer_reference", "a MoCo README detection value shown as a reference (HSA transfer tables); never run"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
-    PlannedMethod("scns_supcon", "supervised contrastive training with SCNS negatives (SCNS sup-cifar10)"),
-    PlannedMethod("scns_gain", "SCNS's abstract gains (pp) over a baseline, aggregated over runs (report layer)"),
+    PlannedMethod("scns_supcon_instance", "scns_supcon with SCNS-instance negatives (needs a pretrained network's "
+                  "features of the training set; which network the paper used is unknown)"),
 )}
 
 

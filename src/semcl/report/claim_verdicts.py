@@ -51,7 +51,7 @@ def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Ta
     if profile not in table.profiles:
         return Verdict(claim, MISSING, f"table {claim.table} has no profile {profile!r}")
     for label in (claim.a, claim.b):
-        if not table.row(label).implemented:
+        if label is not None and not table.row(label).implemented:
             return Verdict(claim, MISSING, f"row {label!r} is not implemented")
     col = next(c for c in table.columns if c.key == claim.column)
     if metric_key(col, table.profile(profile).substitute) is None:
@@ -60,7 +60,8 @@ def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Ta
     if claim.table not in longs:
         longs[claim.table] = long_table(table, profile, store)
     a = _values(longs[claim.table], claim.a, claim.column)
-    b = _values(longs[claim.table], claim.b, claim.column)
+    # a derived row (a difference per seed) against 0: Welch's t with a zero-variance side is the one-sample t
+    b = _values(longs[claim.table], claim.b, claim.column) if claim.b is not None else [0.0] * len(a)
     if not a or not b:
         return Verdict(claim, MISSING, f"finished runs: A n={len(a)}, B n={len(b)}")
     j = judge(a, b, claim.direction, claim.margin)
@@ -142,7 +143,7 @@ def render_csv(verdicts: list[Verdict]) -> str:
     w.writeheader()
     for v in verdicts:
         c, j = v.claim, v.judgement
-        row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b, "direction": c.direction,
+        row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b or "", "direction": c.direction,
                "margin": c.margin, "stated": "" if c.stated is None else c.stated, "verdict": v.verdict,
                "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip()}
         if j is not None:

@@ -2,12 +2,14 @@
 
 Each claim quotes the paper's sentence with its provenance and states one comparison the runs can
 decide: on registry table `table`, column `column`, row `a` is greater (or less) than row `b`,
-optionally by at least `margin` points. `stated` is the difference the paper gives (shown, never
-tested). Claims on a table the registry does not hold yet name it under `unregistered_tables` with
-the columns and rows the claims use; they read "missing runs" until the table is registered, and
-from then on are checked against the registry. Sentences with a number that no comparison can
-decide (an equivalence, a hyper-parameter search without a table) go under `not_decidable` with the
-reason, so the file still accounts for every quantitative sentence.
+optionally by at least `margin` points. Without `b`, `a` must be a derived row (a per-seed
+difference averaged over pairs, semcl.report.tables) and the claim is "a > margin" (b = 0). `stated`
+is the difference the paper gives (shown, never tested). Claims on a table the registry does not
+hold yet name it under `unregistered_tables` with the columns and rows the claims use; they read
+"missing runs" until the table is registered, and from then on are checked against the registry.
+Sentences with a number that no comparison can decide (an equivalence, a hyper-parameter search
+without a table) go under `not_decidable` with the reason, so the file still accounts for every
+quantitative sentence.
 
 File layout:
     paper: rince
@@ -47,7 +49,7 @@ class Claim:
     table: str
     column: str
     a: str
-    b: str
+    b: str | None  # None: `a` is a derived difference row, compared with 0
     direction: str  # greater | less
     margin: float = 0.0  # the smallest |difference| the claim asserts, in the column's unit
     stated: float | None = None  # the paper's stated A − B (display only)
@@ -56,7 +58,7 @@ class Claim:
     def describe(self) -> str:
         rel = ">" if self.direction == "greater" else "<"
         by = f" by ≥ {self.margin:g}" if self.margin else ""
-        return f"{self.a} {rel} {self.b}{by} on {self.column} ({self.table})"
+        return f"{self.a} {rel} {self.b or 0}{by} on {self.column} ({self.table})"
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class ClaimsFile:
 # key -> (types, required)
 _CLAIM_KEYS: dict[str, tuple[type | tuple, bool]] = {
     "id": (str, True), "quote": (str, True), "provenance": (str, True), "source": (str, True),
-    "table": (str, True), "column": (str, True), "a": (str, True), "b": (str, True), "direction": (str, True),
+    "table": (str, True), "column": (str, True), "a": (str, True), "b": (str, False), "direction": (str, True),
     "margin": (NUMBER, False), "stated": (NUMBER, False), "note": (str, False),
 }
 _PENDING_KEYS = {"title": (str, False), "columns": (list, True), "rows": (list, True)}
@@ -166,13 +168,18 @@ def _claim(d: Any, registry: dict[str, Table], pending: dict[str, PendingTable],
     if d["column"] not in columns:
         raise ConfigError(f"{where}: key 'column': {d['column']!r} is not a column of {d['table']} "
                           f"({', '.join(columns)})")
+    derived_a = d["table"] in registry and d["a"] in rows and bool(registry[d["table"]].row(d["a"]).derived)
+    if d.get("b") is None and not derived_a:
+        raise ConfigError(f"{where}: key 'b' is required unless 'a' names a derived row (a difference over pairs)")
     for key in ("a", "b"):
+        if key == "b" and d.get("b") is None:
+            continue
         if d[key] not in rows:
             raise ConfigError(f"{where}: key '{key}': {d[key]!r} is not a row of {d['table']} ({', '.join(rows)})")
-    if d["a"] == d["b"]:
+    if d["a"] == d.get("b"):
         raise ConfigError(f"{where}: keys 'a' and 'b' name the same row {d['a']!r}")
     stated = d.get("stated")
-    return Claim(d["id"], d["quote"], d["provenance"], d["source"], d["table"], d["column"], d["a"], d["b"],
+    return Claim(d["id"], d["quote"], d["provenance"], d["source"], d["table"], d["column"], d["a"], d.get("b"),
                  d["direction"], margin, None if stated is None else float(stated), d.get("note") or "")
 
 

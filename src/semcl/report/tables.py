@@ -2,6 +2,10 @@
 
 Per cell: ours as mean ± sample std (ddof=1) with n seeds, the paper's value ("—" when
 unknown), and the difference. A missing seed lowers n; it never breaks the table.
+
+A derived row (registry `derived: {pairs: [[A, B], ...]}`, e.g. the SCNS gains the paper reports
+as "+1.72 over KD") gets, per seed s and column c, d_s = (1/P) Σ_p (A_p[s, c] − B_p[s, c]) over
+its P pairs, only for seeds where every pair has both runs; its cell is then mean ± std of d_s.
 """
 
 from __future__ import annotations
@@ -42,7 +46,26 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
             if key is not None and rec["metrics"].get(key) is not None:
                 lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
                               "value": _number(store, run.run_id, key, rec["metrics"][key]), "run_id": run.run_id})
+    lines += derived_lines(table, lines)
     return pd.DataFrame(lines, columns=["table", "row", "column", "seed", "value", "run_id"])
+
+
+def derived_lines(table: Table, lines: list[dict]) -> list[dict]:
+    """The per-seed values of the derived rows: mean over pairs of (A − B), complete seeds only."""
+    value = {(ln["row"], ln["column"], ln["seed"]): ln["value"] for ln in lines}
+    seeds = sorted({ln["seed"] for ln in lines})
+    out = []
+    for row in table.rows:
+        if not row.derived:
+            continue
+        for col in table.columns:
+            for seed in seeds:
+                diffs = [value[(a, col.key, seed)] - value[(b, col.key, seed)] for a, b in row.derived
+                         if (a, col.key, seed) in value and (b, col.key, seed) in value]
+                if len(diffs) == len(row.derived):  # a partial average would be a different quantity
+                    out.append({"table": table.id, "row": row.label, "column": col.key, "seed": seed,
+                                "value": sum(diffs) / len(diffs), "run_id": "derived"})
+    return out
 
 
 def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
@@ -103,6 +126,12 @@ def notes(table: Table, profile: str) -> list[str]:
         lines.append(f"Profile {profile}: OOD set {out} " + (f"replaced by {sub}." if sub else "not measured."))
     if prof.note:
         lines.append(f"Profile {profile}: {prof.note}")
+    for row in table.rows:
+        if row.derived:
+            a, b = row.derived[0]
+            lines.append(f"Derived row {row.label!r}: per seed, the average over its {len(row.derived)} pair(s) of "
+                         f"(method row − baseline row), e.g. {a!r} − {b!r}; then mean ± std over seeds "
+                         "(a seed counts only when every pair has both runs).")
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += [f"Deviation: {d}" for d in table.deviations]

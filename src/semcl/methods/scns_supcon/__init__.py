@@ -1,0 +1,43 @@
+"""SCNS's supervised setting (scns.md §b `scns/sup-cifar10`, §d.3): supervised contrastive training whose
+negatives come from a memory bank drawn by a sampler: `uniform` (other-class images, CRD's pool) or
+`class` (SCNS-class: a class among the top-k word-similar ones, drawn ∝ similarity, then an image), with
+optional Latent Mixup (mixed anchor/negative pseudo-negatives). The loss is semcl.losses.scns_supcon;
+every choice is an assumption (the paper's loss and settings are unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from semcl.methods.spec import MethodSpec
+
+
+@dataclass
+class SCNSSupConMethod:
+    name: str = "scns_supcon"
+    negatives: str = "uniform"  # uniform | class
+    num_negatives: int = 4096  # K drawn per image (assumption)
+    temperature: float = 0.1  # SupCon's CIFAR temperature (assumption)
+    bank_momentum: float = 0.5  # CRD's memory momentum: m <- normalize(0.5 m + 0.5 z)
+    k: int = 10  # top-k classes (SCNS-class)
+    weighting: str = "similarity"  # similarity | softmax
+    softmax_t: float = 0.1
+    latent_mixup: bool = False
+    lm_lam_max: float = 1.0  # lambda ~ U(0, lm_lam_max)
+    lm_num_mixed: int | None = None  # mixed negatives per anchor; None = all K
+    vectors: str = "glove"  # glove | vectors | sentence (semcl.data.word_vectors)
+    vectors_path: str | None = None
+    vectors_sha256: str | None = None  # required with vectors_path (its content in the run id)
+
+    def __post_init__(self) -> None:
+        if self.vectors_path is not None and self.vectors_sha256 is None:
+            raise ValueError("'method.vectors_path' needs 'method.vectors_sha256' (sha256sum of the file)")
+        if self.num_negatives < 1 or self.temperature <= 0 or not 0 <= self.bank_momentum < 1:
+            raise ValueError("scns_supcon: num_negatives >= 1, temperature > 0 and 0 <= bank_momentum < 1")
+
+
+SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.method:SCNSSupCon", train_cost=2.0,
+                  choices={"negatives": frozenset({"uniform", "class"}),
+                           "weighting": frozenset({"similarity", "softmax"}),
+                           "vectors": frozenset({"glove", "vectors", "sentence"})},
+                  summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class")

@@ -1,0 +1,73 @@
+"""The scns_supcon method: backbone + projection head, two views, bank negatives from a sampler."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from semcl.data.negatives import ClassConditionedNegatives, UniformNegatives
+from semcl.errors import ConfigError
+from semcl.losses.latent_mixup import mix_with_positive
+from semcl.losses.scns_supcon import bank_supcon_loss
+from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.models import ProjectionHead, build_backbone
+
+
+class SCNSSupCon(Method):
+    num_views = 2
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
+        self.head = ProjectionHead(self.backbone.out_dim, cfg.model.head_hidden, cfg.model.head_dim,
+                                   num_layers=cfg.model.head_layers)
+        n = int(info.class_counts.sum()) if info.class_counts is not None else 0
+        if n < 2:
+            raise ValueError("scns_supcon: the training-set size is unknown (DataInfo.class_counts)")
+        # one unit-norm entry per training image, random until the image is first seen (CRD's bank)
+        self.register_buffer("bank", F.normalize(torch.randn(n, cfg.model.head_dim), dim=1))
+        self.sampler = None
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.head(self.backbone(x)).float(), dim=1)
+
+    def on_train_start(self, ctx: TrainContext) -> None:
+        m = self.cfg.method
+        labels = ctx.train_set.labels.cpu()
+        self.train_labels = labels
+        if m.negatives == "uniform":
+            self.sampler = UniformNegatives(labels, self.info.num_classes)
+            return
+        from semcl.data.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
+
+        if m.vectors_path is not None and content_sha256(m.vectors_path) != m.vectors_sha256:
+            raise ConfigError(f"{m.vectors_path}: content sha256 differs from 'method.vectors_sha256'")
+        if not self.info.class_names:
+            raise ValueError(f"{self.cfg.data.name}: SCNS-class needs class names")
+        sim = cosine_similarity_matrix(class_word_vectors(list(self.info.class_names), m.vectors,
+                                                          m.vectors_path).vectors)
+        self.sampler = ClassConditionedNegatives(labels, sim, m.k, m.weighting, m.softmax_t)
+        if ctx.run_dir is not None:
+            ctx.run_dir.mkdir(parents=True, exist_ok=True)
+            torch.save({"similarity": sim, "probs": self.sampler.probs}, ctx.run_dir / "scns_negatives.pt")
+
+    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        m = self.cfg.method
+        idx = batch.indices.cpu()
+        z = self.embed(torch.cat(batch.views, dim=0))
+        neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
+        negs = self.bank[neg_idx.to(self.bank.device)]  # [B, K, D], no gradient (a buffer)
+        if m.latent_mixup:
+            n_mix = m.lm_num_mixed or negs.shape[1]
+            lam = torch.rand((negs.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
+            anchor = self.bank[idx.to(self.bank.device)]  # the image's own (positive) entry
+            negs = torch.cat([negs, mix_with_positive(anchor, negs[:, :n_mix], lam)], dim=1)
+        with torch.autocast(z.device.type, enabled=False):
+            loss = bank_supcon_loss(z, batch.labels, negs, m.temperature)
+        with torch.no_grad():  # the bank moves to the mean of the two views (momentum, renormalised)
+            b = idx.shape[0]
+            new = F.normalize((z[:b] + z[b:]).detach(), dim=1)
+            mom = m.bank_momentum
+            self.bank[idx.to(self.bank.device)] = F.normalize(mom * self.bank[idx.to(self.bank.device)]
+                                                              + (1 - mom) * new, dim=1)
+        return {"loss": loss}

@@ -1,0 +1,80 @@
+"""scns_supcon: the bank SupCon loss against a float64 loop over the formula, and one training step."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from semcl.config import build_config
+from semcl.losses.scns_supcon import bank_supcon_loss
+from semcl.methods.base import Batch, DataInfo, TrainContext
+from semcl.methods.scns_supcon.method import SCNSSupCon
+
+
+def _reference(z, labels, negatives, tau):
+    """L = mean_a −1/|P(a)| Σ_p log(e^{s_ap} / (Σ_{p'∈P(a)} e^{s_ap'} + Σ_k e^{z_a·m_k/τ})), plain loops."""
+    b = labels.shape[0]
+    total = 0.0
+    for a in range(2 * b):
+        ya = int(labels[a % b])
+        pos = [p for p in range(2 * b) if p != a and int(labels[p % b]) == ya]
+        den = sum(math.exp(float(z[a] @ z[p]) / tau) for p in pos)
+        den += sum(math.exp(float(z[a] @ m) / tau) for m in negatives[a % b])
+        total += -sum(float(z[a] @ z[p]) / tau - math.log(den) for p in pos) / len(pos)
+    return total / (2 * b)
+
+
+def test_bank_supcon_loss_equals_the_formula():
+    g = torch.Generator().manual_seed(0)
+    z = F.normalize(torch.randn(8, 5, generator=g, dtype=torch.float64), dim=1)
+    labels = torch.tensor([0, 1, 0, 2])
+    negs = F.normalize(torch.randn(4, 6, 5, generator=g, dtype=torch.float64), dim=2)
+    got = bank_supcon_loss(z, labels, negs, 0.1)
+    assert float(got) == pytest.approx(_reference(z, labels, negs, 0.1), rel=1e-10)
+
+
+def _method(negatives="uniform", **m):
+    cfg = build_config({"data": {"name": "cifar10", "image_size": 8}, "model": {"backbone": "resnet_tiny", "head_hidden": 16,
+                                                                             "head_dim": 4},
+                        "method": {"name": "scns_supcon", "negatives": negatives, "num_negatives": 3, **m}}, where="test")
+    labels = torch.arange(12) % 3
+    info = DataInfo(3, 3, None, torch.bincount(labels), ("cat", "dog", "truck"))
+    torch.manual_seed(0)
+    method = SCNSSupCon(cfg, info)
+    method.on_train_start(TrainContext(SimpleNamespace(labels=labels), [], torch.device("cpu"), None, 0))
+    return method, labels
+
+
+def test_training_step_is_the_loss_on_its_own_modules_and_draws_other_class_negatives():
+    method, labels = _method()
+    idx = torch.tensor([0, 1, 2, 4])
+    g = torch.Generator().manual_seed(1)
+    views = [torch.randn(4, 3, 8, 8, generator=g), torch.randn(4, 3, 8, 8, generator=g)]
+    bank_before = method.bank.clone()
+    out = method.training_step(Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(5)))
+    # replay: the same draw from the same generator state
+    neg_idx = method.sampler.sample(idx, labels[idx], 3, torch.Generator().manual_seed(5))
+    assert (labels[neg_idx] != labels[idx][:, None]).all()
+    with torch.no_grad():
+        z = method.embed(torch.cat(views))
+    ref = _reference(z.double(), labels[idx], bank_before[neg_idx].double(), 0.1)
+    assert float(out["loss"].detach()) == pytest.approx(ref, rel=1e-4)
+    # the bank entries of the batch moved to normalize(0.5 m + 0.5 normalize(z1 + z2)); the others did not
+    new = F.normalize(0.5 * bank_before[idx] + 0.5 * F.normalize(z[:4] + z[4:], dim=1), dim=1)
+    assert torch.allclose(method.bank[idx], new, atol=1e-5)
+    rest = torch.tensor([i for i in range(12) if i not in idx.tolist()])
+    assert torch.equal(method.bank[rest], bank_before[rest])
+
+
+def test_latent_mixup_adds_mixed_negatives_and_user_vectors_need_a_pin():
+    method, labels = _method(latent_mixup=True, lm_num_mixed=2)
+    idx = torch.tensor([0, 1])
+    views = [torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 8)]
+    out = method.training_step(Batch(views, labels[idx], idx))
+    assert torch.isfinite(out["loss"])
+    with pytest.raises(Exception, match="needs 'method.vectors_sha256'"):
+        _method("class", vectors="vectors", vectors_path="/nonexistent.txt")

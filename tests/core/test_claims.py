@@ -250,5 +250,5 @@ def test_duplicate_ids_and_folder_mismatch(tmp_path, registry_copy):
     (registry_copy / "rince" / "claims.yaml").write_text(yaml.safe_dump({"paper": "gpaco", "claims": [BASE]}))
     with pytest.raises(ConfigError, match="key 'paper': 'gpaco', but the file sits in the folder of 'rince'"):
         load_claims("rince")
-    with pytest.raises(ConfigError, match=r"no claims file for paper 'simclr' \(papers with one: gpaco, paco, rince"):
+    with pytest.raises(ConfigError, match=r"no claims file for paper 'simclr' \(papers with one: gpaco, hsa, paco, rince, scns"):
         load_claims("simclr")

@@ -106,6 +106,8 @@ class EvalConfig:
     # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
     knn: list[int] | None = field(default=None, metadata=POSITIVE)
     knn_temperature: float | None = field(default=None, metadata=POSITIVE)
+    # write the test features (float16) into the run folder for the feature figures (None = off)
+    save_features: bool | None = None
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

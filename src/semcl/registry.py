@@ -36,6 +36,7 @@ PROVENANCE_TAGS = {
 PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
+FEATURE_FIGURES = ("tsne", "similarity_hist")  # figure kinds drawn from saved test features
 
 
 @dataclass(frozen=True)
@@ -271,9 +272,14 @@ def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
         if not isinstance(spec.get("args", {}), dict):
             raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
         return {"kind": "analytic", "function": spec["function"], "args": dict(spec.get("args") or {})}
+    if spec.get("kind") in FEATURE_FIGURES:  # from the rows' saved test features (semcl.report.feature_figures)
+        _only(spec, {"kind", "args"}, fw)
+        if not isinstance(spec.get("args", {}), dict):
+            raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
+        return {"kind": spec["kind"], "args": dict(spec.get("args") or {})}
     _only(spec, {"kind", "x", "y"}, fw)
     if spec.get("kind") != "scatter":
-        raise ConfigError(f"{fw}: key 'kind' must be 'scatter' or 'analytic'")
+        raise ConfigError(f"{fw}: key 'kind' must be one of 'scatter', 'analytic', {', '.join(map(repr, FEATURE_FIGURES))}")
     for axis in ("x", "y"):
         if _require(spec, axis, fw) not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")

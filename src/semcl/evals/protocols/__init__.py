@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.evals.protocols import accuracy, knn, latency, linear_probe, ood, reported, retrieval
+from semcl.evals.protocols import accuracy, features, knn, latency, linear_probe, ood, reported, retrieval
 from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
 from semcl.schema import build
 
@@ -24,6 +24,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         ood.EVALUATION,
         knn.EVALUATION,
         reported.EVALUATION,
+        features.EVALUATION,
     )
 }
 

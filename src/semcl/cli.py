@@ -78,6 +78,9 @@ def cmd_show(args) -> None:
             print(f"      starts from: {row.init_from!r} (the same seed's final weights)")
         if row.ensemble:
             print(f"      logit-sum ensemble of: {', '.join(repr(x) for x in row.ensemble)}")
+        if row.select:
+            print(f"      shows the row of {row.select.table} with the {row.select.best} mean {row.select.column} "
+                  "(its runs; no runs of its own)")
         if row.overrides:
             print(f"      overrides: {row.overrides}")
         for key, rep in row.reported.items():

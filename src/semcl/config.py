@@ -116,6 +116,8 @@ class EvalConfig:
     video_accuracy: bool | None = None
     video_retrieval: list[int] | None = field(default=None, metadata=POSITIVE)
     video_clips: int | None = field(default=None, metadata=POSITIVE)  # clips per test video (None = 10)
+    # write the test features (float16) into the run folder for the feature figures (None = off)
+    save_features: bool | None = None
 
 
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices

@@ -38,6 +38,7 @@ PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 DERIVED = "derived"  # the method name of a derived row (rows[].derived)
+FEATURE_FIGURES = ("tsne", "similarity_hist")  # figure kinds drawn from saved test features
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class ReportedEntry:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """A row's `select:`: the row of table `table` with the best (`max` / `min`) mean of `column`."""
+
+    table: str
+    column: str
+    best: str = "max"
+
+
+@dataclass(frozen=True)
 class Row:
     label: str
     method: str
@@ -73,6 +83,8 @@ class Row:
     ensemble: tuple[str, ...] = ()
     # knowledge distillation: each seed's run learns from this row's run of the same seed, frozen
     teacher: str | None = None
+    # no runs of its own: shows the row of another table chosen by a criterion (semcl.report.tables)
+    select: Selection | None = None
     deps_implemented: bool = True  # set at load: every row this one builds on is implemented
     # a derived row (method DERIVED, no runs of its own): per seed, the mean over these (A, B) row
     # pairs of A − B (semcl.report.tables.derived_lines)
@@ -118,6 +130,7 @@ class Table:
     notes: list[str]
     resources: dict[str, Resources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))  # per profile
     figure: dict[str, str] | None = None  # {kind: scatter, x: <column key>, y: <column key>} for `semcl figure`
+    linked: dict[str, Table] = field(default_factory=dict)  # the tables its `select` rows read, by id
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -209,6 +222,9 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         for dep in r.depends_on:
             if dep not in by_label:
                 raise ConfigError(f"{rw}: {kind!r} names no row {dep!r}")
+            if by_label[dep].select:
+                raise ConfigError(f"{rw}: {kind!r} names row {dep!r}, which selects another table's row "
+                                  "and has no runs of its own")
         spec = METHODS.get(r.method)
         if spec is None:  # planned: its dependency kind is unknown yet
             continue
@@ -298,9 +314,15 @@ def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
         if not isinstance(cols, list) or not cols or any(c not in keys for c in cols):
             raise ConfigError(f"{fw}: key 'columns' = {cols!r} must list column keys ({', '.join(keys)})")
         return {"kind": "lines", "columns": list(cols), "ylabel": str(spec.get("ylabel", ""))}
+    if spec.get("kind") in FEATURE_FIGURES:  # from the rows' saved test features (semcl.report.feature_figures)
+        _only(spec, {"kind", "args"}, fw)
+        if not isinstance(spec.get("args", {}), dict):
+            raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
+        return {"kind": spec["kind"], "args": dict(spec.get("args") or {})}
     _only(spec, {"kind", "x", "y"}, fw)
     if spec.get("kind") != "scatter":
-        raise ConfigError(f"{fw}: key 'kind' must be 'scatter', 'lines' or 'analytic'")
+        raise ConfigError(f"{fw}: key 'kind' must be one of 'scatter', 'lines', 'analytic', "
+                          f"{', '.join(map(repr, FEATURE_FIGURES))}")
     for axis in ("x", "y"):
         if _require(spec, axis, fw) not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")
@@ -359,7 +381,10 @@ def load_table(path: Path, presets: Path) -> Table:
         rows.append(Row(r.label, r.method, dict(r.overrides or {}),
                         {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
                         r.init_from, tuple(r.ensemble or ()), r.teacher,
+                        Selection(r.select.table, r.select.column, r.select.best) if r.select else None,
                         derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ()))
+        if r.select and r.select.column not in keys:
+            raise ConfigError(f"{rw}: 'select.column' = {r.select.column!r} is not a column key of this table")
     rows = _link_rows(rows, where)
     profiles = {}
     for name, p in (entry.profiles or {}).items():
@@ -372,7 +397,7 @@ def load_table(path: Path, presets: Path) -> Table:
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
                   parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
     for row in rows:  # fail at load time, not when a job starts
-        if row.implemented and not row.derived:
+        if row.implemented and not row.derived and not row.select:
             for prof in profiles:
                 _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)
@@ -397,7 +422,33 @@ def load_registry(root: Path | None = None) -> dict[str, Table]:
         if table.id in tables:
             raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")
         tables[table.id] = table
-    return tables
+    return _link_selections(tables)
+
+
+def _link_selections(tables: dict[str, Table]) -> dict[str, Table]:
+    """Give each table with `select` rows the tables they read (checked: the table exists, has the
+    column and every profile of the selecting table, and does not itself select)."""
+    out = dict(tables)
+    for table in tables.values():
+        linked = {}
+        for row in table.rows:
+            if not row.select:
+                continue
+            rw = f"{table.path}: row {row.label!r}: select"
+            src = tables.get(row.select.table)
+            if src is None:
+                raise ConfigError(f"{rw}: key 'table' = {row.select.table!r} is no table of the registry")
+            if row.select.column not in [c.key for c in src.columns]:
+                raise ConfigError(f"{rw}: key 'column' = {row.select.column!r} is not a column of {src.id}")
+            lacking = sorted(set(table.profiles) - set(src.profiles))
+            if lacking:
+                raise ConfigError(f"{rw}: {src.id} has no profile {lacking[0]!r}")
+            if any(r.select for r in src.rows):
+                raise ConfigError(f"{rw}: {src.id} has selecting rows itself (one level only)")
+            linked[src.id] = src
+        if linked:
+            out[table.id] = dataclasses.replace(table, linked=linked)
+    return out
 
 
 def get_table(table_id: str, root: Path | None = None) -> Table:

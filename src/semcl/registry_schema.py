@@ -48,6 +48,20 @@ class RowEntry:
     ensemble: list[str] | None = None
     teacher: str | None = None
     derived: DerivedEntry | None = None
+    # no runs of its own: the row of another table chosen by a criterion (see SelectEntry)
+    select: SelectEntry | None = None
+
+
+@dataclass
+class SelectEntry:
+    """`select: {table: rince/tab10, column: top1, best: max}`: this row shows the row of `table`
+    whose mean (over seeds) of `column` is the largest (`max`) or smallest (`min`), with all its
+    cells; the choice is named in the table notes. E.g. a main-table row that the paper reports as
+    "the grid value with the best accuracy" of an ablation table."""
+
+    table: str
+    column: str
+    best: str = "max"
 
 
 @dataclass
@@ -88,4 +102,12 @@ def parse_entry(doc: Any, where: str) -> EntrySpec:
     for i, row in enumerate(entry.rows):
         check_pattern(row.label, SAFE_LABEL, f"rows[{i}].label", where,
                       "a safe row label (letters, digits, single spaces and ( ) [ ] + × / . , = : ; % @ ± · -)")
+        if row.select is not None:
+            check_pattern(row.select.table, SAFE_ID, f"rows[{i}].select.table", where, "a table id")
+            if row.select.best not in ("max", "min"):
+                raise ConfigError(f"{where}: 'rows[{i}].select.best' = {row.select.best!r} is not 'max' or 'min'")
+            others = [k for k in ("overrides", "init_from", "ensemble", "teacher") if getattr(row, k)]
+            if others:
+                raise ConfigError(f"{where}: 'rows[{i}]': key 'select' excludes key {others[0]!r} "
+                                  "(a selecting row has no runs of its own)")
     return entry

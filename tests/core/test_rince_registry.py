@@ -55,9 +55,10 @@ def test_shared_configs_with_tab2():
     for profile in ("paper", "mini"):
         for label in ("SCL-in", "SCL-out", "RINCE-in", "RINCE-out", "RINCE-out-in"):
             assert hashable_config(_method("tab1", label, profile)) == hashable_config(_method("tab2", label, profile))
-        assert hashable_config(_method("tab9", "alpha = 0.1", profile)) == hashable_config(
-            _method("tab2", "Label smoothing (superclass)", profile))
-        assert hashable_config(_method("tab10", "lambda = 0.1", profile)) == hashable_config(
-            _method("tab2", "Two heads", profile))
+        # Table 2's Label smoothing / Two heads rows select the best-Top-1 row of Tables 9 / 10 (their runs)
+        tab2 = get_table("rince/tab2")
+        assert (tab2.row("Label smoothing (superclass)").select.table, tab2.row("Two heads").select.table) == (
+            "rince/tab9", "rince/tab10")
+        assert {tab2.row("Two heads").select.column, tab2.row("Two heads").select.best} == {"top1", "max"}
         assert hashable_config(_method("tab8", "tau2 = 0.225", profile)) == hashable_config(
             _method("tab2", "RINCE-in", profile))

@@ -70,7 +70,7 @@ def test_formats_are_written(tmp_path):
     assert path == tmp_path / "tables" / "rince_tab2.mini.tex"
     assert r"\toprule" in tex and r"63.00 $\pm$ 3.61 (n=3)" in tex
     csv, _ = write_table(t, "mini", store, "csv")
-    assert csv.splitlines()[0] == "row,column,implemented,paper,provenance,mean,std,n,delta"
+    assert csv.splitlines()[0] == "row,column,implemented,paper,provenance,mean,std,n,delta,source"
     md, _ = write_table(t, "mini", store, "md")
     assert "OOD set cifar10 replaced by mnist" in md and "OOD set tinyimagenet not measured" in md
 

@@ -60,7 +60,7 @@ def test_file_backed_facts_match_synthetic_round_trip(tmp_path: Path, name: str)
 
 
 def test_lookup_errors(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"unknown dataset 'svhn' \(known: ade20k, cifar10, cifar100, "):
+    with pytest.raises(DataError, match=r"unknown dataset 'svhn' \(known: ade20k, awa2, cifar10, cifar100, "):
         dataset_spec("svhn")
     with pytest.raises(DataError, match="unknown dataset 'svhn'"):
         stats("svhn")

@@ -22,7 +22,8 @@ from semcl.runs import Store, plan_runs
 
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "knn",
-                                "robustness", "segmentation", "stage_probe"}
+                                "robustness", "segmentation", "stage_probe",
+                                "video_accuracy", "video_retrieval", "features"}
     optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
     owned = [f for e in EVALUATIONS.values() for f in e.fields]
     assert all(name == e.name for name, e in EVALUATIONS.items())

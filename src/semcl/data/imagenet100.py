@@ -4,7 +4,7 @@
   classes are indexed in sorted-wnid order, as an ImageFolder over the class folders orders them.
 - ImageNet outlier splits 1-3: 100 wnids each, disjoint from each other and from ImageNet-100,
   the OOD sets of RINCE Table 3 (rince.md §e.4).
-- TinyImageNet outliers: the 20 wnids of the official 180/20 split (rince.md §e.5).
+- TinyImageNet outliers / inliers: the 20 / 180 wnids of the official 180/20 split (rince.md §e.5).
 
 Provenance of each file: ``semcl/data/files/README.md``. A list file holds one wnid per line
 (a trailing newline is optional); the names file holds "<wnid> <name>" per line.
@@ -25,8 +25,12 @@ LIST_FILES = {
     "imagenet_outliers_split2": "imagenet_outliers_split2.txt",
     "imagenet_outliers_split3": "imagenet_outliers_split3.txt",
     "tiny_imagenet_outliers": "tiny_imagenet_outliers.txt",
+    "tiny_imagenet_inliers": "tiny_imagenet_inliers.txt",
 }
 _NAMES_FILE = "ImageNet-100_wnid_names.txt"
+# OOD column variants (semcl.evals.protocols.ood, column field `classes`): name -> (the OOD set it
+# restricts, the shipped list of the classes kept)
+OOD_CLASS_SUBSETS = {"outliers20": ("tinyimagenet", "tiny_imagenet_outliers")}
 LISTS = tuple(LIST_FILES)
 
 

@@ -94,11 +94,14 @@ _LT_GROUPS = tuple(i // 5 for i in range(20))  # synthetic long-tailed sets: 20 
 # the completeness check of each family's on-disk format (semcl.data.check)
 _CHECKS = {"cifar": "check_cifar", "mnist": "check_idx", "tinyimagenet": "check_tinyimagenet",
            "splitfile": "check_split_files", "imagenet": "check_image_folders", "robustness": "check_image_folders",
-           "segmentation": "check_segmentation", "video": "check_video_splits"}
+           "segmentation": "check_segmentation", "video": "check_video_splits",
+           "imagenet_subsets": "check_image_folders", "awa2": "check_image_folders"}
 
 
 _SEG_GROUPS = (0, 0, 1, 1, 2, 2)  # synthetic segmentation sets: 6 classes
 _TEST_ONLY = {"train": ".", "test": "."}  # test-only sets: no training split exists
+_IN_FOLDERS = {"train": "train", "val": "val", "test": "val"}
+_SUBSET_GROUPS = tuple(i // 10 for i in range(100))  # synthetic stand-ins of the 100-class subsets
 
 
 def _split_files(prefix: str, test: str = "test") -> dict[str, str]:
@@ -175,6 +178,19 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     _spec("cityscapes", "cityscapes", 19, 2_975, 500, 3, 512, _IMAGENET, "segmentation",
           reader="read_cityscapes", writer="write_cityscapes", splits={"train": "train", "test": "val"},
           file_backed=True, synthetic_groups=_SEG_GROUPS, synthetic_size=32),
+    # RINCE Table 3: class subsets of the ImageNet folders (wnid lists in semcl/data/files); the
+    # ImageNet-100 train size is the sum over its 100 ILSVRC-2012 classes (~1,300 each)
+    _spec("imagenet100", "imagenet", 100, 126_689, 5_000, 3, 224, _IMAGENET, "imagenet_subsets",
+          writer="write_imagenet100", splits=_IN_FOLDERS, file_backed=True, synthetic_groups=_SUBSET_GROUPS,
+          synthetic_size=32),
+    # outlier splits: train size approximate (100 classes x ~1,280), used only for cost estimates
+    *(_spec(f"imagenet_outliers_split{k}", "imagenet", 100, 128_000, 5_000, 3, 224, _IMAGENET,
+            "imagenet_subsets", writer=f"write_outliers_split{k}", splits=_IN_FOLDERS, file_backed=True,
+            synthetic_groups=_SUBSET_GROUPS, synthetic_size=32) for k in (1, 2, 3)),
+    # AwA2: one folder of 37,322 images in 50 class folders, no split (OOD only)
+    _spec("awa2", "Animals_with_Attributes2", 50, 37_322, 37_322, 3, 224, _IMAGENET, "awa2",
+          splits={"train": "JPEGImages", "test": "JPEGImages"}, file_backed=True, synthetic_groups=_LT_GROUPS,
+          synthetic_size=32),
 )}
 
 

@@ -67,7 +67,10 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed))
     n = method.epoch_size(len(train_set.labels))  # the whole set, or the part the method trains on
     bs = min(cfg.optim.batch_size, n)
-    steps = n // bs  # drop_last, as the official loaders
+    # the last partial batch is dropped (equal batch shapes for the memory banks and DDP); a deviation
+    # where an official loader keeps it (e.g. RINCE's DataLoader has no drop_last: n mod bs images
+    # per epoch, a different subset each epoch, are not trained on here)
+    steps = n // bs
     epochs = cfg.schedule.epochs
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from semcl.registry import Table
+from semcl.registry import FEATURE_FIGURES, Table
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
 
@@ -137,6 +137,10 @@ def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None 
     out_dir = out_dir or store.root / "figures"
     if table.figure is not None and table.figure.get("kind") == "analytic":  # no runs, no profile
         return write_analytic(table, out_dir)
+    if table.figure is not None and table.figure.get("kind") in FEATURE_FIGURES:  # the runs' saved features
+        from semcl.report.feature_figures import write_feature_figure
+
+        return write_feature_figure(table, profile, store, out_dir)
     lines = table.figure is not None and table.figure.get("kind") == "lines"
     points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)

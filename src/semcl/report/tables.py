@@ -17,7 +17,7 @@ import pandas as pd
 
 from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
-from semcl.registry import Table
+from semcl.registry import Row, Table
 from semcl.runs import Store, plan_runs
 
 DASH = "—"
@@ -31,8 +31,37 @@ def _number(store: Store, run_id: str, key: str, value: object) -> float:
                        "move the file away to rerun this run")
 
 
+LONG_COLUMNS = ["table", "row", "column", "seed", "value", "run_id", "source"]
+
+
+def select_row(long: pd.DataFrame, column: str, best: str) -> str | None:
+    """The row label whose mean over seeds of `column` is the largest (best="max") or smallest
+    ("min") in `long`; the first in table order on a tie; None when no row has that column."""
+    vals = long[long["column"] == column]
+    if not len(vals):
+        return None
+    means = vals.groupby("row", sort=False)["value"].mean()
+    return str(means.idxmax() if best == "max" else means.idxmin())
+
+
+def _selected(table: Table, row: Row, profile: str, store: Store) -> list[dict]:
+    """The lines of a `select` row: every cell of the chosen row of the linked table (same column
+    keys), relabelled; `source` names the chosen row."""
+    sel = row.select
+    src = table.linked[sel.table]
+    src_long = long_table(src, profile, store)
+    chosen = select_row(src_long, sel.column, sel.best)
+    if chosen is None:
+        return []
+    keys = {c.key for c in table.columns}
+    picked = src_long[(src_long["row"] == chosen) & src_long["column"].isin(keys)]
+    return [{**line, "table": table.id, "row": row.label, "source": f"{src.id}: {chosen}"}
+            for line in picked.to_dict("records")]
+
+
 def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
-    """One line per (row, column, seed) with a finished value: table, row, column, seed, value, run_id."""
+    """One line per (row, column, seed) with a finished value: table, row, column, seed, value, run_id,
+    source (for a `select` row, "<table>: <chosen row>"; else empty)."""
     runs = plan_runs(table, profile)
     records = store.records([r.run_id for r in runs])
     subst = table.profile(profile).substitute
@@ -45,9 +74,13 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
             key = metric_key(col, subst)
             if key is not None and rec["metrics"].get(key) is not None:
                 lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
-                              "value": _number(store, run.run_id, key, rec["metrics"][key]), "run_id": run.run_id})
+                              "value": _number(store, run.run_id, key, rec["metrics"][key]), "run_id": run.run_id,
+                              "source": ""})
+    for row in table.rows:
+        if row.select:
+            lines += _selected(table, row, profile, store)
     lines += derived_lines(table, lines)
-    return pd.DataFrame(lines, columns=["table", "row", "column", "seed", "value", "run_id"])
+    return pd.DataFrame(lines, columns=LONG_COLUMNS)
 
 
 def derived_lines(table: Table, lines: list[dict]) -> list[dict]:
@@ -64,7 +97,7 @@ def derived_lines(table: Table, lines: list[dict]) -> list[dict]:
                          if (a, col.key, seed) in value and (b, col.key, seed) in value]
                 if len(diffs) == len(row.derived):  # a partial average would be a different quantity
                     out.append({"table": table.id, "row": row.label, "column": col.key, "seed": seed,
-                                "value": sum(diffs) / len(diffs), "run_id": "derived"})
+                                "value": sum(diffs) / len(diffs), "run_id": "derived", "source": ""})
     return out
 
 
@@ -77,13 +110,17 @@ def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
             rep = row.reported.get(col.key)
             mean = std = float("nan")
             n = 0
+            source = ""
+            if row.select and len(long):
+                src = long.loc[long["row"] == row.label, "source"]
+                source = str(src.iloc[0]) if len(src) else ""
             if stats is not None and (row.label, col.key) in stats.index:
                 s = stats.loc[(row.label, col.key)]
                 mean, std, n = float(s["mean"]), float(s["std"]), int(s["count"])  # pandas std: ddof=1
             paper = rep.value if rep else float("nan")
             out.append({"row": row.label, "column": col.key, "implemented": row.implemented,
                         "paper": paper, "provenance": rep.provenance if rep else "", "mean": mean,
-                        "std": std, "n": n, "delta": mean - paper})
+                        "std": std, "n": n, "delta": mean - paper, "source": source})
     return pd.DataFrame(out)
 
 
@@ -114,7 +151,26 @@ def _cell(s: pd.Series) -> str:
     return f"{_ours(s['mean'], s['std'], s['n'])} / {_paper(s)} / {delta}"
 
 
-def notes(table: Table, profile: str) -> list[str]:
+def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
+    """One line per `select` row: the criterion and the row it chose (from `summary`'s source)."""
+    labels = {c.key: c.label for c in table.columns}
+    out = []
+    for row in table.rows:
+        if not row.select:
+            continue
+        sel = row.select
+        crit = f"the row of {sel.table} with the {'largest' if sel.best == 'max' else 'smallest'} mean {labels[sel.column]}"
+        src = ""
+        if summ is not None and "source" in summ:
+            found = summ.loc[(summ["row"] == row.label) & (summ["source"] != ""), "source"]
+            src = str(found.iloc[0]) if len(found) else ""
+        chosen = (f"chosen: {src.split(': ', 1)[1]!r} (its runs, no training of its own)" if src else
+                  f"no run of {sel.table} has finished in profile {profile} (semcl run {sel.table} --profile {profile})")
+        out.append(f"Row {row.label}: {crit}; {chosen}.")
+    return out
+
+
+def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
     prof = table.profile(profile)
     lines = [
         "Cell: ours mean ± sample std (ddof=1) over seeds (n) / paper / Δ = ours − paper; "
@@ -134,6 +190,7 @@ def notes(table: Table, profile: str) -> list[str]:
                          "(a seed counts only when every pair has both runs).")
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
+    lines += selection_notes(table, profile, summ)
     lines += [f"Deviation: {d}" for d in table.deviations]
     return lines
 
@@ -149,7 +206,7 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
         head = "| Row | " + " | ".join(labels[k] for k in wide.columns) + " |"
         sep = "|" + "---|" * (len(wide.columns) + 1)
         body = ["| " + r + " | " + " | ".join(wide.loc[r]) + " |" for r in wide.index]
-        return "\n".join([f"**{title}**", "", head, sep, *body, "", *[f"- {n}" for n in notes(table, profile)]]) + "\n"
+        return "\n".join([f"**{title}**", "", head, sep, *body, "", *[f"- {n}" for n in notes(table, profile, summ)]]) + "\n"
     if fmt == "tex":
         def esc(s: str) -> str:
             return s.replace("&", r"\&").replace("%", r"\%").replace("_", r"\_").replace("±", r"$\pm$").replace("—", "--")
@@ -157,7 +214,7 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
                  r"\begin{tabular}{l" + "c" * len(wide.columns) + "}", r"\toprule",
                  "Row & " + " & ".join(esc(labels[k]) for k in wide.columns) + r" \\", r"\midrule"]
         lines += [esc(r) + " & " + " & ".join(esc(c) for c in wide.loc[r]) + r" \\" for r in wide.index]
-        lines += [r"\bottomrule", r"\end{tabular}", "", *[f"% {n}" for n in notes(table, profile)], r"\end{table}"]
+        lines += [r"\bottomrule", r"\end{tabular}", "", *[f"% {n}" for n in notes(table, profile, summ)], r"\end{table}"]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}")
 

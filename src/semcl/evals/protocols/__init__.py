@@ -12,6 +12,7 @@ from typing import Any
 from semcl.errors import ConfigError
 from semcl.evals.protocols import (
     accuracy,
+    features,
     knn,
     latency,
     linear_probe,
@@ -42,6 +43,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         video_accuracy.EVALUATION,
         video_retrieval.EVALUATION,
         reported.EVALUATION,
+        features.EVALUATION,
     )
 }
 

@@ -35,6 +35,7 @@ class Column:
     labels: str | None = None  # retrieval label set: fine | coarse
     measure: str | None = None  # retrieval: R@k | AP
     out: str | None = None  # ood: the out-of-distribution set
+    classes: str | None = None  # ood: only these classes of `out` (semcl.data.imagenet100.OOD_CLASS_SUBSETS)
     group: str | None = None  # accuracy: overall | many | medium | few
     thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
     k: int | None = field(default=None, metadata=POSITIVE)  # knn: neighbours (None = 20)

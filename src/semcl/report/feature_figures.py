@@ -1,0 +1,159 @@
+"""Figures from the rows' saved test features (`eval: features` -> test_features.pt), RINCE Fig. 2/7/8.
+
+- `tsne` (Fig. 2 / 8): one panel per row, a 2-D t-SNE (scikit-learn, PCA init, fixed seed) of the
+  L2-normalised test features, coloured by superclass (coarse label; the fine label when the set
+  has none). CSV: row, run_id, x, y, label, coarse.
+- `similarity_hist` (Fig. 7): one panel per row, histograms (density) of the cosine similarity
+  h(q, k) = <q, k> / (|q| |k|) between test pairs q != k by rank: same class / same superclass
+  (other class) / other. CSV: row, run_id, rank, bin_lo, bin_hi, count, density.
+
+Each row uses the first seed of the profile whose run saved its features. `max_points` caps the
+test points (a seeded subsample, the same rows for every method) for t-SNE's cost and the
+O(n^2) pairs of the histogram.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from semcl.evals.protocols.features import FEATURES_FILE
+from semcl.registry import Table
+from semcl.runs import Store, plan_runs
+
+RANKS = ("same class", "same superclass", "other")
+
+
+def feature_runs(table: Table, profile: str, store: Store) -> list[tuple[str, str, Path]]:
+    """(row, run_id, features file) for each row: its first seed whose run saved test features."""
+    out, seen = [], set()
+    for run in plan_runs(table, profile):
+        path = store.run_dir(run.run_id) / FEATURES_FILE
+        if run.row_label not in seen and path.exists():
+            seen.add(run.row_label)
+            out.append((run.row_label, run.run_id, path))
+    return out
+
+
+def load_features(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def subsample(n: int, max_points: int | None, seed: int = 0) -> np.ndarray:
+    """Sorted row indices: all rows, or `max_points` of them drawn without replacement (seeded)."""
+    if max_points is None or n <= max_points:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
+
+
+def _normalise(f: np.ndarray) -> np.ndarray:
+    f = np.asarray(f, dtype=np.float64)
+    return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+
+
+def tsne_embedding(features: np.ndarray, *, perplexity: float = 30.0, seed: int = 0) -> np.ndarray:
+    """[N, 2] t-SNE of the L2-normalised features (PCA init, `seed`); perplexity capped at (N - 1) / 3."""
+    from sklearn.manifold import TSNE
+
+    n = len(features)
+    perp = float(min(perplexity, max(1.0, (n - 1) / 3)))
+    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(_normalise(features))
+
+
+def rank_similarities(features: np.ndarray, labels: np.ndarray, coarse: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Cosine similarities of every unordered pair i < j, split by rank: same class, same superclass
+    (different class; empty without coarse labels), other."""
+    f = _normalise(features)
+    sim = f @ f.T
+    iu = np.triu_indices(len(f), k=1)
+    s = sim[iu]
+    same = labels[iu[0]] == labels[iu[1]]
+    sup = (coarse[iu[0]] == coarse[iu[1]]) & ~same if coarse is not None else np.zeros_like(same)
+    return {"same class": s[same], "same superclass": s[sup], "other": s[~same & ~sup]}
+
+
+def histograms(sims: dict[str, np.ndarray], bins: int = 50) -> pd.DataFrame:
+    """Per rank: counts and density (integrates to 1 over [-1, 1]) in `bins` equal bins."""
+    edges = np.linspace(-1.0, 1.0, bins + 1)
+    lines = []
+    for rank in RANKS:
+        counts, _ = np.histogram(np.clip(sims[rank], -1.0, 1.0), bins=edges)
+        total = counts.sum()
+        dens = counts / (total * (edges[1] - edges[0])) if total else np.zeros(bins)
+        lines += [{"rank": rank, "bin_lo": edges[k], "bin_hi": edges[k + 1], "count": int(counts[k]),
+                   "density": float(dens[k])} for k in range(bins)]
+    return pd.DataFrame(lines)
+
+
+def _panels(n: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, max(1, n))
+    rows = (max(1, n) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), dpi=120, squeeze=False)
+    return plt, fig, axes.ravel()
+
+
+def write_feature_figure(table: Table, profile: str, store: Store, out_dir: Path) -> tuple[pd.DataFrame, Path]:
+    """Draw `table.figure` (kind tsne or similarity_hist) into `<out_dir>/<stem>.{png,csv}`."""
+    kind, args = table.figure["kind"], dict(table.figure.get("args") or {})
+    runs = feature_runs(table, profile, store)
+    if not runs:
+        raise ValueError(f"{table.path}: no run of {table.id} (profile {profile}) saved {FEATURES_FILE}; "
+                         f"run it first: semcl run {table.id} --profile {profile}")
+    max_points = args.get("max_points", 2000 if kind == "tsne" else 1000)
+    frames = []
+    plt, fig, axes = _panels(len(runs))
+    for ax, (label, run_id, path) in zip(axes, runs, strict=False):
+        d = load_features(path)
+        keep = subsample(len(d["labels"]), max_points, args.get("seed", 0))
+        f = d["features"].float().numpy()[keep]
+        y = d["labels"].numpy()[keep]
+        c = d["coarse"].numpy()[keep] if d.get("coarse") is not None else None
+        if kind == "tsne":
+            xy = tsne_embedding(f, perplexity=args.get("perplexity", 30.0), seed=args.get("seed", 0))
+            colour = c if c is not None else y
+            ax.scatter(xy[:, 0], xy[:, 1], c=colour, cmap="tab20", s=3, linewidths=0)
+            frames.append(pd.DataFrame({"row": label, "run_id": run_id, "x": xy[:, 0], "y": xy[:, 1],
+                                        "label": y, "coarse": colour}))
+            ax.set_xticks([])
+            ax.set_yticks([])
+        else:
+            h = histograms(rank_similarities(f, y, c), bins=args.get("bins", 50))
+            for rank in RANKS:
+                part = h[h["rank"] == rank]
+                if part["count"].sum():
+                    ax.stairs(part["density"], np.r_[part["bin_lo"].to_numpy(), part["bin_hi"].iloc[-1]], label=rank)
+            ax.set_xlabel("cosine similarity h(q, k)")
+            ax.legend(fontsize=7)
+            frames.append(h.assign(row=label, run_id=run_id))
+        ax.set_title(label, fontsize=9)
+    for ax in axes[len(runs):]:
+        ax.axis("off")
+    fig.suptitle(f"{table.id} ({table.source}) — profile {profile}", fontsize=9)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{table.id.replace('/', '_')}.{profile}"
+    data = pd.concat(frames, ignore_index=True)
+    data.to_csv(out_dir / f"{stem}.csv", index=False)
+    fig.savefig(out_dir / f"{stem}.png")
+    plt.close(fig)
+    return summarise(data, kind), out_dir / f"{stem}.png"
+
+
+def summarise(data: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """What `semcl figure` prints: points per panel (tsne), or pairs and mean similarity per rank."""
+    if kind == "tsne":
+        return data.groupby(["row", "run_id"], sort=False).size().rename("points").reset_index()
+    mid = (data["bin_lo"] + data["bin_hi"]) / 2
+    g = data.assign(wsum=mid * data["count"]).groupby(["row", "run_id", "rank"], sort=False)
+    out = g[["count", "wsum"]].sum().reset_index()
+    return out.assign(mean_similarity=out["wsum"] / out["count"].where(out["count"] > 0)).drop(columns="wsum").rename(
+        columns={"count": "pairs"})

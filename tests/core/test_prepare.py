@@ -38,3 +38,23 @@ def test_missing_source_names_the_file_and_the_fix(tmp_path, monkeypatch):
     with pytest.raises(DataError, match=r"Fashion-MNIST: missing .*fashion/t10k-images-idx3-ubyte.gz "
                                         r"\(apt-get install dataset-fashion-mnist\)"):
         prepare.prepare_mini(tmp_path / "data")
+
+
+def test_video_renders_moving_mnist_once_from_the_copied_mnist(tmp_path, monkeypatch):
+    from semcl.data.video import mnist_motion
+
+    _sources(tmp_path, monkeypatch)
+    calls = []
+
+    def fake_write(root, mnist_root, **kw):
+        calls.append((root, mnist_root))
+        (root / "mnist_motion").mkdir()
+        return root / "mnist_motion"
+
+    monkeypatch.setattr(mnist_motion, "write_mnist_motion", fake_write)
+    root = tmp_path / "data"
+    first = prepare.prepare_mini(root, video=True)
+    assert calls == [(root, root)] and first[-1] == f"moving MNIST: {root / 'mnist_motion'} (synthetic motion of real MNIST digits)"
+    again = prepare.prepare_mini(root, video=True)
+    assert calls == [(root, root)] and again[-1] == f"moving MNIST: {root / 'mnist_motion'} (already there)"
+    assert len(prepare.prepare_mini(root)) == 2  # without --video nothing about video

@@ -20,6 +20,7 @@ from semcl.methods import (
     ranked_contrastive,
     ride,
     scl_two_heads,
+    vit,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -49,6 +50,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     distill.KD_TEACHER,
     distill.KD_STUDENT,
     *distill.STUDENTS,
+    vit.MAE_FINETUNE,
+    vit.MULTITASK_VIT,
+    vit.GPACO_VIT,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -57,9 +61,6 @@ DEFAULT_METHOD = "ce"
 # Methods the registry may name before their training code exists: rows using them are listed as
 # "not implemented" and never planned.
 PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
-    PlannedMethod("mae_finetune", "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)"),
-    PlannedMethod("gpaco_vit", "GPaCo fine-tuning of MAE ViTs"),
-    PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
     PlannedMethod("gpaco_seg", "GPaCo as an auxiliary segmentation loss (mmseg models)"),
     PlannedMethod("seg_baseline", "segmentation baseline without GPaCo"),
     PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),

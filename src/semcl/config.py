@@ -64,7 +64,12 @@ class OptimConfig:
     step_gamma: float | None = field(default=None, metadata=POSITIVE)
     # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
     # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
+    # "mae": MAE fine-tuning, per iteration: linear warm-up from 0, then half-cycle cosine to min_lr
     shape: str | None = None
+    min_lr: float | None = field(default=None, metadata=NON_NEGATIVE)  # floor of shape "mae" (None = 0)
+    # gradient accumulation: the optimiser steps every accum_steps batches of batch_size (MAE
+    # --accum_iter; effective batch = accum_steps x batch_size); None = 1, every batch
+    accum_steps: int | None = field(default=None, metadata=POSITIVE)
     # mixed precision of the forward pass (official Places-LT / ResNet-200 scripts: fp16 with loss
     # scaling); None = float32 throughout
     amp: str | None = None
@@ -123,7 +128,7 @@ class EvalConfig:
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices
 CHOICES: dict[str, set[str]] = {
     "data.test_split": {"test", "val"},
-    "optim.shape": {"paco"},
+    "optim.shape": {"paco", "mae"},
     "optim.amp": {"fp16", "bf16"},
     "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},

@@ -146,7 +146,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         method = cls(cfg, info).to(device)
         if deps:  # a second stage's base run, a teacher (same seed)
             method.load_dependencies(deps)
-        history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device)
+        history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device, data_root=root)
         if distributed.rank() != 0:
             return {}
         chosen = {}

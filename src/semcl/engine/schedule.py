@@ -3,6 +3,7 @@
 optim.shape None: the SupCon/RINCE training scripts -- cosine per epoch with a floor of
 lr * rate**3, and a linear warm-up per iteration from warmup_from over the first epochs.
 optim.shape "paco": the official PaCo/GPaCo scripts, which set the lr once per epoch (`paco_lr`).
+optim.shape "mae": MAE's fine-tuning rule, set per iteration (`mae_lr`).
 """
 
 from __future__ import annotations
@@ -45,10 +46,24 @@ def paco_lr(optim: OptimConfig, epochs: int, epoch: int) -> float:
     return lr * (optim.step_gamma if optim.step_gamma is not None else 0.1) ** passed
 
 
+def mae_lr(optim: OptimConfig, epochs: int, t: float) -> float:
+    """lr at fractional epoch t = epoch + step / steps_per_epoch (MAE util/lr_sched.py), w = warmup_epochs:
+
+        t < w:  lr * t / w
+        else:   min_lr + (lr - min_lr) * 0.5 * (1 + cos(pi * (t - w) / (E - w)))
+    """
+    lr, w, floor = optim.lr, optim.warmup_epochs, optim.min_lr or 0.0
+    if t < w:
+        return lr * t / w
+    return floor + (lr - floor) * 0.5 * (1 + math.cos(math.pi * (t - w) / max(epochs - w, 1e-12)))
+
+
 def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int) -> float:
     """lr for 0-indexed `epoch` and `step` within it."""
     if optim.shape == "paco":
         return paco_lr(optim, epochs, epoch)
+    if optim.shape == "mae":
+        return mae_lr(optim, epochs, epoch + step / steps_per_epoch)
     epoch1 = epoch + 1
     if optim.warmup_epochs > 0 and epoch1 <= optim.warmup_epochs:
         target = _epoch_lr(optim, epochs, optim.warmup_epochs)

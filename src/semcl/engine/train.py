@@ -33,11 +33,17 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
-          device: torch.device | None = None) -> list[dict]:
+          device: torch.device | None = None, data_root: Path | None = None) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history.
 
     Augmentation runs on the CPU with the epoch's generator (so the random stream does not
-    depend on the device); the views then move to `device`."""
+    depend on the device); the views then move to `device`.
+
+    Gradient accumulation (optim.accum_steps = k > 1, MAE's --accum_iter): each batch's loss / k is
+    back-propagated, the optimiser steps after every k-th batch, and the lr is set at the first
+    batch of each cycle (as MAE). An epoch runs whole cycles: steps = floor(n / bs / k) * k batches
+    (MAE instead carries a partial last cycle's gradients into the next epoch). Checkpoints on a
+    requeue signal are taken at cycle boundaries only. k = 1 is the plain loop."""
     device = device or torch.device("cpu")
     opt = method.configure_optimizer(cfg.optim)
     if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
@@ -64,13 +70,16 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     size = train_set.images.shape[-1]
     aug = build_augment(cfg.data.augment, size=size, mean=stats(cfg.data.name)[0], std=stats(cfg.data.name)[1])
     augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
-    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed))
+    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, data_root))
     n = method.epoch_size(len(train_set.labels))  # the whole set, or the part the method trains on
     bs = min(cfg.optim.batch_size, n)
+    accum = cfg.optim.accum_steps or 1
     # the last partial batch is dropped (equal batch shapes for the memory banks and DDP); a deviation
     # where an official loader keeps it (e.g. RINCE's DataLoader has no drop_last: n mod bs images
-    # per epoch, a different subset each epoch, are not trained on here)
-    steps = n // bs
+    # per epoch, a different subset each epoch, are not trained on here); whole accumulation cycles only
+    steps = n // bs // accum * accum
+    if steps == 0:
+        raise ValueError(f"optim.accum_steps = {accum} exceeds the {n // bs} batches of one epoch")
     epochs = cfg.schedule.epochs
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
@@ -101,9 +110,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 first, total = start_step, total0
             t0 = time.time()
             for step in range(first, steps):
-                lr = lr_at(cfg.optim, epochs, epoch, step, steps)
-                for group, scale in zip(opt.param_groups, lr_scales, strict=True):
-                    group["lr"] = lr * scale
+                first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
+                if first_of_cycle:
+                    lr = lr_at(cfg.optim, epochs, epoch, step, steps)
+                    for group, scale in zip(opt.param_groups, lr_scales, strict=True):
+                        group["lr"] = lr * scale
                 idx = perm[step * bs:(step + 1) * bs]
                 labels = train_set.labels[idx]
                 # every rank draws the whole global batch's views (same stream), then keeps its slice
@@ -112,15 +123,18 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g)
                 with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
                     loss = method.training_step(batch)["loss"]
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                distributed.average_gradients_(params)  # linear: averaging scaled gradients is fine
+                if first_of_cycle:
+                    opt.zero_grad(set_to_none=True)
+                scaler.scale(loss / accum if accum > 1 else loss).backward()
+                if last_of_cycle:  # linear: averaging scaled, accumulated gradients is fine
+                    distributed.average_gradients_(params)
                 method.after_backward()
-                scaler.step(opt)
-                scaler.update()
+                if last_of_cycle:
+                    scaler.step(opt)
+                    scaler.update()
                 total += float(loss.detach())
                 heartbeat()  # the run's lock: its owner is alive and progressing
-                if interrupt.pending() and step + 1 < steps:
+                if interrupt.pending() and step + 1 < steps and last_of_cycle:
                     save(epoch, step + 1, g, total, sync=False)
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
                     interrupt.fire_if_pending()

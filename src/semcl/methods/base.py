@@ -81,6 +81,7 @@ class TrainContext:
     device: torch.device
     run_dir: Path | None
     seed: int
+    data_root: Path | None = None  # where the data (and files such as pre-trained checkpoints) live
 
 
 @dataclass(frozen=True)

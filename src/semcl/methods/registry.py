@@ -25,6 +25,7 @@ from semcl.methods import (
     semi,
     transfer,
     video_rank,
+    vit,
 )
 from semcl.methods.spec import MethodSpec, PlannedMethod
 
@@ -60,6 +61,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     segmentation.GPACO_SEG,
     *video_rank.VIDEO_SPECS,
     scns_supcon.SPEC,
+    vit.MAE_FINETUNE,
+    vit.MULTITASK_VIT,
+    vit.GPACO_VIT,
 )}
 
 # what a config without `method.name` trains (tests and hand-written configs)
@@ -68,9 +72,6 @@ DEFAULT_METHOD = "ce"
 # Methods the registry may name before their training code exists: rows using them are listed as
 # "not implemented" and never planned.
 PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
-    PlannedMethod("mae_finetune", "MAE ViT fine-tuning with cross-entropy (GPaCo robustness baseline)"),
-    PlannedMethod("gpaco_vit", "GPaCo fine-tuning of MAE ViTs"),
-    PlannedMethod("multitask_vit", "CE + 0.5 * SupCon fine-tuning of MAE ViTs"),
     PlannedMethod("mmseg_seg", "UperNet-Swin / DeepLabV3+ R-18 segmentation (+/- GPaCo) through MMSegmentation configs "
                                "(python -m semcl.methods.segmentation.mmseg_export); not trainable in the suite"),
     PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),

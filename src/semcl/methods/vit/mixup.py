@@ -1,0 +1,53 @@
+"""MAE's mixup / cutmix (timm `Mixup`, mode "batch"), replayable from the epoch's generator.
+
+timm draws its mixing parameters from NumPy's global random state; here that state is seeded from
+`batch.generator` for the call and restored afterwards, so a resumed run mixes exactly as before and
+nothing else's NumPy stream moves. Targets are soft: with lam the kept share of image i,
+    t_i = lam * smooth(y_i) + (1 - lam) * smooth(y_{B-1-i}),  smooth(y) = (1 - s) onehot(y) + s / C,
+and the loss is the soft-target CE  L = mean_i -sum_c t_ic log softmax(z_i)_c.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def soft_target_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """mean_i -sum_c target_ic log softmax(logits_i)_c (timm SoftTargetCrossEntropy)."""
+    return torch.sum(-target * F.log_softmax(logits, dim=-1), dim=-1).mean()
+
+
+class SeededMixup:
+    """Callable (images [B, C, H, W], labels [B], generator) -> (mixed images, soft targets [B, C]).
+
+    With mixup and cutmix both 0 it only smooths the one-hot targets (plain label-smoothed CE)."""
+
+    def __init__(self, *, mixup: float, cutmix: float, prob: float, switch_prob: float, smoothing: float,
+                 num_classes: int):
+        self.smoothing, self.num_classes = smoothing, num_classes
+        self.active = mixup > 0 or cutmix > 0
+        self._mixup = None
+        if self.active:
+            try:
+                from timm.data import Mixup
+            except ImportError:
+                raise ImportError("mixup / cutmix need timm: pip install 'semcl[timm]'") from None
+            self._mixup = Mixup(mixup_alpha=mixup, cutmix_alpha=cutmix, prob=prob, switch_prob=switch_prob,
+                                mode="batch", label_smoothing=smoothing, num_classes=num_classes)
+
+    def __call__(self, x: torch.Tensor, labels: torch.Tensor, generator: torch.Generator):
+        if not self.active:
+            off = self.smoothing / self.num_classes
+            target = torch.full((labels.shape[0], self.num_classes), off, device=x.device)
+            return x, target.scatter_(1, labels[:, None], 1.0 - self.smoothing + off)
+        if x.shape[0] % 2:
+            raise ValueError(f"mixup / cutmix need an even batch, got {x.shape[0]} (set optim.batch_size even)")
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        saved = np.random.get_state()
+        np.random.seed(seed)
+        try:
+            return self._mixup(x.clone(), labels)
+        finally:
+            np.random.set_state(saved)

@@ -21,7 +21,7 @@ from semcl.runs import Store, plan_runs, write_json_atomic
 TOP1 = {
     "RINCE-in": [70.0, 71.0, 72.0],  # mean 71, sd 1
     "SCL-in": [60.0, 61.0, 62.0],  # mean 61, sd 1
-    "Two heads": [50.0, 51.0, 52.0],  # mean 51
+    "Cross-entropy s.a.": [50.0, 51.0, 52.0],  # mean 51
     "Cross-entropy": [60.0, 61.0, 62.0],  # mean 61
     "RINCE-out": [60.0, 65.0, 70.0],  # mean 65, sd 5
     "SCL-out": [62.0, 63.0, 64.0],  # mean 63, sd 1
@@ -32,11 +32,11 @@ SEEDS = (123, 546, 937)
 CLAIMS = """\
 paper: rince
 unregistered_tables:
-  rince/tab4: {columns: [ucf_r1], rows: [InfoNCE, RINCE]}
+  rince/tab5: {columns: [ucf_r1], rows: [InfoNCE, RINCE]}
 claims:
   - {id: sup, table: rince/tab2, column: top1, a: RINCE-in, b: SCL-in, direction: greater,
      provenance: paper-abstract, source: abstract, quote: "RINCE beats InfoNCE."}
-  - {id: contra, table: rince/tab2, column: top1, a: Two heads, b: Cross-entropy, direction: greater,
+  - {id: contra, table: rince/tab2, column: top1, a: Cross-entropy s.a., b: Cross-entropy, direction: greater,
      provenance: paper-prose, source: seed, quote: "Two heads beat CE.", stated: 1.5}
   - {id: incon, table: rince/tab2, column: top1, a: RINCE-out, b: SCL-out, direction: greater,
      provenance: paper-prose, source: seed, quote: "RINCE-out beats SCL-out."}
@@ -44,13 +44,13 @@ claims:
      provenance: paper-prose, source: seed, quote: "by 5 points"}
   - {id: margin-too-big, table: rince/tab2, column: top1, a: RINCE-in, b: SCL-in, direction: greater, margin: 15,
      provenance: paper-prose, source: seed, quote: "by 15 points"}
-  - {id: less, table: rince/tab2, column: top1, a: Two heads, b: Cross-entropy, direction: less,
+  - {id: less, table: rince/tab2, column: top1, a: Cross-entropy s.a., b: Cross-entropy, direction: less,
      provenance: paper-prose, source: seed, quote: "Two heads below CE."}
   - {id: few, table: rince/tab2, column: top1, a: Triplet, b: SCL-in, direction: less,
      provenance: paper-prose, source: seed, quote: "one seed"}
   - {id: missing, table: rince/tab2, column: top1, a: FastAP, b: SCL-in, direction: greater,
      provenance: paper-prose, source: seed, quote: "no runs"}
-  - {id: unregistered, table: rince/tab4, column: ucf_r1, a: RINCE, b: InfoNCE, direction: greater,
+  - {id: unregistered, table: rince/tab5, column: ucf_r1, a: RINCE, b: InfoNCE, direction: greater,
      provenance: paper-prose, source: seed, quote: "video"}
 not_decidable:
   - {quote: "robust to the threshold", provenance: paper-prose, source: seed, reason: an equivalence}
@@ -99,7 +99,7 @@ def test_supported_contradicted_inconclusive_and_missing(tmp_path):
 
     contra = v["contra"].judgement  # Two heads 51 vs CE 61, claimed greater
     assert v["contra"].verdict == "contradicted" and contra.diff == -10.0
-    assert contra.p == pytest.approx(stats.ttest_ind(TOP1["Two heads"], TOP1["Cross-entropy"], equal_var=False).pvalue)
+    assert contra.p == pytest.approx(stats.ttest_ind(TOP1["Cross-entropy s.a."], TOP1["Cross-entropy"], equal_var=False).pvalue)
     assert v["less"].verdict == "supported"  # the same numbers, claimed in the right direction
 
     incon = v["incon"].judgement  # 65 ± 5 vs 63 ± 1: Δ = 2, t = 2 / sqrt(25/3 + 1/3)
@@ -117,7 +117,7 @@ def test_supported_contradicted_inconclusive_and_missing(tmp_path):
     assert v["few"].verdict == INCONCLUSIVE_FEW and v["few"].judgement.n_a == 1
     assert math.isnan(v["few"].judgement.p)
     assert (v["missing"].verdict, v["missing"].detail) == (MISSING, "finished runs: A n=0, B n=3")
-    assert (v["unregistered"].verdict, v["unregistered"].detail) == (MISSING, "table rince/tab4 is not registered yet")
+    assert (v["unregistered"].verdict, v["unregistered"].detail) == (MISSING, "table rince/tab5 is not registered yet")
 
 
 def test_bootstrap_is_seeded_and_exact_on_constant_sides():
@@ -137,17 +137,17 @@ def test_profile_without_the_column_and_unimplemented_rows(tmp_path):
         claims:
           - {id: tin, table: rince/tab2, column: auroc_tinyimagenet, a: RINCE-in, b: SCL-in, direction: greater,
              provenance: paper-prose, source: s, quote: q}
-          - {id: mae, table: gpaco/mae-robustness, column: top1, a: GPaCo ViT-B, b: CE (MAE fine-tune) ViT-B,
-             direction: greater, provenance: paper-prose, source: s, quote: q}
+          - {id: mae, table: gpaco/seg, column: miou_ss, a: GPaCo ADE20K Swin-T (UperNet),
+             b: Baseline ADE20K Swin-T (UperNet), direction: greater, provenance: paper-prose, source: s, quote: q}
           - {id: reported, table: gpaco/tab5, column: gain_vs_supcon, a: PaCo ResNet-50 (SimAugment),
              b: SupCon ResNet-50, direction: greater, provenance: paper-prose, source: s, quote: q}
         """))
     cf = load_claims_file(path)
     v = {x.claim.id: x for x in judge_claims(cf, "mini", Store(tmp_path))}
     assert (v["tin"].verdict, v["tin"].detail) == (NOT_MEASURED, "column auroc_tinyimagenet: profile 'mini' does not measure it")
-    assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "table gpaco/mae-robustness has no profile 'mini'")
+    assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "table gpaco/seg has no profile 'mini'")
     v = {x.claim.id: x for x in judge_claims(cf, "paper", Store(tmp_path))}
-    assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "row 'GPaCo ViT-B' is not implemented")
+    assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "row 'GPaCo ADE20K Swin-T (UperNet)' is not implemented")
     assert (v["reported"].verdict, v["reported"].detail) == (NOT_MEASURED, "column gain_vs_supcon: the suite does not measure it")
 
 
@@ -227,8 +227,8 @@ def test_schema_errors_name_the_file_and_key(tmp_path, change, message):
     ("paper: rince\nclaims: []\nextra: 1\n", "unknown key 'extra'"),
     ("paper: rince\n", "missing key 'claims'"),
     ("paper: rince\nclaims: {}\n", "key 'claims' must be list, not dict"),
-    ("paper: rince\nclaims: []\nunregistered_tables: {rince/tab4: {columns: [], rows: [A]}}\n",
-     "unregistered_tables.rince/tab4: key 'columns' must be a non-empty list of strings"),
+    ("paper: rince\nclaims: []\nunregistered_tables: {rince/tab5: {columns: [], rows: [A]}}\n",
+     "unregistered_tables.rince/tab5: key 'columns' must be a non-empty list of strings"),
     ("paper: rince\nclaims: []\nnot_decidable: [{quote: q, provenance: paper-prose, source: s}]\n",
      r"not_decidable\[0\]: missing key 'reason'"),
     ("paper: rince\nclaims: [\n", "invalid YAML"),

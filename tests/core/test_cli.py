@@ -78,5 +78,5 @@ def test_plan_is_fast_and_imports_no_torch(tmp_path):
     assert res.returncode == 0, res.stderr
     assert time.time() - t0 < 5  # generous: the benchmark measures the real ratio
     lines = res.stdout.splitlines()
-    assert lines[0] == "# rince/tab2 profile=mini: 54 runs"
+    assert lines[0] == "# rince/tab2 profile=mini: 48 runs"
     assert lines[1].split()[1:4] == ["Cross-entropy", "seed=123", "missing"]

@@ -234,7 +234,13 @@ def cmd_run(args) -> None:
     check_data_root(runs, data_root)
     if args.executor == "slurm":
         from semcl.cluster import load_cluster_profile
+        from semcl.preflight import distinct_runs, require_passed
 
+        if not args.no_check:
+            for table in _tables(args):
+                why = require_passed(_preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
+                if why:
+                    raise SemclError(f"refusing to submit: {why}")
         submit_slurm(pairs, store, data_root, load_cluster_profile(args.cluster), retry_failed=args.retry_failed)
         return
     submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,
@@ -313,6 +319,36 @@ def cmd_report(args) -> None:
     print(f"(written to {path})", file=sys.stderr)
 
 
+def _preflight_file(args) -> Path:
+    return _results_root(args) / "preflight" / f"{args.profile}.json"
+
+
+def cmd_check(args) -> None:
+    import tempfile
+
+    from semcl.cluster import load_cluster_profile
+    from semcl.preflight import Reduce, check_tables, render, write_status
+
+    cluster = load_cluster_profile(args.cluster)
+    reduce = Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32) if args.reduced else None
+    tables = _tables(args)
+
+    def progress(res) -> None:
+        if args.verbose:
+            print(f"  {res.status():<7} {res.table} / {res.row} ({res.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="semcl-check-") as work:
+        results = check_tables(tables, args.profile, Path(work), cluster.gpu_mem_gb, reduce=reduce,
+                               batch=args.batch, progress=progress)
+    print(render(results), end="")
+    if reduce is None:  # only a full-size check clears a table for the cluster
+        write_status(_preflight_file(args), args.profile, results)
+    else:
+        print(f"(reduced check: {reduce.describe()}; not recorded as a preflight)", file=sys.stderr)
+    if not all(r.ok for r in results):
+        raise SemclError(f"{sum(not r.ok for r in results)} row(s) failed the preflight")
+
+
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
@@ -370,7 +406,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--row", action="append", help="only this row label (repeatable)")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
+    sp.add_argument("--no-check", action="store_true",
+                    help="--executor slurm: submit even without a passed `semcl check` of the table")
     sp.set_defaults(func=cmd_run)
+    sp = sub.add_parser("check", help="preflight on the CPU: build, one step, checkpoint and evaluation of every "
+                                      "distinct row config (seeds collapsed)")
+    sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
+    sp.add_argument("--all", action="store_true", help="every table in the registry that has the profile")
+    with_profile(sp)
+    sp.add_argument("--cluster", default="example-a100",
+                    help="cluster profile whose gpu_mem_gb the estimate is held against (slurm/profiles/)")
+    sp.add_argument("--batch", type=positive_int, default=4, help="images in the one training step (default 4)")
+    sp.add_argument("--reduced", action="store_true",
+                    help="CI size: resnet_tiny backbone, 32-px images, 64/32 head (not recorded as a preflight)")
+    sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
+    sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("table", help="paper vs ours table from the results store")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
     with_profile(sp)

@@ -349,6 +349,19 @@ def cmd_check(args) -> None:
         raise SemclError(f"{sum(not r.ok for r in results)} row(s) failed the preflight")
 
 
+def cmd_readme(args) -> None:
+    from semcl.report.readme import update_readme
+
+    path = Path(args.readme)
+    if not path.exists():
+        raise SemclError(f"{path}: no such file")
+    done = update_readme(path, _store(args), get_table)
+    for table_id, profile in done:
+        print(f"{path}: table {table_id} ({profile}) regenerated")
+    if not done:
+        print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block", file=sys.stderr)
+
+
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
@@ -440,6 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--out", default="reproduce", help="folder for <paper>.<profile>.md (default: reproduce/)")
     sp.set_defaults(func=cmd_report)
+    sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
+                                       " ... <!-- /semcl -->) from the stored runs")
+    sp.add_argument("--readme", default="README.md", help="the file whose blocks are rewritten (default: README.md)")
+    sp.set_defaults(func=cmd_readme)
     sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.set_defaults(func=cmd_prepare)

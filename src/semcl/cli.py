@@ -230,17 +230,18 @@ def cmd_run(args) -> None:
     store = _store(args)
     pairs = _runs_with_resources(args)
     runs = [r for r, _ in pairs]
+    if args.executor == "slurm" and not args.no_check:  # before anything is checked or written
+        from semcl.preflight import distinct_runs, require_passed
+
+        for table in _tables(args):
+            why = require_passed(_preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
+            if why:
+                raise SemclError(f"refusing to submit: {why}")
     data_root = Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))
     check_data_root(runs, data_root)
     if args.executor == "slurm":
         from semcl.cluster import load_cluster_profile
-        from semcl.preflight import distinct_runs, require_passed
 
-        if not args.no_check:
-            for table in _tables(args):
-                why = require_passed(_preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
-                if why:
-                    raise SemclError(f"refusing to submit: {why}")
         submit_slurm(pairs, store, data_root, load_cluster_profile(args.cluster), retry_failed=args.retry_failed)
         return
     submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,

@@ -100,6 +100,8 @@ def check_config(run, reduce: Reduce | None, batch: int):
             "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
             "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
             "eval.ood_limit": 8}
+    if getattr(run.config.eval, "latency", None):
+        over["eval.latency_batch"] = 2  # timed, not measured: the check only needs the code path
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if reduce is not None:
@@ -271,17 +273,18 @@ def distinct_runs(table, profile: str) -> list:
 def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
                  batch: int = 4, rows_per_method: int | None = None, progress=None) -> list[RowCheck]:
     """Check every distinct run of `tables` under `profile` (a config seen earlier is reported as
-    `same_as`). `rows_per_method` keeps only the first rows of each method per table (and what
-    they build on): the CI sample."""
+    `same_as`). `rows_per_method` is the CI sample: per table, the first row of each method not
+    sampled in an earlier table (at least the table's first row), and what they build on."""
     from semcl.runs import Store
 
     store = Store(work)
     done: dict[str, RowCheck] = {}
     results = []
+    seen_methods: set[str] = set()
     for table in tables:
         runs = distinct_runs(table, profile)
         if rows_per_method is not None:
-            runs = _sample(runs, rows_per_method)
+            runs = _sample(runs, rows_per_method, seen_methods)
         for run in runs:
             if run.run_id in done:
                 prev = done[run.run_id]
@@ -296,13 +299,13 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     return results
 
 
-def _sample(runs: list, per_method: int) -> list:
+def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:
     by_id = {r.run_id: r for r in runs}
     counts: dict[str, int] = {}
     keep: set[str] = set()
-    for r in runs:
+    for i, r in enumerate(runs):
         name = r.config.method.name
-        if counts.get(name, 0) < per_method:
+        if (name not in seen_methods and counts.get(name, 0) < per_method) or (i == 0 and not keep):
             counts[name] = counts.get(name, 0) + 1
             stack = [r.run_id]
             while stack:
@@ -310,6 +313,7 @@ def _sample(runs: list, per_method: int) -> list:
                 if rid not in keep:
                     keep.add(rid)
                     stack.extend(d for d in by_id[rid].depends_on if d in by_id)
+    seen_methods.update(counts)
     return [r for r in runs if r.run_id in keep]
 
 

@@ -78,11 +78,15 @@ def cmd_list(args) -> None:
     if skipped:
         print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
               file=sys.stderr)
+    try:
+        started = set(os.listdir(runs_dir))  # one directory read instead of a stat per planned run
+    except OSError:
+        started = set()
     lines = []
     for t in kept:
         runs = index["runs"][t["id"]]
         # a finished record present (its content is checked by `semcl status` / `semcl table`)
-        done = sum(os.path.exists(runs_dir / r[0] / "metrics.json") for r in runs)
+        done = sum(r[0] in started and os.path.exists(runs_dir / r[0] / "metrics.json") for r in runs)
         lines.append((t["id"], t["paper"], f"{t['implemented']}/{t['rows']}", f"{done}/{len(runs)}", t["source"],
                       t["title"]))
     head = ("table", "paper", "rows impl/total", "runs done/planned", "source", "title")
@@ -331,7 +335,8 @@ def cmd_check(args) -> None:
     from semcl.preflight import Reduce, check_tables, render, write_status
 
     cluster = load_cluster_profile(args.cluster)
-    reduce = Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32) if args.reduced else None
+    reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True)
+              if args.reduced else None)
     tables = _tables(args)
 
     def progress(res) -> None:
@@ -432,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cluster profile whose gpu_mem_gb the estimate is held against (slurm/profiles/)")
     sp.add_argument("--batch", type=positive_int, default=4, help="images in the one training step (default 4)")
     sp.add_argument("--reduced", action="store_true",
-                    help="CI size: resnet_tiny backbone, 32-px images, 64/32 head (not recorded as a preflight)")
+                    help="CI size: resnet_tiny backbone, 32-px images, 64/32 head, no pretrained file "
+                         "(not recorded as a preflight)")
     sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
     sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("table", help="paper vs ours table from the results store")

@@ -43,6 +43,7 @@ class Reduce:
     image_size: int | None = None  # file-backed sets' decode size
     head_hidden: int | None = None
     head_dim: int | None = None
+    drop_pretrained: bool = False  # a user-supplied weights file (model.pretrained) is not needed
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v is not None]
@@ -109,6 +110,8 @@ def check_config(run, reduce: Reduce | None, batch: int):
                            ("model.head_dim", reduce.head_dim)):
             if value is not None:
                 over[key] = value
+        if reduce.drop_pretrained:
+            over["model.pretrained"] = None
         if reduce.image_size is not None and d.image_size is not None:
             over["data.image_size"] = reduce.image_size
     return _replace(run.config, **{k: v for k, v in over.items() if hasattr(getattr(run.config, k.split(".")[0]),

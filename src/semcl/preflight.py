@@ -93,11 +93,14 @@ def _replace(cfg, **dotted):
     return dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s), **kw) for s, kw in sections.items()})
 
 
-def check_config(run, reduce: Reduce | None, batch: int):
-    """The run's config as the preflight runs it: synthetic data (2 training and 1 test image per
-    stand-in class), the small batch, a one-epoch probe; `reduce` shrinks model and images (CI)."""
+def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2):
+    """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
+    image per stand-in class), the small batch, a one-epoch probe; `reduce` shrinks model and images (CI)."""
+    from semcl.models.backbones import BACKBONES
+
     d = run.config.data
-    over = {"data.synthetic": True, "data.synthetic_train_per_class": 2, "data.synthetic_test_per_class": 1,
+    over = {"data.synthetic": True, "data.synthetic_train_per_class": train_per_class,
+            "data.synthetic_test_per_class": 1,
             "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
             "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
             "eval.ood_limit": 8}
@@ -106,7 +109,9 @@ def check_config(run, reduce: Reduce | None, batch: int):
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if reduce is not None:
-        for key, value in (("model.backbone", reduce.backbone), ("model.head_hidden", reduce.head_hidden),
+        # the KD families name their own networks (semcl.models.kd): those stay
+        backbone = reduce.backbone if run.config.model.backbone in BACKBONES else None
+        for key, value in (("model.backbone", backbone), ("model.head_hidden", reduce.head_hidden),
                            ("model.head_dim", reduce.head_dim)):
             if value is not None:
                 over[key] = value
@@ -165,7 +170,20 @@ def _data_info(train_set, real_classes: int):
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
               batch: int = 4) -> RowCheck:
     """Run one config through the pipeline (module docstring); never raises: the first error is in
-    the result, and the run's scratch folder holds what its dependents need (checkpoint, logits)."""
+    the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
+    A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
+    the small batch; it is checked again at the entry's batch, on enough stand-in images."""
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, 2)
+    if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
+        from semcl.data.registry import DATASETS
+
+        want = run.config.optim.batch_size
+        per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class)
+    return out
+
+
+def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int) -> RowCheck:
     import torch
 
     from semcl.data import load, select_per_class
@@ -183,7 +201,7 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
     t0 = time.time()
     try:
-        cfg = check_config(run, reduce, batch)
+        cfg = check_config(run, reduce, batch, per_class)
         d = cfg.data
         want = run.config.optim.batch_size
         out.batch_per_gpu = want / max(1, resources.gpus)
@@ -195,7 +213,8 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
-        root = ensure_synthetic(store.root / "data", [d.name, *cfg.eval.ood], train_per_class=2, test_per_class=1)
+        root = ensure_synthetic(store.root / f"data{per_class}", [d.name, *cfg.eval.ood], train_per_class=per_class,
+                                test_per_class=1)
         seed_everything(run.seed)
         train_set = load(d.name, root, "train", d.image_size)
         test_set = load(d.name, root, d.test_split or "test", d.image_size)

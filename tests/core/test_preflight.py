@@ -26,6 +26,9 @@ KNOWN_FAILURES = {
     "train_images must be a torch.Tensor, got LazyImages":
         "hsa/*: the linear probe (augment: true) on file-backed ImageNet; semcl.evals.linear_probe "
         "takes in-memory uint8 tensors only, so every HSA linear-probe run would fail after training",
+    "unknown synthetic dataset 'imagenet100'":
+        "rince/tab3, rince/tab6: ImageNet-100 (semcl.data.imagenet100) has no entry in the dataset registry "
+        "(semcl.data.registry.DATASETS), so neither its synthetic stand-in nor `semcl plan`'s data checks know it",
 }
 
 

@@ -1,4 +1,6 @@
-"""`semcl` command line. torch and pandas are imported lazily, so list/show/plan start fast."""
+"""`semcl` command line. Everything beyond the standard library is imported inside the command that
+needs it: `list` and `plan` read the cached registry index (semcl.index) and start without torch,
+pandas or the registry's validation."""
 
 from __future__ import annotations
 
@@ -8,14 +10,33 @@ import os
 import sys
 from pathlib import Path
 
+from semcl import __version__
 from semcl.errors import ConfigError, SemclError
-from semcl.evals.protocols import describe
-from semcl.registry import PROFILE_NAMES, get_table, load_registry
-from semcl.runs import Store, estimate_cost, plan_runs
+
+PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.PROFILE_NAMES (tests/core/test_cli_fast.py)
 
 
-def _store(args) -> Store:
+def _store(args):
+    from semcl.runs import Store
+
     return Store(Path(args.results) if args.results else None)
+
+
+def _results_root(args) -> Path:
+    from_env = os.environ.get("SEMCL_RESULTS", "results")  # = semcl.runs.results_root
+    return Path(args.results) if args.results else Path(from_env)
+
+
+def get_table(table_id: str):
+    from semcl.registry import get_table as get
+
+    return get(table_id)
+
+
+def load_registry():
+    from semcl.registry import load_registry as load
+
+    return load()
 
 
 def _with_profile(tables: list, profile: str) -> list:
@@ -48,14 +69,26 @@ def positive_int(text: str) -> int:
 
 
 def cmd_list(args) -> None:
-    store = _store(args)
-    tables = _with_profile(list(load_registry().values()), args.profile)
+    from semcl.index import load_index
+
+    index = load_index(args.profile)
+    runs_dir = _results_root(args) / "runs"
+    kept = [t for t in index["tables"] if t["id"] in index["runs"]]
+    skipped = [t["id"] for t in index["tables"] if t["id"] not in index["runs"]]
+    if skipped:
+        print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
+              file=sys.stderr)
+    try:
+        started = set(os.listdir(runs_dir))  # one directory read instead of a stat per planned run
+    except OSError:
+        started = set()
     lines = []
-    for table in tables:
-        impl = sum(r.implemented for r in table.rows)
-        runs = plan_runs(table, args.profile)
-        done = sum(store.status(r.run_id)[0] == "done" for r in runs)
-        lines.append((table.id, table.paper, f"{impl}/{len(table.rows)}", f"{done}/{len(runs)}", table.source, table.title))
+    for t in kept:
+        runs = index["runs"][t["id"]]
+        # a finished record present (its content is checked by `semcl status` / `semcl table`)
+        done = sum(r[0] in started and os.path.exists(runs_dir / r[0] / "metrics.json") for r in runs)
+        lines.append((t["id"], t["paper"], f"{t['implemented']}/{t['rows']}", f"{done}/{len(runs)}", t["source"],
+                      t["title"]))
     head = ("table", "paper", "rows impl/total", "runs done/planned", "source", "title")
     widths = [max(len(x[i]) for x in [head, *lines]) for i in range(4)]
     for line in [head, *lines]:
@@ -64,6 +97,8 @@ def cmd_list(args) -> None:
 
 
 def cmd_show(args) -> None:
+    from semcl.evals.protocols import describe
+
     table = get_table(args.table)
     print(f"{table.id}: {table.title}\n  paper: {table.paper}, {table.source}; file: {table.path}")
     print(f"  seeds: {table.seeds}; profiles: {', '.join(table.profiles)}")
@@ -102,7 +137,54 @@ def cmd_show(args) -> None:
         print(f"  note: {n}")
 
 
+def _index_tables(args, index: dict) -> list[dict]:
+    """The tables `args` names (or --all), as index entries; same errors as `_tables`."""
+    by_id = {t["id"]: t for t in index["tables"]}
+    if getattr(args, "all", False):
+        kept = [t for t in index["tables"] if t["id"] in index["runs"]]
+        skipped = [t["id"] for t in index["tables"] if t["id"] not in index["runs"]]
+        if skipped:
+            print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
+                  file=sys.stderr)
+        return kept
+    if not args.table:
+        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
+    for name in args.table:
+        if name not in by_id:
+            raise ConfigError(f"unknown table {name!r} (known: {', '.join(sorted(by_id))})")
+        if name not in index["runs"]:
+            raise ConfigError(f"{name}: no profile {args.profile!r} (profiles: {', '.join(by_id[name]['profiles'])})")
+    return [by_id[name] for name in args.table]
+
+
 def cmd_plan(args) -> None:
+    if args.executor == "slurm":  # the array layout needs the resolved runs and resources
+        return _plan_slurm(args)
+    from semcl.index import load_index
+
+    index = load_index(args.profile)
+    runs_dir, store = _results_root(args) / "runs", None
+    for table in _index_tables(args, index):
+        runs = index["runs"][table["id"]]
+        print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
+        for run_id, label, seed, cost, deps in runs:
+            if not (runs_dir / run_id).exists():  # never started: no record, lock or checkpoint to read
+                status, detail = "missing", ""
+            else:
+                store = store or _store(args)
+                status, detail = store.status(run_id)
+            extra = f"  {detail}" if detail and args.verbose else ""
+            after = f"  after {','.join(deps)}" if deps else ""
+            print(f"{run_id}  {label:<24} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
+        if table["not_implemented"]:
+            print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+
+
+def _plan_slurm(args) -> None:
+    from semcl.cluster import load_cluster_profile
+    from semcl.launch import describe_arrays
+    from semcl.runs import estimate_cost, plan_runs
+
     store = _store(args)
     for table in _tables(args):
         runs = plan_runs(table, args.profile)
@@ -113,12 +195,8 @@ def cmd_plan(args) -> None:
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
             print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
-        if args.executor == "slurm":
-            from semcl.cluster import load_cluster_profile
-            from semcl.launch import describe_arrays
-
-            print(describe_arrays([(r, table.resources[args.profile]) for r in runs],
-                                  load_cluster_profile(args.cluster), store))
+        print(describe_arrays([(r, table.resources[args.profile]) for r in runs],
+                              load_cluster_profile(args.cluster), store))
         skipped = [r.label for r in table.rows if not r.implemented]
         if skipped:
             print(f"# not implemented (not planned): {', '.join(skipped)}")
@@ -148,6 +226,8 @@ def _runs_with_resources(args) -> list:
             if not any(label in (r.label for r in t.rows) for t in tables):
                 listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
                 raise ConfigError(f"unknown row {label!r} (rows of {listing})")
+    from semcl.runs import plan_runs
+
     return [(r, t.resources[args.profile]) for t in tables for r in plan_runs(t, args.profile, args.row)]
 
 
@@ -157,6 +237,13 @@ def cmd_run(args) -> None:
     store = _store(args)
     pairs = _runs_with_resources(args)
     runs = [r for r, _ in pairs]
+    if args.executor == "slurm" and not args.no_check:  # before anything is checked or written
+        from semcl.preflight import distinct_runs, require_passed
+
+        for table in _tables(args):
+            why = require_passed(_preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
+            if why:
+                raise SemclError(f"refusing to submit: {why}")
     data_root = Path(args.data_root or os.environ.get("SEMCL_DATA", "data"))
     check_data_root(runs, data_root)
     if args.executor == "slurm":
@@ -171,6 +258,7 @@ def cmd_run(args) -> None:
 def _statuses(args, store):
     """(table, run, status, detail) for every planned run, reattaching to submitted SLURM jobs."""
     from semcl.manifest import latest_jobs, run_state, sacct_states
+    from semcl.runs import plan_runs
 
     tables = _tables(args)
     runs = [(t, r) for t in tables for r in plan_runs(t, args.profile)]
@@ -239,6 +327,50 @@ def cmd_report(args) -> None:
     print(f"(written to {path})", file=sys.stderr)
 
 
+def _preflight_file(args) -> Path:
+    return _results_root(args) / "preflight" / f"{args.profile}.json"
+
+
+def cmd_check(args) -> None:
+    import tempfile
+
+    from semcl.cluster import load_cluster_profile
+    from semcl.preflight import Reduce, check_tables, render, write_status
+
+    cluster = load_cluster_profile(args.cluster)
+    reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True)
+              if args.reduced else None)
+    tables = _tables(args)
+
+    def progress(res) -> None:
+        if args.verbose:
+            print(f"  {res.status():<7} {res.table} / {res.row} ({res.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="semcl-check-") as work:
+        results = check_tables(tables, args.profile, Path(work), cluster.gpu_mem_gb, reduce=reduce,
+                               batch=args.batch, progress=progress)
+    print(render(results), end="")
+    if reduce is None:  # only a full-size check clears a table for the cluster
+        write_status(_preflight_file(args), args.profile, results)
+    else:
+        print(f"(reduced check: {reduce.describe()}; not recorded as a preflight)", file=sys.stderr)
+    if not all(r.ok for r in results):
+        raise SemclError(f"{sum(not r.ok for r in results)} row(s) failed the preflight")
+
+
+def cmd_readme(args) -> None:
+    from semcl.report.readme import update_readme
+
+    path = Path(args.readme)
+    if not path.exists():
+        raise SemclError(f"{path}: no such file")
+    done = update_readme(path, _store(args), get_table)
+    for table_id, profile in done:
+        print(f"{path}: table {table_id} ({profile}) regenerated")
+    if not done:
+        print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block", file=sys.stderr)
+
+
 def cmd_prepare(args) -> None:
     from semcl.prepare import prepare_mini
 
@@ -252,49 +384,70 @@ WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQU
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
+    p.add_argument("--version", action="version", version=f"semcl {__version__}")
     p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_profile(sp, default="paper"):
-        sp.add_argument("--profile", choices=PROFILE_NAMES, default=default)
+        sp.add_argument("--profile", choices=PROFILE_NAMES, default=default,
+                        help=f"paper (the paper's scale), mini (real small data, CPU minutes) or smoke "
+                             f"(synthetic data, seconds); default: {default}")
 
     sp = sub.add_parser("list", help="every registry entry with its status")
     with_profile(sp)
     sp.set_defaults(func=cmd_list)
     sp = sub.add_parser("show", help="rows, columns, protocols and reported numbers of a table")
-    sp.add_argument("table")
+    sp.add_argument("table", help="table id, e.g. rince/tab2 (see `semcl list`)")
     sp.set_defaults(func=cmd_show)
     for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
                             ("status", cmd_status, "done / pending / running / requeued / failed / missing per run"),
                             ("wait", cmd_wait, "block until no run of these tables is queued or running")):
         sp = sub.add_parser(name, help=hlp)
-        sp.add_argument("table", nargs="*")
+        sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
         sp.add_argument("--all", action="store_true", help="every table in the registry")
-        sp.add_argument("-v", "--verbose", action="store_true")
+        sp.add_argument("-v", "--verbose", action="store_true", help="also the detail of each run (error, lock owner)")
         with_profile(sp)
         if name == "plan":
-            sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local")
-            sp.add_argument("--cluster", default="local", help="slurm/profiles/<name>.yaml")
+            sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local",
+                            help="slurm: also show the job arrays that `run --executor slurm` would submit")
+            sp.add_argument("--cluster", default="local", help="cluster profile slurm/profiles/<name>.yaml")
         if name == "wait":
             sp.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
-            sp.add_argument("--poll", type=float, default=10.0)
+            sp.add_argument("--poll", type=float, default=10.0, help="seconds between status checks (default 10)")
         sp.set_defaults(func=func)
     sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
-    sp.add_argument("table", nargs="*")
-    sp.add_argument("--all", action="store_true")
+    sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
+    sp.add_argument("--all", action="store_true", help="every table in the registry that has the profile")
     with_profile(sp)
-    sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local")
+    sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local",
+                    help="local: processes on this machine (default); debug: inside this process (submitit debug), "
+                         "tracebacks shown; slurm: job arrays on a cluster (after `semcl check`)")
     sp.add_argument("--cluster", default="local", help="cluster profile for --executor slurm (slurm/profiles/)")
     sp.add_argument("--workers", type=positive_int, default=None,
                     help="local executor: parallel processes (default: CPU count, at most 4)")
     sp.add_argument("--row", action="append", help="only this row label (repeatable)")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
+    sp.add_argument("--no-check", action="store_true",
+                    help="--executor slurm: submit even without a passed `semcl check` of the table")
     sp.set_defaults(func=cmd_run)
-    sp = sub.add_parser("table", help="paper vs ours table from the results store")
-    sp.add_argument("table")
+    sp = sub.add_parser("check", help="preflight on the CPU: build, one step, checkpoint and evaluation of every "
+                                      "distinct row config (seeds collapsed)")
+    sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
+    sp.add_argument("--all", action="store_true", help="every table in the registry that has the profile")
     with_profile(sp)
-    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md")
+    sp.add_argument("--cluster", default="example-a100",
+                    help="cluster profile whose gpu_mem_gb the estimate is held against (slurm/profiles/)")
+    sp.add_argument("--batch", type=positive_int, default=4, help="images in the one training step (default 4)")
+    sp.add_argument("--reduced", action="store_true",
+                    help="CI size: resnet_tiny backbone, 32-px images, 64/32 head, no pretrained file "
+                         "(not recorded as a preflight)")
+    sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
+    sp.set_defaults(func=cmd_check)
+    sp = sub.add_parser("table", help="paper vs ours table from the results store")
+    sp.add_argument("table", help="table id, e.g. rince/tab2")
+    with_profile(sp)
+    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
@@ -302,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
-    sp.add_argument("table")
+    sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")
     with_profile(sp)
     sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
@@ -310,6 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--out", default="reproduce", help="folder for <paper>.<profile>.md (default: reproduce/)")
     sp.set_defaults(func=cmd_report)
+    sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
+                                       " ... <!-- /semcl -->) from the stored runs")
+    sp.add_argument("--readme", default="README.md", help="the file whose blocks are rewritten (default: README.md)")
+    sp.set_defaults(func=cmd_readme)
     sp = sub.add_parser("prepare-mini", help="lay out Fashion-MNIST and MNIST (installed packages) under the data root")
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--video", action="store_true",

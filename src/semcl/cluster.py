@@ -48,6 +48,7 @@ class ClusterProfile:
     gpus_per_node: int = 8
     cpus_per_gpu: int = 8
     mem_per_gpu_gb: float = 32.0
+    gpu_mem_gb: float | None = None  # memory of one GPU (semcl check holds its estimate against it)
     max_time_min: int = 72 * 60
     array_parallelism: int = 64
     signal_delay_s: int = 120  # the requeue signal comes this long before the time limit

@@ -116,6 +116,8 @@ def linear_probe(
     augment: bool = True,
     seed: int = 0,
     eval_batch_size: int = 1024,
+    test_feats: torch.Tensor | None = None,
+    train_feats: torch.Tensor | None = None,
 ) -> ProbeResult:
     """Train a linear classifier on frozen features and track test top-1 per epoch.
 
@@ -135,6 +137,10 @@ def linear_probe(
         seed: seeds the single generator behind all randomness.
         eval_batch_size: images per ``encode`` call when caching, and rows per
             evaluation step.
+        test_feats, train_feats: the same features already computed by the caller (the
+            evaluation context shares one pass per split between the evaluations); they must
+            be ``encode`` of the images under ``test_transform``, which draws nothing from the
+            generator, so the result is bit-identical to caching them here.
 
     Returns:
         :class:`ProbeResult` with accuracies in percent.
@@ -158,7 +164,8 @@ def linear_probe(
 
     # Test features first: their size fixes the layer shape and their device is where
     # the probe lives.
-    test_feats = extract_features(encode, test_images, test_transform, batch_size=eval_batch_size, generator=gen)
+    if test_feats is None:
+        test_feats = extract_features(encode, test_images, test_transform, batch_size=eval_batch_size, generator=gen)
     device, dim = test_feats.device, test_feats.shape[1]
     y_test = y_test.to(device)
     y_train = y_train.to(device)
@@ -172,8 +179,9 @@ def linear_probe(
     bias = bias.to(device).requires_grad_()
     optimizer = torch.optim.SGD([weight, bias], lr=lr, momentum=momentum, weight_decay=weight_decay)
 
-    train_feats = None
-    if not augment:
+    if augment:
+        train_feats = None
+    elif train_feats is None:
         train_feats = extract_features(encode, train_images, test_transform, batch_size=eval_batch_size, generator=gen)
 
     n_train = train_images.shape[0]

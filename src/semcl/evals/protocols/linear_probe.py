@@ -40,7 +40,10 @@ def run(ctx) -> dict[str, float]:
             num_classes=ctx.train.num_classes, train_transform=ctx.transform("crop_flip"),
             test_transform=ctx.test_transform, epochs=p.epochs, lr=p.lr, batch_size=p.batch_size,
             momentum=p.momentum, weight_decay=p.weight_decay, milestones=tuple(p.milestones), gamma=p.gamma,
-            augment=p.augment, seed=ctx.seed)
+            augment=p.augment, seed=ctx.seed,
+            # the shared feature passes (retrieval, kNN and OOD read the same ones): one pass per split
+            test_feats=ctx.test_features if isinstance(ctx.test.images, torch.Tensor) else None,
+            train_feats=ctx.train_features if not p.augment and isinstance(ctx.train.images, torch.Tensor) else None)
     log.info("linear probe: last %.2f best %.2f", res.top1_last, res.top1_best)
     return {"linear_top1_last": res.top1_last, "linear_top1_best": res.top1_best}
 

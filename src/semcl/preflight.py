@@ -1,0 +1,381 @@
+"""Preflight: every distinct row config of a profile run through the whole pipeline once, on the CPU,
+before any GPU-hour is spent (`semcl check`).
+
+Per distinct config (seeds collapsed: the first seed's run; a config already checked for another
+table is reported as the same): the synthetic stand-in of its datasets written in the real on-disk
+layout (semcl.data.synthetic) and read back at the run's real input size, the real model (the real
+class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
+rows checked before it, in a scratch store), one training step at a small batch (augmentation,
+forward, backward, optimiser step), one checkpoint save + load (semcl.engine.checkpoint), and every
+evaluation of the run on the stand-in's few test images (probe for one epoch).
+
+Activation memory per sample is measured, not guessed: the bytes of the tensors autograd saves for
+backward during the training step (torch.autograd.graph.saved_tensors_hooks, storages counted once),
+divided by the batch. The GPU memory estimate for the batch per GPU the entry asks for:
+
+    mem = state + (grad + optimiser state) + activations * batch_per_gpu + CONTEXT_GB
+        state = bytes of state_dict() (weights, buffers, queues, momentum encoders)
+        grad + optimiser state = trainable parameter bytes * (1 + slots), slots 1 (SGD momentum), 2 (Adam)
+        batch_per_gpu = optim.batch_size / max(1, resources.gpus)  (with AMP the activations halve)
+
+against the cluster profile's `gpu_mem_gb`. A CPU estimate of a GPU's peak: cuDNN workspaces and
+allocator fragmentation are covered only by the fixed CONTEXT_GB, so treat "fits" within ~10% as marginal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+CONTEXT_GB = 1.5  # CUDA context + cuDNN/cuBLAS workspaces, a measured-on-A100 order of magnitude
+ADAM_LIKE = ("adam", "adamw", "lamb", "lars")
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """What a reduced (CI) preflight shrinks; None keeps the entry's value."""
+
+    backbone: str | None = None  # e.g. resnet_tiny: the width and depth
+    image_size: int | None = None  # file-backed sets' decode size
+    head_hidden: int | None = None
+    head_dim: int | None = None
+    drop_pretrained: bool = False  # a user-supplied weights file (model.pretrained) is not needed
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v is not None]
+        return ", ".join(parts) or "nothing"
+
+
+@dataclass
+class RowCheck:
+    table: str
+    row: str
+    run_id: str
+    params: int | None = None  # all parameters of the method (trainable ones in `trainable`)
+    trainable: int | None = None
+    act_bytes_per_sample: float | None = None
+    batch_per_gpu: float | None = None
+    gpus: int = 0
+    est_gpu_gb: float | None = None
+    gpu_mem_gb: float | None = None  # the cluster profile's
+    error: str | None = None  # first error: "<file>: key '<key>': ..." where known
+    same_as: str | None = None  # "table / row" of an identical config checked earlier
+    seconds: float = 0.0
+
+    @property
+    def fits(self) -> bool | None:
+        if self.est_gpu_gb is None or self.gpu_mem_gb is None:
+            return None
+        return self.est_gpu_gb <= self.gpu_mem_gb
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.fits is not False
+
+    def status(self) -> str:
+        if self.error:
+            return "ERROR"
+        if self.fits is False:
+            return "TOO BIG"
+        return "ready"
+
+
+def _replace(cfg, **dotted):
+    """A copy of the run config with dotted keys replaced (sections are dataclasses)."""
+    sections: dict[str, dict] = {}
+    for key, value in dotted.items():
+        section, name = key.split(".", 1)
+        sections.setdefault(section, {})[name] = value
+    return dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s), **kw) for s, kw in sections.items()})
+
+
+def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2):
+    """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
+    image per stand-in class), the small batch, a one-epoch probe; `reduce` shrinks model and images (CI)."""
+    from semcl.models.backbones import BACKBONES
+
+    d = run.config.data
+    over = {"data.synthetic": True, "data.synthetic_train_per_class": train_per_class,
+            "data.synthetic_test_per_class": 1,
+            "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
+            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
+            "eval.ood_limit": 8}
+    if getattr(run.config.eval, "latency", None):
+        over["eval.latency_batch"] = 2  # timed, not measured: the check only needs the code path
+    if getattr(run.config.probe, "milestones", None) is not None:
+        over["probe.milestones"] = []
+    if reduce is not None:
+        # the KD families name their own networks (semcl.models.kd): those stay
+        backbone = reduce.backbone if run.config.model.backbone in BACKBONES else None
+        for key, value in (("model.backbone", backbone), ("model.head_hidden", reduce.head_hidden),
+                           ("model.head_dim", reduce.head_dim)):
+            if value is not None:
+                over[key] = value
+        if reduce.drop_pretrained:
+            over["model.pretrained"] = None
+        if reduce.image_size is not None and d.image_size is not None:
+            over["data.image_size"] = reduce.image_size
+    return _replace(run.config, **{k: v for k, v in over.items() if hasattr(getattr(run.config, k.split(".")[0]),
+                                                                           k.split(".")[1])})
+
+
+def _where(table, err: BaseException) -> str:
+    """The error as one line, with the table's file in front unless it already names a file."""
+    text = f"{type(err).__name__}: {err}".splitlines()[0]
+    tb = traceback.extract_tb(err.__traceback__)
+    origin = f" [{Path(tb[-1].filename).name}:{tb[-1].lineno}]" if tb else ""
+    return text + origin if "/" in text.split(":")[0] else f"{table.path}: {text}{origin}"
+
+
+def _saved_bytes():
+    """A context manager counting the bytes autograd saves for backward (each storage once)."""
+    import torch
+
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        try:
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
+        except (RuntimeError, NotImplementedError):  # sparse / nested tensors: count their elements
+            seen[id(t)] = t.numel() * t.element_size()
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
+
+
+def _data_info(train_set, real_classes: int):
+    """The DataInfo of the real dataset's class count over the stand-in's training set (the stand-ins
+    of the large sets have 20 classes; the model must have the real head)."""
+    import torch
+
+    from semcl.methods.base import DataInfo
+
+    c_syn = train_set.num_classes
+    pad = real_classes - c_syn
+    counts = torch.bincount(train_set.labels, minlength=c_syn)
+    f2c = train_set.fine_to_coarse
+    if pad > 0:
+        counts = torch.cat([counts, torch.ones(pad, dtype=counts.dtype)])
+        if f2c is not None:
+            f2c = torch.cat([f2c, torch.arange(pad, dtype=f2c.dtype) % (int(f2c.max()) + 1)])
+    names = tuple(train_set.class_names) + tuple(f"class_{i}" for i in range(c_syn, real_classes))
+    return DataInfo(max(real_classes, c_syn), train_set.images.shape[1], f2c, counts, names)
+
+
+def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
+              batch: int = 4) -> RowCheck:
+    """Run one config through the pipeline (module docstring); never raises: the first error is in
+    the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
+    A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
+    the small batch; it is checked again at the entry's batch, on enough stand-in images."""
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, 2)
+    if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
+        from semcl.data.registry import DATASETS
+
+        want = run.config.optim.batch_size
+        per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class)
+    return out
+
+
+def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int) -> RowCheck:
+    import torch
+
+    from semcl.data import load, select_per_class
+    from semcl.data.registry import DATASETS
+    from semcl.data.synthetic import ensure_synthetic
+    from semcl.data.views import build_augment
+    from semcl.engine.checkpoint import load as load_ckpt
+    from semcl.engine.checkpoint import save_atomic, seed_everything
+    from semcl.engine.dependencies import LOGITS_FILE, dependencies
+    from semcl.engine.evaluate import evaluate
+    from semcl.engine.train import epoch_generator
+    from semcl.methods.base import Batch, TrainContext
+    from semcl.methods.registry import method_spec
+
+    out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
+    t0 = time.time()
+    try:
+        cfg = check_config(run, reduce, batch, per_class)
+        d = cfg.data
+        want = run.config.optim.batch_size
+        out.batch_per_gpu = want / max(1, resources.gpus)
+        spec = method_spec(cfg.method.name)
+        cls = spec.load()
+        folder = store.run_dir(run.run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        deps = dependencies(run, store, spec.depends)
+        if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
+            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
+            return out
+        root = ensure_synthetic(store.root / f"data{per_class}", [d.name, *cfg.eval.ood], train_per_class=per_class,
+                                test_per_class=1)
+        seed_everything(run.seed)
+        train_set = load(d.name, root, "train", d.image_size)
+        test_set = load(d.name, root, d.test_split or "test", d.image_size)
+        test_set = test_set.subset(torch.arange(min(8, len(test_set.labels))))
+        method = cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
+        if deps:
+            method.load_dependencies(deps)
+        out.params = sum(p.numel() for p in method.parameters())
+        out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
+        opt = method.configure_optimizer(cfg.optim)
+        if opt is not None:
+            mean, std = DATASETS[d.name].stats
+            aug = build_augment(cfg.data.augment, size=train_set.images.shape[-1], mean=mean, std=std)
+            augs = aug.views if hasattr(aug, "views") else [aug]
+            method.on_train_start(TrainContext(train_set, augs, torch.device("cpu"), folder.parent, run.seed))
+            method.train()
+            method.on_epoch_start(0)
+            g = epoch_generator(run.seed, 0)
+            bs = min(cfg.optim.batch_size, len(train_set.labels))
+            idx = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)[:bs]
+            views = [augs[k % len(augs)](train_set.images[idx], g) for k in range(method.num_views)]
+            hooks, saved = _saved_bytes()
+            with hooks:
+                loss = method.training_step(Batch(views, train_set.labels[idx], idx, 0, 0, g))["loss"]
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            method.after_backward()
+            opt.step()
+            if not torch.isfinite(loss.detach()):
+                raise FloatingPointError(f"loss is {float(loss)} after one step")
+            out.act_bytes_per_sample = sum(saved.values()) / len(idx)
+            ckpt = folder / "checkpoints" / "last.pt"
+            save_atomic({"method": method.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+            state = load_ckpt(ckpt)
+            method.load_state_dict(state["method"])
+            opt.load_state_dict(state["optimizer"])
+        else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
+            save_atomic({"method": method.state_dict()}, folder / "checkpoints" / "last.pt")
+        # evaluation on a few samples: one training image per class (the stand-in's), 8 test and 8 OOD images
+        few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
+        metrics = evaluate(method, cfg, few, test_set, root, run.seed, logits_path=folder / LOGITS_FILE)
+        store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
+        out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
+    except Exception as err:  # the report's one line; the traceback is not the user's business here
+        out.error = _where(table, err)
+    finally:
+        out.seconds = time.time() - t0
+    return out
+
+
+def estimate_gpu_gb(method, cfg, opt, act_per_sample: float, batch_per_gpu: float) -> float:
+    """The formula of the module docstring, in GiB."""
+    state = sum(t.numel() * t.element_size() for t in method.state_dict().values() if hasattr(t, "numel"))
+    trainable = sum(p.numel() * p.element_size() for p in method.parameters() if p.requires_grad)
+    slots = 2 if opt is not None and type(opt).__name__.lower() in ADAM_LIKE else 1
+    grads = trainable * (1 + slots) if opt is not None else 0
+    act = act_per_sample * batch_per_gpu * (0.5 if getattr(cfg.optim, "amp", None) else 1.0)
+    return (state + grads + act) / 2**30 + CONTEXT_GB
+
+
+def distinct_runs(table, profile: str) -> list:
+    """One run per implemented row (its first seed), plus the runs it builds on, bases first."""
+    from semcl.runs import plan_runs
+
+    runs = plan_runs(table, profile)
+    first = table.seeds_for(profile)[0]
+    wanted = {r.run_id for r in runs if r.seed == first}
+    by_id = {r.run_id: r for r in runs}
+    stack = list(wanted)
+    while stack:  # dependencies may sit on other seeds (ensembles of repeats)
+        for dep in by_id[stack.pop()].depends_on:
+            if dep not in wanted:
+                wanted.add(dep)
+                stack.append(dep)
+    return [r for r in runs if r.run_id in wanted]
+
+
+def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
+                 batch: int = 4, rows_per_method: int | None = None, progress=None) -> list[RowCheck]:
+    """Check every distinct run of `tables` under `profile` (a config seen earlier is reported as
+    `same_as`). `rows_per_method` is the CI sample: per table, the first row of each method not
+    sampled in an earlier table (at least the table's first row), and what they build on."""
+    from semcl.runs import Store
+
+    store = Store(work)
+    done: dict[str, RowCheck] = {}
+    results = []
+    seen_methods: set[str] = set()
+    for table in tables:
+        runs = distinct_runs(table, profile)
+        if rows_per_method is not None:
+            runs = _sample(runs, rows_per_method, seen_methods)
+        for run in runs:
+            if run.run_id in done:
+                prev = done[run.run_id]
+                results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
+                                                   same_as=prev.same_as or f"{prev.table} / {prev.row}"))
+                continue
+            res = check_run(run, table, store, table.resources[profile], gpu_mem_gb, reduce=reduce, batch=batch)
+            done[run.run_id] = res
+            results.append(res)
+            if progress:
+                progress(res)
+    return results
+
+
+def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:
+    by_id = {r.run_id: r for r in runs}
+    counts: dict[str, int] = {}
+    keep: set[str] = set()
+    for i, r in enumerate(runs):
+        name = r.config.method.name
+        if (name not in seen_methods and counts.get(name, 0) < per_method) or (i == 0 and not keep):
+            counts[name] = counts.get(name, 0) + 1
+            stack = [r.run_id]
+            while stack:
+                rid = stack.pop()
+                if rid not in keep:
+                    keep.add(rid)
+                    stack.extend(d for d in by_id[rid].depends_on if d in by_id)
+    seen_methods.update(counts)
+    return [r for r in runs if r.run_id in keep]
+
+
+def render(results: list[RowCheck]) -> str:
+    """One line per row: status, parameters, activation memory, batch per GPU, GPU memory, error."""
+    head = f"{'table':<24} {'row':<32} {'status':<8} {'params':>9} {'act/sample':>11} {'batch/GPU':>9} " \
+           f"{'GPU mem est / have':>20}  first error / note"
+    lines = [head]
+    for r in results:
+        params = f"{r.params / 1e6:.2f}M" if r.params is not None else "—"
+        act = f"{r.act_bytes_per_sample / 2**20:.1f} MiB" if r.act_bytes_per_sample is not None else "—"
+        bpg = f"{r.batch_per_gpu:g}" if r.batch_per_gpu is not None else "—"
+        have = f"{r.gpu_mem_gb:g}" if r.gpu_mem_gb is not None else "n/a"
+        mem = f"{r.est_gpu_gb:.1f} / {have} GiB" if r.est_gpu_gb is not None else "—"
+        note = r.error or (f"same config as {r.same_as}" if r.same_as else "")
+        lines.append(f"{r.table:<24} {r.row[:32]:<32} {r.status():<8} {params:>9} {act:>11} {bpg:>9} {mem:>20}  {note}")
+    n_bad = sum(not r.ok for r in results)
+    lines.append(f"# {len(results)} row(s): {len(results) - n_bad} ready, {n_bad} with an error or too big")
+    return "\n".join(lines) + "\n"
+
+
+def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:
+    """results/preflight/<profile>.json: per table, whether its last preflight passed (what
+    `semcl run --executor slurm` reads)."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    for table in dict.fromkeys(r.table for r in results):
+        rows = [r for r in results if r.table == table]
+        old[table] = {"ok": all(r.ok for r in rows), "run_ids": sorted(r.run_id for r in rows),
+                      "errors": [f"{r.row}: {r.error or 'too big'}" for r in rows if not r.ok]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+
+
+def require_passed(path: Path, table, run_ids: set[str]) -> str | None:
+    """None when the table's last preflight passed for exactly these runs, else why not (one line)."""
+    info = json.loads(path.read_text()).get(table.id) if path.exists() else None
+    if info is None:
+        return f"{table.id}: no preflight on record ({path}); run `semcl check {table.id} --profile paper`"
+    if not info["ok"]:
+        return f"{table.id}: its preflight failed ({info['errors'][0]}); fix it or pass --no-check"
+    if not run_ids <= set(info["run_ids"]):
+        return f"{table.id}: its config changed since the last preflight; rerun `semcl check {table.id}`"
+    return None

@@ -1,0 +1,80 @@
+"""The README's result tables, regenerated from the stored runs (`semcl readme`).
+
+A block in the README
+
+    <!-- semcl:table rince/tab2 mini -->
+    ...anything...
+    <!-- /semcl -->
+
+is replaced by the table's compact form: one line per implemented row, ours as mean ± sample std
+over the seeds found (n noted in a column's cell only when a seed is missing), columns that this
+profile does not measure (a substitute of null) left out, column labels with the profile's
+substitute dataset. Every block is rendered before the file is written (atomically), so a bad
+block leaves the README as it was.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from semcl.errors import ConfigError
+
+BLOCK = re.compile(r"(<!-- semcl:table (?P<table>\S+) (?P<profile>\S+) -->\n)(?P<body>.*?)(<!-- /semcl -->)", re.S)
+DASH = "—"
+
+
+def compact_table(table, profile: str, store) -> str:
+    """Markdown: | Row | column labels | with `mean ± std` cells (see the module docstring)."""
+    from semcl.evals.protocols import metric_key
+    from semcl.report.tables import long_table, summary
+
+    subst = table.profile(profile).substitute
+    cols = [c for c in table.columns if metric_key(c, subst) is not None]
+    summ = summary(table, profile, long_table(table, profile, store)).set_index(["row", "column"])
+    seeds = len(table.seeds_for(profile))
+
+    def label(col) -> str:
+        out = getattr(col, "out", None)
+        return f"{col.label} (→ {subst[out]})" if out and subst.get(out) else col.label
+
+    def cell(row: str, key: str) -> str:
+        s = summ.loc[(row, key)]
+        if s["n"] == 0:
+            return DASH
+        spread = f" ± {s['std']:.2f}" if s["n"] > 1 and not math.isnan(s["std"]) else ""
+        missing = f" (n={int(s['n'])})" if s["n"] < seeds else ""
+        return f"{s['mean']:.2f}{spread}{missing}"
+
+    lines = ["| Row | " + " | ".join(label(c) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for row in table.rows:
+        if row.implemented:
+            lines.append(f"| {row.label} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
+    """Rewrite every marked block of `path`; returns (table, profile) of each block. ConfigError
+    naming the file and the block for an unknown table or profile."""
+    text = path.read_text()
+    done: list[tuple[str, str]] = []
+
+    def render(m: re.Match) -> str:
+        table_id, profile = m["table"], m["profile"]
+        try:
+            table = get_table(table_id)
+            table.profile(profile)
+        except (ConfigError, KeyError, ValueError) as err:
+            line = text[:m.start()].count("\n") + 1
+            raise ConfigError(f"{path}:{line}: block 'semcl:table {table_id} {profile}': {err}") from None
+        done.append((table_id, profile))
+        return m.group(1) + compact_table(table, profile, store) + m.group(5)
+
+    new = BLOCK.sub(render, text)
+    if new != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(new)
+        os.replace(tmp, path)
+    return done

@@ -46,7 +46,7 @@ def test_analytic_figure_is_drawn_without_runs(registry_copy, tmp_path):
     ("{kind: analytic, function: draw_fig5}", "is not <module>.<function>"),
     ("{kind: analytic, function: a.b, x: top1}", "unknown key 'x'"),
     ("{kind: analytic, function: a.b, args: [1]}", "'args' must be a mapping"),
-    ("{kind: pie}", "one of 'scatter', 'analytic', 'tsne', 'similarity_hist'"),
+    ("{kind: pie}", "one of 'scatter', 'lines', 'analytic', 'tsne', 'similarity_hist'"),
 ])
 def test_bad_analytic_entries(registry_copy, figure, match):
     (registry_copy / "rince" / "figtest.yaml").write_text(ENTRY.rsplit("figure:", 1)[0] + f"figure: {figure}\n")

@@ -14,7 +14,7 @@ import torch
 
 from semcl import __version__, cli
 from semcl.index import load_index
-from semcl.registry import PROFILE_NAMES, load_table, registry_root
+from semcl.registry import PROFILE_NAMES, load_registry, load_table, registry_root
 
 ROOT = registry_root()
 
@@ -23,7 +23,8 @@ def _small_registry(tmp_path: Path) -> Path:
     reg = tmp_path / "experiments"
     shutil.copytree(ROOT / "presets", reg / "presets")
     (reg / "rince").mkdir()
-    shutil.copy(ROOT / "rince" / "tab2.yaml", reg / "rince" / "tab2.yaml")
+    for name in ("tab2", "tab9", "tab10"):  # tab2's select rows read tab9 and tab10
+        shutil.copy(ROOT / "rince" / f"{name}.yaml", reg / "rince" / f"{name}.yaml")
     return reg
 
 
@@ -39,7 +40,7 @@ def test_index_is_cached_and_invalidated_by_a_registry_change(tmp_path, monkeypa
 
     table = load_table(reg / "rince" / "tab2.yaml", reg / "presets")
     assert [r[0] for r in first["runs"]["rince/tab2"]] == [r.run_id for r in plan_runs(table, "mini")]
-    assert first["tables"][0]["rows"] == len(table.rows)
+    assert next(t for t in first["tables"] if t["id"] == "rince/tab2")["rows"] == len(table.rows)
 
     import semcl.registry
 
@@ -72,7 +73,7 @@ def test_readme_blocks_are_regenerated_from_the_store(tmp_path):
     from semcl.runs import Store, plan_runs
 
     reg = _small_registry(tmp_path)
-    table = load_table(reg / "rince" / "tab2.yaml", reg / "presets")
+    table = load_registry(reg)["rince/tab2"]  # linked: its select rows read tab9 / tab10
     store = Store(tmp_path / "results")
     runs = [r for r in plan_runs(table, "mini") if r.row_label == "SCL-in"]
     values = [70.0, 72.0, 77.0]  # mean 73.0, sample std sqrt(((3)^2 + 1 + 4^2) / 2) = sqrt(13) = 3.61

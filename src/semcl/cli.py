@@ -338,7 +338,9 @@ def cmd_check(args) -> None:
     from semcl.preflight import Reduce, check_tables, render, write_status
 
     cluster = load_cluster_profile(args.cluster)
-    reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True)
+    reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
+                    method={"arch": "vit_tiny_test", "checkpoint": None, "backbone": "r3d_small",
+                            "segmenter": "deeplabv3_tiny"})
               if args.reduced else None)
     tables = _tables(args)
 

@@ -44,6 +44,9 @@ class Reduce:
     head_hidden: int | None = None
     head_dim: int | None = None
     drop_pretrained: bool = False  # a user-supplied weights file (model.pretrained) is not needed
+    # method fields that name a network or a weights file, replaced where the row's method has the field
+    # (ViTs, video and segmentation networks are method knobs, not model.backbone)
+    method: dict | None = None
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v is not None]
@@ -119,6 +122,9 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
             over["model.pretrained"] = None
         if reduce.image_size is not None and d.image_size is not None:
             over["data.image_size"] = reduce.image_size
+        for field_name, value in (reduce.method or {}).items():
+            if hasattr(run.config.method, field_name):
+                over[f"method.{field_name}"] = value
     return _replace(run.config, **{k: v for k, v in over.items() if hasattr(getattr(run.config, k.split(".")[0]),
                                                                            k.split(".")[1])})
 

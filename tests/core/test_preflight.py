@@ -71,7 +71,9 @@ def test_slurm_run_refuses_a_table_without_a_passed_preflight(tmp_path, capsys):
 
 def test_preflight_of_every_registered_table_at_ci_size(tmp_path):
     tables = [t for t in load_registry().values() if "paper" in t.profiles and any(r.implemented for r in t.rows)]
-    reduce = Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True)
+    reduce = Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
+                    method={"arch": "vit_tiny_test", "checkpoint": None, "backbone": "r3d_small",
+                            "segmenter": "deeplabv3_tiny"})
     results = check_tables(tables, "paper", tmp_path, 80.0, reduce=reduce, rows_per_method=1)
     errors = [f"{r.table} / {r.row}: {r.error}" for r in results if r.error]
     assert [e for e in errors if not any(k in e for k in KNOWN_FAILURES)] == []

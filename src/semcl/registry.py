@@ -363,7 +363,7 @@ def load_table(path: Path, presets: Path) -> Table:
     for i, r in enumerate(entry.rows):
         rw = f"{where}: rows[{i}]"
         if r.derived is not None:
-            extra = [k for k in ("method", "overrides", "init_from", "ensemble", "teacher") if getattr(r, k)]
+            extra = [k for k in ("method", "overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
             if extra:
                 raise ConfigError(f"{rw}: a 'derived' row has no key {extra[0]!r} (it runs nothing)")
             bad_pair = next((p for p in r.derived.pairs if len(p) != 2), None)

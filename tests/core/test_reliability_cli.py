@@ -1,3 +1,4 @@
+
 """CLI input and output failures: unknown rows, worker counts, --all with a profile some tables
 lack, the full sbatch preview, unwritable results, non-numeric metrics."""
 
@@ -11,6 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from semcl.cli import main
+from semcl.evals.protocols import metric_key
 from semcl.registry import get_table, load_registry
 from semcl.runs import Store, plan_runs, write_json_atomic
 
@@ -69,7 +71,7 @@ def test_slurm_preview_is_the_whole_script_that_would_be_submitted(tmp_path, mon
     assert code == 0
     script = out[out.index("#!/bin/bash"):]
     lines = script.splitlines()
-    assert "#SBATCH --job-name=semcl-rince-tab2" in lines and "#SBATCH --array=0-38%39" in lines
+    assert "#SBATCH --job-name=semcl-rince-tab2" in lines and "#SBATCH --array=0-47%48" in lines
     assert "module load python/3.11" in lines  # shell lines, not only the #SBATCH header
     assert any(ln.startswith("export SEMCL_SNAPSHOT=") and "<snapshot>" in ln for ln in lines)
     assert any(ln.startswith("srun ") and "-m submitit.core._submit" in ln for ln in lines)
@@ -89,7 +91,7 @@ def test_unwritable_results_is_one_line(tmp_path, monkeypatch, code_):
 def test_non_numeric_metric_is_reported_with_its_file(tmp_path):
     table = get_table("rince/tab2")
     run = plan_runs(table, "smoke")[0]
-    key = table.columns[0].metric(table.profile("smoke").substitute)
+    key = metric_key(table.columns[0], table.profile("smoke").substitute)
     store = Store(tmp_path)
     write_json_atomic(store.metrics_path(run.run_id), {"run_id": run.run_id, "metrics": {key: "12.5%"}})
     code, _, err = _cli("--results", str(tmp_path), "table", "rince/tab2", "--profile", "smoke")

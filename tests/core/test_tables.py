@@ -39,9 +39,9 @@ def test_mean_std_n_and_missing_seed(tmp_path):
     assert "| Cross-entropy | 63.00 ± 3.61 (n=3) / — / — |" in md
     assert "61.00 ± 1.41 (n=2) / — / —" in md
     # a row without training code shows as such, with the paper's value where one is known
-    mae = get_table("gpaco/mae-robustness")
-    md_mae = render(mae, "paper", summary(mae, "paper", long_table(mae, "paper", store)), "md")
-    assert "| CE (MAE fine-tune) ViT-B | not implemented / 83.60 | not implemented / 39.10 |" in md_mae
+    seg = get_table("gpaco/seg")  # its UperNet / Swin rows go through exported MMSegmentation configs
+    md_seg = render(seg, "paper", summary(seg, "paper", long_table(seg, "paper", store)), "md")
+    assert "| GPaCo ADE20K Swin-T (UperNet) | not implemented / 45.40 | not implemented / 46.80 | not implemented |" in md_seg
     assert "sample std (ddof=1)" in md and "Epoch rule" in md
 
 

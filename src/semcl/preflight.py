@@ -120,7 +120,10 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
                 over[key] = value
         if reduce.drop_pretrained:
             over["model.pretrained"] = None
-        if reduce.image_size is not None and d.image_size is not None:
+        from semcl.data.registry import DATASETS
+
+        # file-backed sets decode at their real size when data.image_size is unset (segmentation: 512)
+        if reduce.image_size is not None and (d.image_size is not None or DATASETS[d.name].file_backed):
             over["data.image_size"] = reduce.image_size
         for field_name, value in (reduce.method or {}).items():
             if hasattr(run.config.method, field_name):
@@ -219,7 +222,10 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
-        root = ensure_synthetic(store.root / f"data{per_class}", [d.name, *cfg.eval.ood], train_per_class=per_class,
+        # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
+        # would otherwise read each other's classes
+        root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
+                                train_per_class=per_class,
                                 test_per_class=1)
         seed_everything(run.seed)
         train_set = load(d.name, root, "train", d.image_size)
@@ -241,7 +247,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             g = epoch_generator(run.seed, 0)
             bs = min(cfg.optim.batch_size, len(train_set.labels))
             idx = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)[:bs]
-            views = [augs[k % len(augs)](train_set.images[idx], g) for k in range(method.num_views)]
+            views = method.make_views(train_set, idx, g, augs)  # as the engine builds them (video: clips)
             hooks, saved = _saved_bytes()
             with hooks:
                 loss = method.training_step(Batch(views, train_set.labels[idx], idx, 0, 0, g))["loss"]

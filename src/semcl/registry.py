@@ -39,6 +39,7 @@ EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 FEATURE_FIGURES = ("tsne", "similarity_hist")  # figure kinds drawn from saved test features
+CURVE_FIGURES = ("pr_curve",)  # figure kinds drawn from a curve file each run writes (semcl.report.curve_figures)
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
         if not isinstance(cols, list) or not cols or any(c not in keys for c in cols):
             raise ConfigError(f"{fw}: key 'columns' = {cols!r} must list column keys ({', '.join(keys)})")
         return {"kind": "lines", "columns": list(cols), "ylabel": str(spec.get("ylabel", ""))}
-    if spec.get("kind") in FEATURE_FIGURES:  # from the rows' saved test features (semcl.report.feature_figures)
+    if spec.get("kind") in FEATURE_FIGURES + CURVE_FIGURES:  # from files the rows' runs saved
         _only(spec, {"kind", "args"}, fw)
         if not isinstance(spec.get("args", {}), dict):
             raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
@@ -322,7 +323,7 @@ def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
     _only(spec, {"kind", "x", "y"}, fw)
     if spec.get("kind") != "scatter":
         raise ConfigError(f"{fw}: key 'kind' must be one of 'scatter', 'lines', 'analytic', "
-                          f"{', '.join(map(repr, FEATURE_FIGURES))}")
+                          f"{', '.join(map(repr, FEATURE_FIGURES + CURVE_FIGURES))}")
     for axis in ("x", "y"):
         if _require(spec, axis, fw) not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")

@@ -1,8 +1,8 @@
 """Preflight (`semcl check`): the GPU memory formula, the measured activation bytes, the slurm refusal,
 and the CI run of the preflight over every registered table at a reduced size.
 
-What the CI run reduces (so it fits in about a minute here): the backbone (resnet_tiny: width and
-depth), the decode size of the file-backed sets (32 px), the projection head (64 / 32), and the rows:
+What the CI run reduces (so it fits in about a minute here): the backbone (resnet_tiny4: width and
+depth, four stages as the ResNets the stage columns name), the decode size of the file-backed sets (32 px), the projection head (64 / 32), and the rows:
 one row per method per table (plus what it builds on), each distinct config once. The data layout,
 the real class count, the method, the optimiser, the checkpoint round trip and every evaluation of
 the row are the real ones.
@@ -10,6 +10,7 @@ the row are the real ones.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -23,7 +24,11 @@ from semcl.registry import load_registry
 # Failures the preflight found that are not fixed yet: message fragment -> what is wrong. The CI test
 # fails on any other error, and on a listed one that no longer occurs (then delete its line).
 # first errors the preflight is known to find, with the reason; each entry is a defect to fix, not a pass
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    # not a defect of the suite: HSA's detection transfer calls detectron2, which has no wheel for this
+    # Python / torch on PyPI (the error names the install command); the export and call path are unit-tested
+    "detectron2_transfer needs detectron2": "detectron2 is not installed here",
+}
 
 
 class _Cfg:
@@ -63,17 +68,15 @@ def test_slurm_run_refuses_a_table_without_a_passed_preflight(tmp_path, capsys):
     assert "its preflight failed (Triplet: ValueError: x)" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(reason="after this session's merges the reduced preflight reports 10 rows, first: hsa/fig3 probes "
-                          "layer4, which the resnet_tiny reduction does not have; the reduction must follow the "
-                          "stage columns (issue 15, open)", strict=False)
 def test_preflight_of_every_registered_table_at_ci_size(tmp_path):
     tables = [t for t in load_registry().values() if "paper" in t.profiles and any(r.implemented for r in t.rows)]
-    reduce = Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
+    reduce = Reduce(backbone="resnet_tiny4", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
                     method={"arch": "vit_tiny_test", "checkpoint": None, "backbone": "r3d_small",
                             "segmenter": "deeplabv3_tiny"})
     results = check_tables(tables, "paper", tmp_path, 80.0, reduce=reduce, rows_per_method=1)
     errors = [f"{r.table} / {r.row}: {r.error}" for r in results if r.error]
     assert [e for e in errors if not any(k in e for k in KNOWN_FAILURES)] == []
+    assert all(any(k in e for e in errors) for k in KNOWN_FAILURES) or importlib.util.find_spec("detectron2")
     assert {r.table for r in results} == {t.id for t in tables}
     trained = [r for r in results if r.act_bytes_per_sample is not None and r.error is None]
     assert trained and all(r.params > 0 and r.act_bytes_per_sample > 0 and r.est_gpu_gb > CONTEXT_GB

@@ -136,3 +136,21 @@ def test_unknown_synthetic_name(tmp_path: Path) -> None:
     (tmp_path / ".semcl_synthetic.json").write_text("{not json")
     with pytest.raises(DataError, match=r"\.semcl_synthetic\.json: malformed JSON"):
         ensure_synthetic(tmp_path, ["mnist"], train_per_class=1, test_per_class=1)
+
+
+def test_sets_sharing_a_folder_are_merged_not_replaced(tmp_path):
+    """ImageNet-100 and the outlier splits all live in imagenet/: writing the second keeps the first."""
+    from semcl.data import load
+    from semcl.data.sets.imagenet_subsets import subset_wnids
+    from semcl.data.synthetic import ensure_synthetic
+
+    names = ["imagenet100", "imagenet_outliers_split1"]
+    ensure_synthetic(tmp_path, names, train_per_class=1, test_per_class=1)
+    for name in names:
+        s = load(name, tmp_path, "test", 16)
+        assert s.class_names == subset_wnids(name) and len(s.labels) == 100  # 100 classes, one image each
+    # a folder nobody recorded is real data: left alone, the other set not written into it
+    other = tmp_path / "real"
+    (other / "imagenet" / "val").mkdir(parents=True)
+    ensure_synthetic(other, ["imagenet_outliers_split2"], train_per_class=1, test_per_class=1)
+    assert list((other / "imagenet" / "val").iterdir()) == []

@@ -52,10 +52,11 @@ SYNTHETIC_NAMES = tuple(n for n, s in DATASETS.items() if not s.file_backed)  # 
 
 
 def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_per_class: int,
-                    seed: int = 0) -> Path:
+                    seed: int = 0, merge: bool = False) -> Path:
     """Write synthetic dataset ``name`` under ``root`` and return its top-level folder.
 
-    Replaces whatever is at ``root/<dataset folder>``; the files are written to a
+    Replaces whatever is at ``root/<dataset folder>`` (``merge``: adds its files to that folder, for
+    sets that share one, e.g. ImageNet-100 and the outlier splits in imagenet/); the files are written to a
     temporary sibling first and moved into place, so an interrupted write never leaves
     a half-written dataset that a reader would accept. Deterministic for a seed.
     """
@@ -74,9 +75,15 @@ def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_p
     tmp.mkdir(parents=True)
     try:
         writer(tmp, splits)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        if merge and target.exists():
+            for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+                dest = target / path.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, dest)
+        else:
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
@@ -121,10 +128,13 @@ def ensure_synthetic(root: str | Path, names: Iterable[str], *, train_per_class:
         recorded = _read_manifest(manifest_path)
         for name in dict.fromkeys(names):  # dedupe, keep order
             present = (root / _spec(name).folder).exists()
-            if present and (name not in recorded or recorded[name] == params):
+            # a folder this function wrote for another set that shares it (ImageNet-100 and the outlier
+            # splits all live in imagenet/) is not real data: this set's class folders are added to it
+            ours = any(n != name and _spec(n).folder == _spec(name).folder for n in recorded)
+            if present and (recorded.get(name) == params or (name not in recorded and not ours)):
                 continue
             write_synthetic(name, root, train_per_class=train_per_class,
-                            test_per_class=test_per_class, seed=seed)
+                            test_per_class=test_per_class, seed=seed, merge=present and ours)
             recorded[name] = params
             # Record after each dataset so an interruption loses at most the one in flight.
             _write_manifest(manifest_path, recorded)

@@ -208,6 +208,16 @@ def resnet_tiny(*, in_channels: int = 3, zero_init_residual: bool = False) -> Ci
     )
 
 
+def resnet_tiny4(*, in_channels: int = 3, zero_init_residual: bool = False) -> CifarResNet:
+    """``resnet_tiny`` with a fourth stage: widths (8, 16, 32, 64), strides (1, 2, 2, 2) -> 64-d.
+
+    The reduced (CI) preflight's stand-in for the four-stage ResNets, so rows that probe or add losses at
+    ``layer1``..``layer4`` (HSA) keep every stage they name.
+    """
+    return CifarResNet(BasicBlock, (1, 1, 1, 1), (8, 16, 32, 64), (1, 2, 2, 2), stem_width=8,
+                       in_channels=in_channels, zero_init_residual=zero_init_residual)
+
+
 def resnet32_cifar(*, in_channels: int = 3, zero_init_residual: bool = False) -> CifarResNet:
     """ResNet-32 of the long-tailed CIFAR literature (PaCo's CIFAR-100-LT backbone): 16-ch stem,
     five BasicBlocks per stage, widths (16, 32, 64), strides (1, 2, 2) -> 64-d."""
@@ -284,6 +294,7 @@ BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "resnet50_cifar": resnet50_cifar,
     "resnet18_cifar": resnet18_cifar,
     "resnet_tiny": resnet_tiny,
+    "resnet_tiny4": resnet_tiny4,
     "resnet32_cifar": resnet32_cifar,
     "resnet18": _torchvision("resnet18"),
     "resnet50": _torchvision("resnet50"),

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from semcl.registry import FEATURE_FIGURES, Table
+from semcl.registry import CURVE_FIGURES, FEATURE_FIGURES, Table
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
 
@@ -141,6 +141,10 @@ def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None 
         from semcl.report.feature_figures import write_feature_figure
 
         return write_feature_figure(table, profile, store, out_dir)
+    if table.figure is not None and table.figure.get("kind") in CURVE_FIGURES:  # a curve file in each run folder
+        from semcl.report.curve_figures import write_curve_figure
+
+        return write_curve_figure(table, profile, store, out_dir)
     lines = table.figure is not None and table.figure.get("kind") == "lines"
     points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)

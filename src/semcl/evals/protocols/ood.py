@@ -54,7 +54,9 @@ def run(ctx) -> dict[str, float]:
     metrics = {}
     channels = ctx.train.images.shape[1]
     for name in ctx.cfg.eval.ood:
-        out = conform(load(name, ctx.data_root, "test"), channels=channels, size=ctx.size)
+        # file-backed OOD sets (AwA2, ImageNet outlier splits) decode straight at the model's input size;
+        # conform then only adapts the in-memory sets (28 px MNIST to a 32 px model)
+        out = conform(load(name, ctx.data_root, "test", ctx.size), channels=channels, size=ctx.size)
         limit = ctx.cfg.eval.ood_limit
         subsets = {s: ood_subset_rows(s, out.labels, ctx.data_root) for s, (base, _) in OOD_CLASS_SUBSETS.items()
                    if base == name}

@@ -2,10 +2,11 @@
 and the CI run of the preflight over every registered table at a reduced size.
 
 What the CI run reduces (so it fits in about a minute here): the backbone (resnet_tiny4: width and
-depth, four stages as the ResNets the stage columns name), the decode size of the file-backed sets (32 px), the projection head (64 / 32), and the rows:
-one row per method per table (plus what it builds on), each distinct config once. The data layout,
-the real class count, the method, the optimiser, the checkpoint round trip and every evaluation of
-the row are the real ones.
+depth, with the four stages the stage columns name), the decode size of the file-backed sets (32 px,
+segmentation included), the projection head (64 / 32), ViT / video / segmentation networks (method
+knobs: tiny stand-ins), and the rows: one row per method per table (plus what it builds on), each
+distinct config once. The data layout, the real class count, the method, the optimiser, the
+checkpoint round trip and every evaluation of the row are the real ones.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from common import Row, machine_info  # noqa: E402
 
-SECTIONS = ("cli", "losses", "methods", "vit", "data", "video", "evals", "engine")
+SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "video", "evals", "engine")
 
 
 def _section(name: str) -> list[Row]:
@@ -41,6 +41,10 @@ def _section(name: str) -> list[Row]:
         import bench_methods
 
         return bench_methods.run()
+    if name == "hsa":
+        import bench_hsa
+
+        return bench_hsa.run()
     if name == "vit":
         import bench_vit
 

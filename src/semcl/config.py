@@ -65,8 +65,12 @@ class OptimConfig:
     # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
     # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
     # "mae": MAE fine-tuning, per iteration: linear warm-up from 0, then half-cycle cosine to min_lr
+    # "plateau": lr x plateau_factor whenever the monitored epoch loss has not improved for more than
+    # plateau_patience epochs (torch's ReduceLROnPlateau rule, recomputed from the run's loss history)
     shape: str | None = None
-    min_lr: float | None = field(default=None, metadata=NON_NEGATIVE)  # floor of shape "mae" (None = 0)
+    min_lr: float | None = field(default=None, metadata=NON_NEGATIVE)  # floor of shapes "mae" and "plateau" (None = 0)
+    plateau_factor: float | None = field(default=None, metadata=POSITIVE)  # None = 0.1
+    plateau_patience: int | None = field(default=None, metadata=NON_NEGATIVE)  # None = 10
     # gradient accumulation: the optimiser steps every accum_steps batches of batch_size (MAE
     # --accum_iter; effective batch = accum_steps x batch_size); None = 1, every batch
     accum_steps: int | None = field(default=None, metadata=POSITIVE)
@@ -128,7 +132,7 @@ class EvalConfig:
 # allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices
 CHOICES: dict[str, set[str]] = {
     "data.test_split": {"test", "val"},
-    "optim.shape": {"paco", "mae"},
+    "optim.shape": {"paco", "mae", "plateau"},
     "optim.amp": {"fp16", "bf16"},
     "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},

@@ -4,11 +4,13 @@ optim.shape None: the SupCon/RINCE training scripts -- cosine per epoch with a f
 lr * rate**3, and a linear warm-up per iteration from warmup_from over the first epochs.
 optim.shape "paco": the official PaCo/GPaCo scripts, which set the lr once per epoch (`paco_lr`).
 optim.shape "mae": MAE's fine-tuning rule, set per iteration (`mae_lr`).
+optim.shape "plateau": x0.1 on a plateau of the epoch loss (RINCE video, `plateau_reductions`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from semcl.config import OptimConfig
 
@@ -58,8 +60,42 @@ def mae_lr(optim: OptimConfig, epochs: int, t: float) -> float:
     return floor + (lr - floor) * 0.5 * (1 + math.cos(math.pi * (t - w) / max(epochs - w, 1e-12)))
 
 
-def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int) -> float:
-    """lr for 0-indexed `epoch` and `step` within it."""
+PLATEAU_THRESHOLD = 1e-4  # torch ReduceLROnPlateau defaults: mode min, relative threshold, cooldown 0
+
+
+def plateau_reductions(losses: Sequence[float], patience: int) -> int:
+    """How often ReduceLROnPlateau (mode "min", threshold 1e-4 "rel", cooldown 0) would have cut the lr
+    after seeing `losses`, one per finished epoch: an epoch is bad unless its loss is below
+    best * (1 - 1e-4); more than `patience` bad epochs in a row cut the lr and restart the count."""
+    best, bad, cuts = math.inf, 0, 0
+    for loss in losses:
+        if loss < best * (1 - PLATEAU_THRESHOLD):
+            best, bad = loss, 0
+        else:
+            bad += 1
+        if bad > patience:
+            cuts, bad = cuts + 1, 0
+    return cuts
+
+
+def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+          losses: Sequence[float] = ()) -> float:
+    """lr for 0-indexed `epoch` and `step` within it; `losses` are the mean losses of the epochs
+    before `epoch` (shape "plateau" only: the schedule is a function of the run's own history, so a
+    resumed run, which restores the history, continues on the same lr)."""
+    if optim.shape == "plateau":
+        # the paper monitors a validation loss; the video splits have no validation set, so the epoch's
+        # training loss is monitored (named in rince/tab4's deviations)
+        cuts = plateau_reductions(losses[:epoch], 10 if optim.plateau_patience is None else optim.plateau_patience)
+        lr, factor = optim.lr, 0.1 if optim.plateau_factor is None else optim.plateau_factor
+        for _ in range(cuts):
+            new = max(lr * factor, optim.min_lr or 0.0)
+            if lr - new > 1e-8:  # torch's eps: a smaller decay is ignored
+                lr = new
+        if optim.warmup_epochs > 0 and epoch < optim.warmup_epochs:
+            p = (step + epoch * steps_per_epoch) / (optim.warmup_epochs * steps_per_epoch)
+            return optim.warmup_from + p * (lr - optim.warmup_from)
+        return lr
     if optim.shape == "paco":
         return paco_lr(optim, epochs, epoch)
     if optim.shape == "mae":

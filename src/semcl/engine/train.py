@@ -102,6 +102,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             method.train()
             method.on_epoch_start(epoch)  # epoch-dependent losses and statistics
             g = epoch_generator(seed, epoch)
+            losses = [h["loss"] for h in history]  # the plateau schedule's input (the finished epochs)
             perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)
             first = 0
             total = 0.0
@@ -112,7 +113,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             for step in range(first, steps):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
-                    lr = lr_at(cfg.optim, epochs, epoch, step, steps)
+                    lr = lr_at(cfg.optim, epochs, epoch, step, steps, losses)
                     for group, scale in zip(opt.param_groups, lr_scales, strict=True):
                         group["lr"] = lr * scale
                 idx = perm[step * bs:(step + 1) * bs]
@@ -139,7 +140,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                     log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
                     interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
-                            "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps), "seconds": time.time() - t0})
+                            "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
+                            "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
             save(epoch + 1, 0, None, 0.0)
             interrupt.fire_if_pending()

@@ -90,6 +90,13 @@ def test_readme_blocks_are_regenerated_from_the_store(tmp_path):
     assert "| SCL-in | 73.00 ± 3.61 | — |" in text
     assert "AUROC C-10 (→ mnist)" in text and "AUROC TIN" not in text  # null substitute: not measured
     assert "| Cross-entropy | — |" in text
+    # rows=REGEX keeps the matching rows only
+    readme.write_text("<!-- semcl:table rince/tab2 mini rows=^SCL-(in|out)$ -->\n<!-- /semcl -->\n")
+    update_readme(readme, store, lambda tid: table)
+    body = readme.read_text().splitlines()
+    assert body[0] == "<!-- semcl:table rince/tab2 mini rows=^SCL-(in|out)$ -->" and body[-1] == "<!-- /semcl -->"
+    assert [ln.split(" | ")[0] for ln in body[3:-1]] == ["| SCL-in", "| SCL-out"]
+    readme.write_text(text)
     before = readme.read_text()
     readme.write_text(before + "<!-- semcl:table rince/tab2 nosuch -->\n<!-- /semcl -->\n")
     with pytest.raises(Exception, match="README.md:.*nosuch"):

@@ -119,7 +119,8 @@ def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> 
         xs = list(range(len(keys)))
         if (grp["n"] > 0).any():
             ax.errorbar(xs, grp["mean"], yerr=grp["std"].fillna(0.0), fmt="-o", color=c, capsize=3,
-                        label=f"{row} (ours, n={int(grp['n'].min())})")
+                        # seeds of the measured columns (a column this profile leaves out has n = 0)
+                        label=f"{row} (ours, n={int(grp['n'][grp['n'] > 0].min())})")
         if grp["paper"].notna().any():
             ax.plot(xs, grp["paper"], "--o", mfc="none", color=c, label=f"{row} (paper)")
     ax.set_xticks(range(len(keys)), [labels[k] for k in keys], fontsize=8)

@@ -9,7 +9,9 @@ A block in the README
 is replaced by the table's compact form: one line per implemented row, ours as mean ± sample std
 over the seeds found (n noted in a column's cell only when a seed is missing), columns that this
 profile does not measure (a substitute of null) left out, column labels with the profile's
-substitute dataset. Every block is rendered before the file is written (atomically), so a bad
+substitute dataset. `<!-- semcl:table ID PROFILE rows=REGEX -->` keeps only the rows whose label
+matches REGEX (e.g. one teacher / student pair of a distillation table). Every block is rendered
+before the file is written (atomically), so a bad
 block leaves the README as it was.
 """
 
@@ -22,11 +24,12 @@ from pathlib import Path
 
 from semcl.errors import ConfigError
 
-BLOCK = re.compile(r"(<!-- semcl:table (?P<table>\S+) (?P<profile>\S+) -->\n)(?P<body>.*?)(<!-- /semcl -->)", re.S)
+BLOCK = re.compile(r"(?P<open><!-- semcl:table (?P<table>\S+) (?P<profile>\S+)(?: rows=(?P<rows>[^\n]*?))? -->\n)"
+                   r"(?P<body>.*?)(?P<close><!-- /semcl -->)", re.S)
 DASH = "—"
 
 
-def compact_table(table, profile: str, store) -> str:
+def compact_table(table, profile: str, store, rows: str | None = None) -> str:
     """Markdown: | Row | column labels | with `mean ± std` cells (see the module docstring)."""
     from semcl.evals.protocols import metric_key
     from semcl.report.tables import long_table, summary
@@ -49,8 +52,9 @@ def compact_table(table, profile: str, store) -> str:
         return f"{s['mean']:.2f}{spread}{missing}"
 
     lines = ["| Row | " + " | ".join(label(c) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    keep = re.compile(rows) if rows else None
     for row in table.rows:
-        if row.implemented:
+        if row.implemented and (keep is None or keep.search(row.label)):
             lines.append(f"| {row.label} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
@@ -66,11 +70,13 @@ def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
         try:
             table = get_table(table_id)
             table.profile(profile)
-        except (ConfigError, KeyError, ValueError) as err:
+            if m["rows"] is not None:
+                re.compile(m["rows"])
+        except (ConfigError, KeyError, ValueError, re.error) as err:
             line = text[:m.start()].count("\n") + 1
             raise ConfigError(f"{path}:{line}: block 'semcl:table {table_id} {profile}': {err}") from None
         done.append((table_id, profile))
-        return m.group(1) + compact_table(table, profile, store) + m.group(5)
+        return m["open"] + compact_table(table, profile, store, m["rows"]) + m["close"]
 
     new = BLOCK.sub(render, text)
     if new != text:

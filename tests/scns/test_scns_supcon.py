@@ -78,3 +78,59 @@ def test_latent_mixup_adds_mixed_negatives_and_user_vectors_need_a_pin():
     assert torch.isfinite(out["loss"])
     with pytest.raises(Exception, match="needs 'method.vectors_sha256'"):
         _method("class", vectors="vectors", vectors_path="/nonexistent.txt")
+
+
+def _pools_by_hand(features: torch.Tensor, labels: torch.Tensor, k: int) -> list[set[int]]:
+    """Each image's k most cosine-similar other-class images, from the full similarity matrix (float64)."""
+    f = F.normalize(features.double(), dim=1)
+    s = f @ f.T
+    out = []
+    for i in range(len(labels)):
+        cand = [(float(s[i, j]), j) for j in range(len(labels)) if labels[j] != labels[i]]
+        out.append({j for _, j in sorted(cand, reverse=True)[:k]})
+    return out
+
+
+def test_instance_pools_come_from_the_teacher_runs_backbone(tmp_path):
+    """scns_supcon_instance: the pools are the k nearest other-class images by the named run's backbone
+    features of the un-augmented images; sampled negatives stay inside them."""
+    from semcl.data import build_augment, stats
+    from semcl.methods.base import Dependency
+    from semcl.methods.scns_supcon.method import SCNSSupConInstance
+    from semcl.models import build_backbone
+
+    cfg = build_config({"data": {"name": "cifar10"}, "model": {"backbone": "resnet_tiny", "head_hidden": 16,
+                                                               "head_dim": 4},
+                        "method": {"name": "scns_supcon_instance", "num_negatives": 3, "k": 2}}, where="test")
+    labels = torch.arange(12) % 3
+    images = torch.randint(0, 256, (12, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(1)
+    teacher = build_backbone("resnet_tiny", in_channels=3).eval()
+    state = {f"backbone.{k}": v for k, v in teacher.state_dict().items()}
+    dep = Dependency("teacher", "t0", tmp_path, lambda: state, dict, dict)
+    method = SCNSSupConInstance(cfg, DataInfo(3, 3, None, torch.bincount(labels)))
+    method.load_dependencies([dep])
+    method.on_train_start(TrainContext(SimpleNamespace(labels=labels, images=images), [], torch.device("cpu"),
+                                       tmp_path / "run", 0))
+    mean, std = stats("cifar10")
+    with torch.no_grad():
+        feats = teacher(build_augment("test", size=32, mean=mean, std=std)(images, torch.Generator()))
+    assert [set(p.tolist()) for p in method.sampler.pools] == _pools_by_hand(feats, labels, 2)
+    saved = torch.load(tmp_path / "run" / "scns_negatives.pt", weights_only=True)
+    assert torch.equal(saved["pools"], method.sampler.pools)
+    idx = torch.tensor([0, 5, 7])
+    neg = method.sampler.sample(idx, labels[idx], 3, torch.Generator().manual_seed(2))
+    assert all(set(neg[r].tolist()) <= set(method.sampler.pools[i].tolist()) for r, i in enumerate(idx.tolist()))
+    assert (labels[neg] != labels[idx][:, None]).all()
+
+
+def test_instance_rows_build_on_their_similarity_network_run():
+    from semcl.registry import get_table
+    from semcl.runs import plan_runs
+
+    runs = {r.row_label: r for r in plan_runs(get_table("scns/sup-cifar10"), "paper") if r.seed == 123}
+    for arch in ("resnet18_cifar", "resnet50_cifar"):
+        ce = runs[f"Cross-entropy {arch} (similarity network)"]
+        inst = runs[f"SCNS-instance {arch}"]
+        assert inst.depends_on == (ce.run_id,) and ce.config.model.backbone == inst.config.model.backbone == arch
+        assert inst.config.method.name == "scns_supcon_instance" and inst.config.method.k == 10

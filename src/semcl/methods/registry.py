@@ -61,6 +61,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     segmentation.GPACO_SEG,
     *video_rank.VIDEO_SPECS,
     scns_supcon.SPEC,
+    scns_supcon.INSTANCE_SPEC,
     vit.MAE_FINETUNE,
     vit.MULTITASK_VIT,
     vit.GPACO_VIT,
@@ -80,8 +81,6 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("hsa_more_positives", "HSA pulling several kNN positives and mixed samples per anchor (appendix)"),
     PlannedMethod("transfer_reference", "a MoCo README detection value shown as a reference (HSA transfer tables); never run"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
-    PlannedMethod("scns_supcon_instance", "scns_supcon with SCNS-instance negatives (needs a pretrained network's "
-                  "features of the training set; which network the paper used is unknown)"),
 )}
 
 

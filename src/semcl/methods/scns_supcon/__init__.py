@@ -1,6 +1,8 @@
 """SCNS's supervised setting (scns.md §b `scns/sup-cifar10`, §d.3): supervised contrastive training whose
 negatives come from a memory bank drawn by a sampler: `uniform` (other-class images, CRD's pool) or
-`class` (SCNS-class: a class among the top-k word-similar ones, drawn ∝ similarity, then an image), with
+`class` (SCNS-class: a class among the top-k word-similar ones, drawn ∝ similarity, then an image), or, as
+`scns_supcon_instance`, SCNS-instance (the k most similar other-class images by the penultimate features of a
+pretrained network -- the finished run its row names with `teacher:` -- from one pass before training), with
 optional Latent Mixup (mixed anchor/negative pseudo-negatives). The loss is semcl.losses.scns_supcon;
 every choice is an assumption (the paper's loss and settings are unknown).
 """
@@ -36,8 +38,35 @@ class SCNSSupConMethod:
             raise ValueError("scns_supcon: num_negatives >= 1, temperature > 0 and 0 <= bank_momentum < 1")
 
 
+@dataclass
+class SCNSSupConInstanceMethod:
+    """SCNS-instance in the supervised setting. The paper's "pretrained network" is unknown: here the run the
+    row names with `teacher:` (a cross-entropy run of the same backbone, assumption), its backbone's pooled
+    features of the un-augmented training images, one pass before training (scns.md c.3)."""
+
+    name: str = "scns_supcon_instance"
+    num_negatives: int = 4096
+    temperature: float = 0.1
+    bank_momentum: float = 0.5
+    k: int = 10  # other-class images per pool (scns.md d.3: 10)
+    weighting: str = "uniform"  # uniform within the pool (sheet) | similarity (clipped cosine)
+    latent_mixup: bool = False
+    lm_lam_max: float = 1.0
+    lm_num_mixed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_negatives < 1 or self.temperature <= 0 or not 0 <= self.bank_momentum < 1 or self.k < 1:
+            raise ValueError("scns_supcon_instance: num_negatives, k >= 1, temperature > 0, 0 <= bank_momentum < 1")
+
+
 SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.method:SCNSSupCon", train_cost=2.0,
                   choices={"negatives": frozenset({"uniform", "class"}),
                            "weighting": frozenset({"similarity", "softmax"}),
                            "vectors": frozenset({"glove", "vectors", "sentence"})},
                   summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class")
+
+INSTANCE_SPEC = MethodSpec("scns_supcon_instance", SCNSSupConInstanceMethod,
+                           "semcl.methods.scns_supcon.method:SCNSSupConInstance", train_cost=2.0, depends="teacher",
+                           choices={"weighting": frozenset({"uniform", "similarity"})},
+                           summary="supervised contrastive loss over bank negatives drawn by SCNS-instance (pools "
+                                   "from a finished run's features)")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from semcl.data.negatives import ClassConditionedNegatives, UniformNegatives
+from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
 from semcl.losses.latent_mixup import mix_with_positive
 from semcl.losses.scns_supcon import bank_supcon_loss
-from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
 from semcl.models import ProjectionHead, build_backbone
 
 
@@ -71,3 +71,57 @@ class SCNSSupCon(Method):
             self.bank[idx.to(self.bank.device)] = F.normalize(mom * self.bank[idx.to(self.bank.device)]
                                                               + (1 - mom) * new, dim=1)
         return {"loss": loss}
+
+
+class SCNSSupConInstance(SCNSSupCon):
+    """SCNS-instance negatives: per training image, its k most similar other-class images by the pooled
+    backbone features of the row's `teacher:` run (eval mode, the test transform, one pass before training)."""
+
+    def __init__(self, cfg, info: DataInfo):
+        super().__init__(cfg, info)
+        self._source: tuple[Dependency, str] | None = None
+
+    def load_dependencies(self, deps: list[Dependency]) -> None:
+        if len(deps) != 1 or deps[0].kind != "teacher":
+            raise ValueError("scns_supcon_instance: the row names one run with 'teacher:' (the similarity network)")
+        dep = deps[0]
+        import yaml
+
+        cfg_file = dep.run_dir / "config.yaml"
+        saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {}) if cfg_file.exists() else {}
+        arch = (saved.get("model") or {}).get("backbone") or self.cfg.model.backbone
+        self._source = (dep, arch)
+
+    def similarity_network(self) -> torch.nn.Module:
+        """The teacher run's backbone (its `backbone.*` weights, strictly)."""
+        dep, arch = self._source
+        net = build_backbone(arch, in_channels=self.info.in_channels)
+        state = {k[len("backbone."):]: v for k, v in dep.load_state().items() if k.startswith("backbone.")}
+        if not state:
+            raise ValueError(f"run {dep.run_id}: its state has no 'backbone.*' weights to compute similarities with")
+        try:
+            net.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"run {dep.run_id} ({arch}) does not load: {str(err).splitlines()[0]}") from None
+        return net
+
+    @torch.no_grad()
+    def on_train_start(self, ctx: TrainContext) -> None:
+        from semcl.data import build_augment, stats
+
+        if self._source is None:
+            raise ValueError("scns_supcon_instance: no similarity network (the row's 'teacher:' run) was loaded")
+        m = self.cfg.method
+        self.train_labels = ctx.train_set.labels.cpu()
+        net = self.similarity_network().to(ctx.device).eval()
+        images = ctx.train_set.images
+        mean, std = stats(self.cfg.data.name)
+        tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)
+        gen = torch.Generator().manual_seed(0)  # the test transform draws nothing
+        feats = torch.cat([net(tf(images[i:i + 256], gen).to(ctx.device)).float().cpu()
+                           for i in range(0, images.shape[0], 256)])
+        self.sampler = InstanceConditionedNegatives.from_features(feats, self.train_labels, m.k, m.weighting)
+        if ctx.run_dir is not None:
+            ctx.run_dir.mkdir(parents=True, exist_ok=True)
+            torch.save({"pools": self.sampler.pools, "fingerprint": self.sampler.fingerprint()},
+                       ctx.run_dir / "scns_negatives.pt")

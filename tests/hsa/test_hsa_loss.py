@@ -114,3 +114,40 @@ def test_bad_inputs(batch):
         hsa_loss(batch["q_a"], batch["q_p"], batch["k_a"], batch["k_p"], batch["queue"], TAU, q_mix=batch["q_a"])
     with pytest.raises(ValueError, match="reduction"):
         hsa_loss(batch["q_a"], batch["q_p"], batch["k_a"], batch["k_p"], batch["queue"], TAU, reduction="avg")
+
+
+@pytest.mark.parametrize("form", ["code", "single_softmax"])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_multi_positive_loss_matches_brute_force(batch, form, reduction):
+    from semcl.losses.hsa import multi_positive_hsa_loss
+
+    m = 3
+    q_ps = [_unit(B, D, seed=10 + j) for j in range(m)]
+    k_ps = [_unit(B, D, seed=20 + j) for j in range(m)]
+    q_mix = [_unit(B, D, seed=30 + j) for j in range(m)]
+    lams = [torch.tensor([1.0, 0.0, 0.25, 0.6, 0.84], dtype=torch.float64), 0.3, 0.7]
+    out = multi_positive_hsa_loss(batch["q_a"], q_ps, batch["k_a"], k_ps, batch["queue"], TAU, weights=(0.4, 0.8),
+                                  q_mixes=q_mix, lams=lams, form=form, reduction=reduction)
+    q = batch["queue"]
+    anchor = sum(_ref_pair(batch["q_a"], batch["k_a"], k, q, 0.4, 0.8, form) for k in k_ps) / m
+    neigh = [_ref_pair(qp, k, batch["k_a"], q, 0.4, 0.8, form) for qp, k in zip(q_ps, k_ps, strict=True)]
+    mixes = []
+    for qm, k, lam in zip(q_mix, k_ps, lams, strict=True):
+        lt = lam if isinstance(lam, torch.Tensor) else torch.full((B,), lam, dtype=torch.float64)
+        mixes.append(_ref_pair(qm, batch["k_a"], k, q, lt, 1.0 - lt, form))
+    total = anchor + sum(neigh) + sum(mixes)
+    assert out["loss_anchor"].item() == pytest.approx(anchor, rel=1e-12)
+    assert [out[f"loss_neighbour{j}"].item() for j in range(m)] == pytest.approx(neigh, rel=1e-12)
+    assert out["loss"].item() == pytest.approx(total / (1 + 2 * m if reduction == "mean" else 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_multi_positive_loss_with_one_neighbour_is_hsa_loss(batch, reduction):
+    from semcl.losses.hsa import multi_positive_hsa_loss
+
+    lam = torch.tensor([1.0, 0.0, 0.25, 0.6, 0.84], dtype=torch.float64)
+    one = hsa_loss(batch["q_a"], batch["q_p"], batch["k_a"], batch["k_p"], batch["queue"], TAU,
+                   q_mix=batch["q_mix"], lam=lam, reduction=reduction)
+    many = multi_positive_hsa_loss(batch["q_a"], [batch["q_p"]], batch["k_a"], [batch["k_p"]], batch["queue"], TAU,
+                                   q_mixes=[batch["q_mix"]], lams=[lam], reduction=reduction)
+    assert many["loss"].item() == pytest.approx(one["loss"].item(), rel=1e-14)

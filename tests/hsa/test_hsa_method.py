@@ -104,6 +104,39 @@ def test_hsa_with_neighbour_weight_zero_is_mocov2_over_anchors_and_neighbours():
     assert "loss_mix" not in out
 
 
+def test_more_positives_draws_distinct_neighbours_each_its_own_term():
+    """method.positives 2: two distinct neighbours per anchor, each through its own query / key passes."""
+    m = _method("hsa", k=3, positives=2, own_weight=1.0, neighbour_weight=0.0, cutmix=False, companions=False).double()
+    ctx = _start(m, _images(), torch.float64)
+    m.on_epoch_start(0)
+    batch = _batch(ctx)
+    g = torch.Generator()
+    g.set_state(batch.generator.get_state())
+    queue = m.bank.features.clone()
+    out = m.training_step(batch)
+    rows = m.neighbours.table[batch.indices]
+    picked = rows.gather(1, torch.rand(rows.shape, generator=g).argsort(dim=1)[:, :2])
+    assert (picked[:, 0] != picked[:, 1]).all()
+    with torch.no_grad():
+        def q(x):
+            return F.normalize(m.head.net(m.backbone(x)), dim=1)
+
+        def k(x):
+            return F.normalize(m.key_head.net(m.key_backbone(x)), dim=1)
+        want = [_nce(q(batch.views[0]), k(batch.views[1]), queue)]
+        for j in range(2):
+            nb = ctx.train_set.images[picked[:, j]]
+            view_q, view_k = ctx.augment[0](nb, g), ctx.augment[0](nb, g)
+            want.append(_nce(q(view_q), k(view_k), queue))
+    torch.testing.assert_close(out["loss_anchor"], want[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out["loss_neighbour1"], want[2], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out["loss"].detach(), sum(want), rtol=1e-12, atol=1e-12)
+    from semcl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'method.positives' = 4 must be in \\[1, method.k = 3\\]"):
+        _method("hsa", k=3, positives=4)
+
+
 @pytest.mark.parametrize("features", ["query", "key"])
 def test_mined_table_is_the_brute_force_cosine_knn_without_self(features):
     m = _method("hsa", k=4, features=features, mining_batch=5)  # chunks of 5: 24 = 4 x 5 + 4

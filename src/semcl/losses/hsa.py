@@ -134,3 +134,48 @@ def hsa_loss(
     if reduction == "mean":
         total = total / len(terms)
     return {"loss": total, **terms}
+
+
+def multi_positive_hsa_loss(
+    q_a: torch.Tensor,
+    q_ps: list[torch.Tensor],
+    k_a: torch.Tensor,
+    k_ps: list[torch.Tensor],
+    queue: torch.Tensor,
+    tau: float,
+    *,
+    weights: tuple[float, float] = (0.5, 0.5),
+    q_mixes: list[torch.Tensor] | None = None,
+    lams: list[float | torch.Tensor] | None = None,
+    form: str = "code",
+    reduction: str = "sum",
+) -> dict[str, torch.Tensor]:
+    """HSA with m >= 1 neighbours (and m mixed images) per anchor (HSA appendix, "more positives"; its
+    formulation is unknown, this generalisation is ours and equals :func:`hsa_loss` at m = 1)::
+
+        L_{q_a}     = mean_j two_positive(q_a; k_a, k_pj; w_o, w_x)
+        L_{q_pj}    = two_positive(q_pj; k_pj, k_a; w_o, w_x)                for j = 1..m
+        L_{q_mix,j} = two_positive(q_mix,j; k_a, k_pj; lam_j, 1 - lam_j)    (anchor with a box of x_pj)
+        total       = L_{q_a} + sum_j L_{q_pj} + sum_j L_{q_mix,j}, or that sum / (1 + 2m) ("mean")
+
+    i.e. the anchor's neighbour weight is shared by its m neighbours (code form: w_x / m each).
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown HSA loss reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
+    if not q_ps or len(q_ps) != len(k_ps):
+        raise ValueError("multi_positive_hsa_loss: one key per neighbour query, at least one neighbour")
+    own, other = weights
+    m = len(q_ps)
+    terms = {"loss_anchor": sum(two_positive_loss(q_a, k_a, k, queue, tau, own, other, form=form) for k in k_ps) / m}
+    for j, (q, k) in enumerate(zip(q_ps, k_ps, strict=True)):
+        terms[f"loss_neighbour{j}"] = two_positive_loss(q, k, k_a, queue, tau, own, other, form=form)
+    if q_mixes is not None:
+        if lams is None or len(lams) != len(q_mixes) or len(q_mixes) != m:
+            raise ValueError("multi_positive_hsa_loss: one mixed query and one lam per neighbour")
+        for j, (q, k, lam) in enumerate(zip(q_mixes, k_ps, lams, strict=True)):
+            lam_t = _as_weight(lam, q)
+            terms[f"loss_mix{j}"] = two_positive_loss(q, k_a, k, queue, tau, lam_t, 1.0 - lam_t, form=form)
+    total = sum(terms.values())
+    if reduction == "mean":
+        total = total / len(terms)
+    return {"loss": total, **terms}

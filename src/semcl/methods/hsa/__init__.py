@@ -44,6 +44,9 @@ class HSAMethod:
     warmup_epochs: int | None = None  # epochs with weights (1, 0) first (paper 0, code 11)
     loss_form: str = "code"  # code (two InfoNCE terms) | single_softmax (both positives in one softmax)
     reduction: str | None = None  # sum of L_qa, L_qp, L_qmix (paper) | mean (code: / 3)
+    # neighbours (and mixed images) per anchor and step (appendix "more positives"; None = 1, the paper's
+    # setting); m > 1 draws m distinct neighbours and uses semcl.losses.hsa.multi_positive_hsa_loss
+    positives: int | None = None
     cutmix: bool = True  # mixed query: anchor with a box of its neighbour
     cutmix_alpha: float | None = None  # Beta(alpha, alpha) (paper 1, code 2)
     cutmix_mode: str = "batch"  # one box per batch (code; paper silent) | sample
@@ -58,6 +61,8 @@ class HSAMethod:
                 setattr(self, knob, value)
         if self.cutmix and not self.neighbours:
             raise ValueError("'method.cutmix' mixes an anchor with its kNN neighbour: it needs 'method.neighbours' true")
+        if self.positives is not None and not 1 <= self.positives <= (self.k or 1):
+            raise ValueError(f"'method.positives' = {self.positives} must be in [1, method.k = {self.k}]")
         if self.k < 1 or self.refresh < 1 or self.mining_batch < 1:
             raise ValueError("'method.k', 'method.refresh' and 'method.mining_batch' must be >= 1")
         if self.companions and not self.stages:

@@ -31,7 +31,7 @@ from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
 from semcl.data.neighbours import draw_neighbours, knn_table
 from semcl.evals.stage_pooling import pooled_stage_features
-from semcl.losses.hsa import hsa_loss, info_nce, neighbour_weights
+from semcl.losses.hsa import hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
 from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
@@ -199,6 +199,21 @@ class HSA(Method):
         view_k = augs[1 % len(augs)](images, batch.generator).to(device)
         return view_q, view_k
 
+    def _several_neighbour_views(self, batch: Batch, m: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """m distinct neighbours per anchor (the first m of a uniform permutation of its k), two views each."""
+        if self._ctx is None or self.neighbours.table.shape[0] == 0:
+            raise RuntimeError("no kNN table yet: on_train_start and on_epoch_start must run before a step")
+        rows = self.neighbours.table.cpu()[batch.indices.cpu()]  # [B, k]
+        cols = torch.rand(rows.shape, generator=batch.generator).argsort(dim=1)[:, :m]
+        picked = rows.gather(1, cols)  # [B, m]
+        augs, device = self._ctx.augment, batch.views[0].device
+        out = []
+        for j in range(m):
+            images = self._ctx.train_set.images[picked[:, j]]
+            out.append((augs[0](images, batch.generator).to(device),
+                        augs[1 % len(augs)](images, batch.generator).to(device)))
+        return out
+
     # ---- training ----------------------------------------------------------------------------
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         m = self.knobs
@@ -212,6 +227,8 @@ class HSA(Method):
             if not m.neighbours:  # MoCo v2
                 terms = {"": info_nce(q_a, k_a, queues[""], m.tau).mean(),
                          **{s: info_nce(qs_a[s], ks_a[s], queues[s], m.tau).mean() for s in self.stages}}
+            elif (m.positives or 1) > 1:
+                terms = self._several_positives_terms(batch, q_a, qs_a, k_a, ks_a, queues, out)
             else:
                 view_q, view_k = self._neighbour_views(batch)
                 q_p, qs_p = self._query(view_q)
@@ -235,6 +252,36 @@ class HSA(Method):
         # the queues are read by this step's graph: written after backward (label 0: labels unused)
         self.keys.stage(torch.zeros_like(batch.labels), keys=k_a, **ks_a)
         return {"loss": loss, **out}
+
+    def _several_positives_terms(self, batch, q_a, qs_a, k_a, ks_a, queues, out) -> dict[str, torch.Tensor]:
+        """The last layer's and each stage's loss with method.positives neighbours (multi_positive_hsa_loss)."""
+        m = self.knobs
+        q_ps, qs_ps, k_ps, ks_ps, q_mix, qs_mix, lams = [], [], [], [], [], [], []
+        for view_q, view_k in self._several_neighbour_views(batch, m.positives):
+            q, qs = self._query(view_q)
+            k, ks = self._key(view_k)
+            q_ps.append(q)
+            qs_ps.append(qs)
+            k_ps.append(k)
+            ks_ps.append(ks)
+            if m.cutmix:
+                mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                qm, qsm = self._query(mixed.images)
+                q_mix.append(qm)
+                qs_mix.append(qsm)
+                lams.append(mixed.lam.to(q_a.device, q_a.dtype))
+        kw = dict(weights=neighbour_weights(batch.epoch, own=m.own_weight, other=m.neighbour_weight,
+                                            warmup_epochs=m.warmup_epochs),
+                  form=m.loss_form, reduction=m.reduction, lams=lams if m.cutmix else None)
+        last = multi_positive_hsa_loss(q_a, q_ps, k_a, k_ps, queues[""], m.tau, q_mixes=q_mix if m.cutmix else None,
+                                       **kw)
+        out.update({k: v.detach() for k, v in last.items() if k != "loss"})
+        terms = {"": last["loss"]}
+        for s in self.stages:
+            terms[s] = multi_positive_hsa_loss(qs_a[s], [x[s] for x in qs_ps], ks_a[s], [x[s] for x in ks_ps],
+                                               queues[s], m.tau,
+                                               q_mixes=[x[s] for x in qs_mix] if m.cutmix else None, **kw)["loss"]
+        return terms
 
     def after_backward(self) -> None:
         self.keys.flush()

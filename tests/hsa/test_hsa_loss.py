@@ -151,3 +151,14 @@ def test_multi_positive_loss_with_one_neighbour_is_hsa_loss(batch, reduction):
     many = multi_positive_hsa_loss(batch["q_a"], [batch["q_p"]], batch["k_a"], [batch["k_p"]], batch["queue"], TAU,
                                    q_mixes=[batch["q_mix"]], lams=[lam], reduction=reduction)
     assert many["loss"].item() == pytest.approx(one["loss"].item(), rel=1e-14)
+
+
+def test_byol_form_is_the_weighted_regression(batch):
+    """form byol: w_o (2 - 2 cos(q, k_o)) + w_x (2 - 2 cos(q, k_x)), batch mean; the queue is not read."""
+    q = batch["q_a"] * 3.0  # a predicted query need not be unit length
+    got = two_positive_loss(q, batch["k_a"], batch["k_p"], batch["queue"][:0], TAU, 0.3, 0.7, form="byol")
+    want = 0.0
+    for i in range(B):
+        qn = [float(x) / math.sqrt(sum(float(y) ** 2 for y in q[i])) for x in q[i]]
+        want += 0.3 * (2 - 2 * _dot(qn, batch["k_a"][i])) + 0.7 * (2 - 2 * _dot(qn, batch["k_p"][i]))
+    assert got.item() == pytest.approx(want / B, rel=1e-12)

@@ -104,6 +104,24 @@ def test_hsa_with_neighbour_weight_zero_is_mocov2_over_anchors_and_neighbours():
     assert "loss_mix" not in out
 
 
+def test_byol_rows_regress_the_predicted_query_onto_the_target_key():
+    """loss_form byol without neighbours: 2 - 2 cos(predictor(head.net(f(x_1))), key(x_2)), batch mean."""
+    m = _method("hsa", loss_form="byol", neighbours=False, cutmix=False, companions=False).double()
+    ctx = _start(m, _images(), torch.float64)
+    batch = _batch(ctx)
+    loss = m.training_step(batch)["loss"]
+    with torch.no_grad():
+        p = F.normalize(m.predictor(m.head.net(m.backbone(batch.views[0]))), dim=1)
+        k = F.normalize(m.key_head.net(m.key_backbone(batch.views[1])), dim=1)
+    torch.testing.assert_close(loss.detach(), (2 - 2 * (p * k).sum(1)).mean(), rtol=1e-12, atol=1e-12)
+    loss.backward()
+    assert m.predictor[0].weight.grad is not None and m.key_head.net[0].weight.grad is None
+    from semcl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="companion losses on BYOL"):
+        _method("hsa", loss_form="byol", companions=True)
+
+
 def test_more_positives_draws_distinct_neighbours_each_its_own_term():
     """method.positives 2: two distinct neighbours per anchor, each through its own query / key passes."""
     m = _method("hsa", k=3, positives=2, own_weight=1.0, neighbour_weight=0.0, cutmix=False, companions=False).double()

@@ -22,6 +22,12 @@ Two-positive loss for query q with its own key k_o and the paired image's key k_
   A positive with weight 0 is left out of the denominator as well, so with (1, 0) both forms are
   MoCo's InfoNCE.
 
+* ``form="byol"`` (the BYOL appendix rows; the paper's formulation is unknown, this is hsa.md c.7's
+  proposal): each InfoNCE term becomes BYOL's regression r(q, k) = 2 - 2 cos(q, k) of the predicted query
+  onto the target key (the caller applies the predictor); the queue is not read::
+
+      L_q = w_o * r(q, k_o) + w_x * r(q, k_x)
+
 Terms (each a batch mean): L_{q_a} with (k_a, k_p) and weights (w_o, w_x) = (0.5, 0.5); L_{q_p} with
 (k_p, k_a) and the same weights; L_{q_mix} with (k_a, k_p) and per-sample weights (lambda, 1 - lambda),
 lambda the anchor's kept fraction. Total: L_{q_a} + L_{q_p} + L_{q_mix} (paper, ``reduction="sum"``) or
@@ -38,7 +44,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-FORMS = ("code", "single_softmax")
+FORMS = ("code", "single_softmax", "byol")
 REDUCTIONS = ("sum", "mean")
 CODE_WARMUP_EPOCHS = 11        # official main_moco.py: neighbour weight 0 unless epoch > 10
 
@@ -56,6 +62,11 @@ def info_nce(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float) 
     l_neg = q @ queue.detach().T
     logits = torch.cat([l_pos, l_neg], dim=1) / tau
     return F.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device), reduction="none")
+
+
+def byol_regression(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Per-query BYOL loss [B]: ||q/|q| - k/|k| ||^2 = 2 - 2 cos(q, k) (Grill et al. 2020, Eq. 2)."""
+    return 2.0 - 2.0 * (F.normalize(q, dim=1) * F.normalize(k, dim=1)).sum(dim=1)
 
 
 def _as_weight(w: float | torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -78,6 +89,8 @@ def two_positive_loss(
     if form not in FORMS:
         raise ValueError(f"unknown HSA loss form {form!r}; known: {', '.join(FORMS)}")
     w1, w2 = _as_weight(w_first, q), _as_weight(w_second, q)
+    if form == "byol":
+        return (w1 * byol_regression(q, k_first) + w2 * byol_regression(q, k_second)).mean()
     if form == "code":
         return (w1 * info_nce(q, k_first, queue, tau) + w2 * info_nce(q, k_second, queue, tau)).mean()
     pos = torch.stack([(q * k_first).sum(dim=1), (q * k_second).sum(dim=1)], dim=1) / tau      # [B, 2]

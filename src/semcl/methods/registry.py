@@ -76,8 +76,6 @@ PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("mmseg_seg", "UperNet-Swin / DeepLabV3+ R-18 segmentation (+/- GPaCo) through MMSegmentation configs "
                                "(python -m semcl.methods.segmentation.mmseg_export); not trainable in the suite"),
     PlannedMethod("hsa_multicrop", "HSA / CsMl with SwAV-style multi-crop views (crop counts and sizes unknown)"),
-    PlannedMethod("byol", "BYOL (online network + predictor, EMA target, normalised MSE): the HSA appendix baseline"),
-    PlannedMethod("hsa_byol", "HSA on BYOL instead of MoCo (appendix; formulation unknown, proposal in hsa.md c.7)"),
     PlannedMethod("transfer_reference", "a MoCo README detection value shown as a reference (HSA transfer tables); never run"),
     PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
 )}

@@ -42,7 +42,9 @@ class HSAMethod:
     own_weight: float = 0.5  # weight of the query's own key
     neighbour_weight: float = 0.5  # weight of the paired image's key
     warmup_epochs: int | None = None  # epochs with weights (1, 0) first (paper 0, code 11)
-    loss_form: str = "code"  # code (two InfoNCE terms) | single_softmax (both positives in one softmax)
+    # code (two InfoNCE terms) | single_softmax (both positives in one softmax) | byol (BYOL's regression with a
+    # predictor on the query side, no negatives: the appendix's "on BYOL" rows, hsa.md c.7 proposal)
+    loss_form: str = "code"
     reduction: str | None = None  # sum of L_qa, L_qp, L_qmix (paper) | mean (code: / 3)
     # neighbours (and mixed images) per anchor and step (appendix "more positives"; None = 1, the paper's
     # setting); m > 1 draws m distinct neighbours and uses semcl.losses.hsa.multi_positive_hsa_loss
@@ -65,6 +67,8 @@ class HSAMethod:
             raise ValueError(f"'method.positives' = {self.positives} must be in [1, method.k = {self.k}]")
         if self.k < 1 or self.refresh < 1 or self.mining_batch < 1:
             raise ValueError("'method.k', 'method.refresh' and 'method.mining_batch' must be >= 1")
+        if self.loss_form == "byol" and self.companions:
+            raise ValueError("'method.loss_form' byol: companion losses on BYOL are not defined (set companions false)")
         if self.companions and not self.stages:
             raise ValueError("'method.companions' is true but 'method.stages' is empty")
 
@@ -88,7 +92,7 @@ _M = "semcl.methods.hsa.method:HSA"
 HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=4.1,
                  choices={"variant": frozenset(HSA_VARIANTS), "features": frozenset({"query", "key"}),
                           "knn_backend": frozenset({"torch", "faiss"}),
-                          "loss_form": frozenset({"code", "single_softmax"}), "reduction": frozenset({"sum", "mean"}),
+                          "loss_form": frozenset({"code", "single_softmax", "byol"}), "reduction": frozenset({"sum", "mean"}),
                           "cutmix_mode": frozenset({"batch", "sample"}), "stages": STAGES,
                           "stage_branch": frozenset({"bottleneck", "mlp"})},
                  summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses")

@@ -31,7 +31,7 @@ from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
 from semcl.data.neighbours import draw_neighbours, knn_table
 from semcl.evals.stage_pooling import pooled_stage_features
-from semcl.losses.hsa import hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights
+from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
 from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
@@ -107,6 +107,10 @@ class HSA(Method):
         self.bank = self.keys.bank(m.queue_size, dim)
         self.stage_banks = nn.ModuleDict({s: self.keys.bank(m.queue_size, dim, name=s) for s in self.stages})
         self.neighbours = NeighbourTable(m.k) if m.neighbours else None
+        if m.loss_form == "byol":  # BYOL's predictor: Linear - BN - ReLU - Linear on the online projection
+            self.predictor = nn.Sequential(nn.Linear(dim, cfg.model.head_hidden, bias=False),
+                                           nn.BatchNorm1d(cfg.model.head_hidden), nn.ReLU(inplace=True),
+                                           nn.Linear(cfg.model.head_hidden, dim))
         self._ctx: TrainContext | None = None
 
     # ---- encoders ----------------------------------------------------------------------------
@@ -120,6 +124,8 @@ class HSA(Method):
         return _f32(head(pooled)), {s: _f32(stage_heads[s](maps[s])) for s in self.stages}
 
     def _query(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.knobs.loss_form == "byol":  # online side: projection (unnormalised) -> predictor; no companions
+            return _f32(self.predictor(self.head.net(self.backbone(x)))), {}
         return self._encode(self.backbone, self.head, getattr(self, "stage_heads", None), x)
 
     @torch.no_grad()
@@ -224,7 +230,9 @@ class HSA(Method):
         queues = {"": self.bank.features, **{s: self.stage_banks[s].features for s in self.stages}}
         out: dict[str, torch.Tensor] = {}
         with torch.autocast(q_a.device.type, enabled=False):  # the losses run in float32 (optim.amp)
-            if not m.neighbours:  # MoCo v2
+            if not m.neighbours and m.loss_form == "byol":  # BYOL: one direction per pair, as MoCo v2 here
+                terms = {"": byol_regression(q_a, k_a).mean()}
+            elif not m.neighbours:  # MoCo v2
                 terms = {"": info_nce(q_a, k_a, queues[""], m.tau).mean(),
                          **{s: info_nce(qs_a[s], ks_a[s], queues[s], m.tau).mean() for s in self.stages}}
             elif (m.positives or 1) > 1:

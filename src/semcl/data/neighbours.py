@@ -78,10 +78,16 @@ def _knn_torch(features: torch.Tensor, k: int, query_chunk: int, key_chunk: int)
         for c0 in range(0, n, key_chunk):
             s = q @ v[c0:c0 + key_chunk].T                      # [R, C] cosine similarities
             cols = torch.arange(c0, c0 + s.shape[1], device=v.device)
-            s.masked_fill_(rows[:, None] == cols[None, :], float("-inf"))   # self, by index
+            # self, by index: the rows of this query chunk whose own column falls in this key block (an
+            # indexed write, not an [R, C] comparison, which cost as much as the top-k)
+            own = rows[(rows >= c0) & (rows < c0 + s.shape[1])]
+            s[own - q0, own - c0] = float("-inf")
             # merge this block's candidates with the running best k (top-k of a union = top-k of the
             # per-part top-ks), so memory stays one block whatever N is
             s_top, i_top = s.topk(min(k, s.shape[1]), dim=1)
+            if best_s.shape[1] == 0:  # the first block: nothing to merge with
+                best_s, best_i = s_top, cols[i_top]
+                continue
             cand_s = torch.cat([best_s, s_top], dim=1)
             cand_i = torch.cat([best_i, cols[i_top]], dim=1)
             best_s, pos = cand_s.topk(min(k, cand_s.shape[1]), dim=1)

@@ -96,7 +96,7 @@ def test_cycles_and_missing_base_are_reported(registry):
 
 def test_rows_on_planned_methods_make_their_dependents_unimplemented(registry):
     _write(registry, _original(registry).replace("{label: CE b, method: ce, overrides: {optim.lr: 0.05}}",
-                                                 "{label: CE b, method: hsa_multicrop}"))
+                                                 "{label: CE b, method: transfer_reference}"))
     t = get_table("test/ensemble")
     assert [r.label for r in t.rows if not r.implemented] == ["CE b", "a plus b"]
     assert {r.row_label for r in plan_runs(t, "smoke")} == {"CE a", "Two seeds of a"}

@@ -49,6 +49,12 @@ class HSAMethod:
     # neighbours (and mixed images) per anchor and step (appendix "more positives"; None = 1, the paper's
     # setting); m > 1 draws m distinct neighbours and uses semcl.losses.hsa.multi_positive_hsa_loss
     positives: int | None = None
+    # multi-crop (SwAV-style; counts and sizes unknown in the paper): this many small crops of each anchor
+    # (None = 0) at multicrop_size x the global side (None = 96 / 224), area scale multicrop_scale (None =
+    # SwAV's 0.05-0.14); each is one more query with the anchor's loss (semcl.methods.hsa.method)
+    multicrop: int | None = None
+    multicrop_size: float | None = None
+    multicrop_scale: list[float] | None = None
     cutmix: bool = True  # mixed query: anchor with a box of its neighbour
     cutmix_alpha: float | None = None  # Beta(alpha, alpha) (paper 1, code 2)
     cutmix_mode: str = "batch"  # one box per batch (code; paper silent) | sample
@@ -67,6 +73,8 @@ class HSAMethod:
             raise ValueError(f"'method.positives' = {self.positives} must be in [1, method.k = {self.k}]")
         if self.k < 1 or self.refresh < 1 or self.mining_batch < 1:
             raise ValueError("'method.k', 'method.refresh' and 'method.mining_batch' must be >= 1")
+        if self.multicrop is not None and (self.multicrop < 0 or (self.positives or 1) > 1 or self.loss_form == "byol"):
+            raise ValueError("'method.multicrop' must be >= 0 and goes with one positive and the InfoNCE forms")
         if self.loss_form == "byol" and self.companions:
             raise ValueError("'method.loss_form' byol: companion losses on BYOL are not defined (set companions false)")
         if self.companions and not self.stages:

@@ -31,7 +31,7 @@ from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
 from semcl.data.neighbours import draw_neighbours, knn_table
 from semcl.evals.stage_pooling import pooled_stage_features
-from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights
+from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
 from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
@@ -141,6 +141,13 @@ class HSA(Method):
     # ---- kNN positives -----------------------------------------------------------------------
     def on_train_start(self, ctx: TrainContext) -> None:
         self._ctx = ctx
+        m = self.knobs
+        if m.multicrop:
+            from semcl.data.multicrop import SWAV_SIZE_RATIO, SWAV_SMALL_SCALE, small_crop_view
+
+            side = ctx.train_set.images.shape[-1]
+            small = max(8, round(side * (m.multicrop_size or SWAV_SIZE_RATIO)))
+            self._small_view = small_crop_view(ctx.augment[0], small, m.multicrop_scale or SWAV_SMALL_SCALE)
         if self.neighbours is not None and self.neighbours.table.shape[0] not in (0, len(ctx.train_set.labels)):
             raise ValueError(f"the checkpoint's kNN table has {self.neighbours.table.shape[0]} rows but the training "
                              f"set has {len(ctx.train_set.labels)} images")
@@ -220,6 +227,27 @@ class HSA(Method):
                         augs[1 % len(augs)](images, batch.generator).to(device)))
         return out
 
+    def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
+        """The two global views, then method.multicrop small crops of the same images (multi-crop)."""
+        views = super().make_views(train_set, idx, generator, augs)
+        if self.knobs.multicrop:
+            images = train_set.images[idx]
+            views += [self._small_view(images, generator) for _ in range(self.knobs.multicrop)]
+        return views
+
+    def _small_crop_terms(self, batch: Batch, k_a, k_p, queue, kw) -> list[torch.Tensor]:
+        """One loss per small crop (the query encoder's last layer; companions read global views only): the
+        anchor's own loss with the crop as query -- InfoNCE to k_a (MoCo v2), or the two-positive term to
+        (k_a, k_p) with the anchor's weights (CsMl)."""
+        out = []
+        for x in batch.views[2:]:
+            q_s = _f32(self.head(self.backbone(x)))
+            if k_p is None:
+                out.append(info_nce(q_s, k_a, queue, self.knobs.tau).mean())
+            else:
+                out.append(two_positive_loss(q_s, k_a, k_p, queue, self.knobs.tau, *kw["weights"], form=kw["form"]))
+        return out
+
     # ---- training ----------------------------------------------------------------------------
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         m = self.knobs
@@ -235,6 +263,8 @@ class HSA(Method):
             elif not m.neighbours:  # MoCo v2
                 terms = {"": info_nce(q_a, k_a, queues[""], m.tau).mean(),
                          **{s: info_nce(qs_a[s], ks_a[s], queues[s], m.tau).mean() for s in self.stages}}
+                if m.multicrop:  # small crops: more queries of the anchor's key, summed
+                    terms[""] = terms[""] + sum(self._small_crop_terms(batch, k_a, None, queues[""], {}))
             elif (m.positives or 1) > 1:
                 terms = self._several_positives_terms(batch, q_a, qs_a, k_a, ks_a, queues, out)
             else:
@@ -252,6 +282,10 @@ class HSA(Method):
                 last = hsa_loss(q_a, q_p, k_a, k_p, queues[""], m.tau, q_mix=q_mix, **kw)
                 out.update({k: v.detach() for k, v in last.items() if k != "loss"})
                 terms = {"": last["loss"]}
+                if m.multicrop:  # one more term per small crop; "mean" divides by every term
+                    parts = [v for k, v in last.items() if k != "loss"] + self._small_crop_terms(
+                        batch, k_a, k_p, queues[""], kw)
+                    terms[""] = sum(parts) / (len(parts) if m.reduction == "mean" else 1)
                 for s in self.stages:
                     terms[s] = hsa_loss(qs_a[s], qs_p[s], ks_a[s], ks_p[s], queues[s], m.tau,
                                         q_mix=qs_mix.get(s), **kw)["loss"]

@@ -107,7 +107,8 @@ def cmd_show(args) -> None:
         print(f"    {c.key:<20} {c.label:<18} {describe(c)}")
     print("  rows:")
     for row in table.rows:
-        state = "implemented" if row.implemented else "NOT IMPLEMENTED (planned)"
+        state = ("reference (a published number shown beside ours; never run)" if row.reference
+                 else "implemented" if row.implemented else "NOT IMPLEMENTED (planned)")
         print(f"    {row.label:<28} method={row.method:<28} {state}")
         if row.init_from:
             print(f"      starts from: {row.init_from!r} (the same seed's final weights)")

@@ -38,6 +38,9 @@ PROFILE_NAMES = ("paper", "mini", "smoke")
 EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 DERIVED = "derived"  # the method name of a derived row (rows[].derived)
+# the method name of a reference row: another source's published number shown beside ours (the CRD paper's
+# distillation tables, the MoCo README's detection results); nothing to run, so it counts as implemented
+REFERENCE = "reference"
 FEATURE_FIGURES = ("tsne", "similarity_hist")  # figure kinds drawn from saved test features
 CURVE_FIGURES = ("pr_curve",)  # figure kinds drawn from a curve file each run writes (semcl.report.curve_figures)
 
@@ -93,7 +96,11 @@ class Row:
 
     @property
     def implemented(self) -> bool:
-        return (self.method in METHODS or self.method == DERIVED) and self.deps_implemented
+        return (self.method in METHODS or self.method in (DERIVED, REFERENCE)) and self.deps_implemented
+
+    @property
+    def reference(self) -> bool:
+        return self.method == REFERENCE
 
     @property
     def dependency_kind(self) -> str | None:
@@ -373,8 +380,13 @@ def load_table(path: Path, presets: Path) -> Table:
             r = dataclasses.replace(r, method=DERIVED)
         elif r.method is None:
             raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
-        if r.method != DERIVED and r.method not in METHODS and r.method not in PLANNED_METHODS:
-            raise ConfigError(f"{rw}: unknown method {r.method!r} (known: {sorted([*METHODS, *PLANNED_METHODS])})")
+        if r.method == REFERENCE:
+            extra = [k for k in ("overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
+            if extra:
+                raise ConfigError(f"{rw}: a reference row has no key {extra[0]!r} (it runs nothing)")
+        if r.method not in (DERIVED, REFERENCE) and r.method not in METHODS and r.method not in PLANNED_METHODS:
+            raise ConfigError(f"{rw}: unknown method {r.method!r} "
+                              f"(known: {sorted([*METHODS, *PLANNED_METHODS, REFERENCE])})")
         reported = r.reported or {}
         bad = sorted(set(reported) - set(keys))
         if bad:
@@ -398,7 +410,7 @@ def load_table(path: Path, presets: Path) -> Table:
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
                   parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
     for row in rows:  # fail at load time, not when a job starts
-        if row.implemented and not row.derived and not row.select:
+        if row.implemented and not row.derived and not row.select and not row.reference:
             for prof in profiles:
                 _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)

@@ -96,7 +96,7 @@ def test_cycles_and_missing_base_are_reported(registry):
 
 def test_rows_on_planned_methods_make_their_dependents_unimplemented(registry):
     _write(registry, _original(registry).replace("{label: CE b, method: ce, overrides: {optim.lr: 0.05}}",
-                                                 "{label: CE b, method: transfer_reference}"))
+                                                 "{label: CE b, method: mmseg_seg}"))
     t = get_table("test/ensemble")
     assert [r.label for r in t.rows if not r.implemented] == ["CE b", "a plus b"]
     assert {r.row_label for r in plan_runs(t, "smoke")} == {"CE a", "Two seeds of a"}
@@ -144,3 +144,20 @@ def test_ensemble_with_a_missing_member_fails_with_the_path(registry, tmp_path):
     with pytest.raises(ResultsError, match=rf"runs/{member}: ensemble member {member} is not finished \(status: missing\)"):
         execute_run(ens, store, tmp_path / "data")
     assert json.loads((store.run_dir(ens.run_id) / "failed.json").read_text())["error"].startswith("ResultsError")
+
+
+def test_reference_rows_show_a_number_and_run_nothing(registry):
+    _write(registry, _original(registry).replace(
+        "{label: CE b, method: ce, overrides: {optim.lr: 0.05}}",
+        "{label: CE b, method: ce, overrides: {optim.lr: 0.05}}\n"
+        "  - {label: Published, method: reference, reported: {top1: {value: 70.5, provenance: paper-prose, source: x}}}"))
+    t = get_table("test/ensemble")
+    row = t.row("Published")
+    assert row.implemented and row.reference and row.reported["top1"].value == 70.5
+    assert "Published" not in {r.row_label for r in plan_runs(t, "smoke")}
+    # a reference runs nothing: overrides or a dependency are refused, naming the row
+    _write(registry, _original(registry).replace(
+        "{label: CE b, method: ce, overrides: {optim.lr: 0.05}}",
+        "{label: CE b, method: reference, overrides: {optim.lr: 0.05}}"))
+    with pytest.raises(ConfigError, match="a reference row has no key 'overrides'"):
+        load_registry()

@@ -75,8 +75,6 @@ DEFAULT_METHOD = "ce"
 PLANNED_METHODS: dict[str, PlannedMethod] = {p.name: p for p in (
     PlannedMethod("mmseg_seg", "UperNet-Swin / DeepLabV3+ R-18 segmentation (+/- GPaCo) through MMSegmentation configs "
                                "(python -m semcl.methods.segmentation.mmseg_export); not trainable in the suite"),
-    PlannedMethod("transfer_reference", "a MoCo README detection value shown as a reference (HSA transfer tables); never run"),
-    PlannedMethod("crd_reference", "a CRD paper value shown as a reference (RepDistiller README); never run"),
 )}
 
 

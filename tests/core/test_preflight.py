@@ -70,7 +70,8 @@ def test_slurm_run_refuses_a_table_without_a_passed_preflight(tmp_path, capsys):
 
 
 def test_preflight_of_every_registered_table_at_ci_size(tmp_path):
-    tables = [t for t in load_registry().values() if "paper" in t.profiles and any(r.implemented for r in t.rows)]
+    tables = [t for t in load_registry().values()
+              if "paper" in t.profiles and any(r.implemented and not r.reference for r in t.rows)]
     reduce = Reduce(backbone="resnet_tiny4", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
                     method={"arch": "vit_tiny_test", "checkpoint": None, "backbone": "r3d_small",
                             "segmenter": "deeplabv3_tiny"})

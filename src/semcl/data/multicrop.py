@@ -40,7 +40,5 @@ def small_crop_view(aug: ViewFn, size: int, scale: Sequence[float] = SWAV_SMALL_
         at = [i for i, s in enumerate(steps) if isinstance(s, v2.RandomResizedCrop)]
         if at:
             steps[at[0]] = v2.RandomResizedCrop(size, scale=(lo, hi), antialias=True)
-            out = PerImageAugment(v2.Compose(steps), mean=[1.0], std=[1.0])
-            out.mean, out.std = aug.mean, aug.std
-            return out
+            return PerImageAugment(v2.Compose(steps), mean=aug.mean.flatten().tolist(), std=aug.std.flatten().tolist())
     raise ValueError(f"multi-crop needs a view recipe with a random-resized crop, got {aug!r}")

@@ -107,7 +107,8 @@ class SCNSSupConInstance(SCNSSupCon):
 
     @torch.no_grad()
     def on_train_start(self, ctx: TrainContext) -> None:
-        from semcl.data import build_augment, stats
+        from semcl.evals.features import extract_features
+        from semcl.methods.distill.teacher import plain_transform
 
         if self._source is None:
             raise ValueError("scns_supcon_instance: no similarity network (the row's 'teacher:' run) was loaded")
@@ -115,11 +116,8 @@ class SCNSSupConInstance(SCNSSupCon):
         self.train_labels = ctx.train_set.labels.cpu()
         net = self.similarity_network().to(ctx.device).eval()
         images = ctx.train_set.images
-        mean, std = stats(self.cfg.data.name)
-        tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)
-        gen = torch.Generator().manual_seed(0)  # the test transform draws nothing
-        feats = torch.cat([net(tf(images[i:i + 256], gen).to(ctx.device)).float().cpu()
-                           for i in range(0, images.shape[0], 256)])
+        feats = extract_features(lambda x: net(x.to(ctx.device)), images, plain_transform(self.cfg, images.shape[-1]),
+                                 batch_size=256).cpu()
         self.sampler = InstanceConditionedNegatives.from_features(feats, self.train_labels, m.k, m.weighting)
         if ctx.run_dir is not None:
             ctx.run_dir.mkdir(parents=True, exist_ok=True)

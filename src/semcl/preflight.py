@@ -206,6 +206,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     from semcl.engine.train import epoch_generator
     from semcl.methods.base import Batch, TrainContext
     from semcl.methods.registry import method_spec
+    from semcl.models.layout import apply_memory_format
 
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
     t0 = time.time()
@@ -231,7 +232,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         train_set = load(d.name, root, "train", d.image_size)
         test_set = load(d.name, root, d.test_split or "test", d.image_size)
         test_set = test_set.subset(torch.arange(min(8, len(test_set.labels))))
-        method = cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
+        method = apply_memory_format(cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes)),
+                                     cfg.model.memory_format)
         if deps:
             method.load_dependencies(deps)
         out.params = sum(p.numel() for p in method.parameters())

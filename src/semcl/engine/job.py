@@ -29,6 +29,7 @@ from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.train import train
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_spec
+from semcl.models.layout import apply_memory_format
 from semcl.runs import Run, Store, write_json_atomic
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
@@ -143,7 +144,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts,
                         tuple(train_set.class_names))
         device = device or pick_device()
-        method = cls(cfg, info).to(device)
+        method = apply_memory_format(cls(cfg, info).to(device), cfg.model.memory_format)
         if deps:  # a second stage's base run, a teacher (same seed)
             method.load_dependencies(deps)
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device, data_root=root)

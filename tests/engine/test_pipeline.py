@@ -58,11 +58,12 @@ def test_smoke_table_three_seeds_through_local_executor(tmp_path):
     assert rec["versions"]["torch"] == "2.14.1"
 
 
-def _smoke_run(row: str, epochs: int, train_per_class: int | None = None) -> Run:
+def _smoke_run(row: str, epochs: int, train_per_class: int | None = None, memory_format: str | None = None) -> Run:
     t = get_table("rince/tab2")
     base = next(r for r in plan_runs(t, "smoke") if r.row_label == row and r.seed == 123)
     cfg = copy.deepcopy(base.config)
     cfg.schedule.epochs = epochs
+    cfg.model.memory_format = memory_format
     if train_per_class is not None:
         cfg.data.synthetic_train_per_class = train_per_class
     return Run(base.table_id, base.row_label, 123, "smoke", cfg, make_run_id(cfg, 123))
@@ -72,9 +73,10 @@ class Preempted(Exception):
     pass
 
 
-@pytest.mark.parametrize("row", ["RINCE-in", "Cross-entropy"])
-def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row):
-    run = _smoke_run(row, epochs=3)
+@pytest.mark.parametrize("row,memory_format", [("RINCE-in", None), ("Cross-entropy", None),
+                                               ("RINCE-in", "channels_last")])
+def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row, memory_format):
+    run = _smoke_run(row, epochs=3, memory_format=memory_format)
     data_root = tmp_path / "unused"
     reference = execute_run(run, Store(tmp_path / "a"), data_root)
 

@@ -10,7 +10,11 @@ convention) on 50,000 × 1000 float32 logits, ImageNet-LT's test set (50 images 
 ``engine.ensemble.ensemble_metrics`` runs on the summed logits once they are loaded (that part is
 store-bound and not timed). Floor: one ``argmax`` over the logits. Absolute time only (no target).
 
-Both pairs run interleaved in one process; ratio = median over rounds of candidate / floor.
+Memory layout (`model.memory_format`): one training step (forward, backward) of the demo's
+``resnet_tiny`` on a batch of 256 28x28 one-channel images with channels-last weights, against the same
+step in PyTorch's default NCHW layout. Target ≤ 0.8x (the demo profiles set channels_last for this).
+
+Every pair runs interleaved in one process; ratio = median over rounds of candidate / floor.
 
     PYTHONPATH=src .venv/bin/python bench/bench_engine.py [--repeats 9] [--quick]
 """
@@ -28,7 +32,8 @@ def run(repeats: int = 9, quick: bool = False) -> list[Row]:
     torch.set_num_threads(1)
     try:
         gen = torch.Generator().manual_seed(0)
-        return _sampling_rows(repeats, gen) + _logit_rows(max(3, repeats // 3) if quick else repeats, gen)
+        return (_sampling_rows(repeats, gen) + _logit_rows(max(3, repeats // 3) if quick else repeats, gen)
+                + _layout_rows(repeats))
     finally:
         torch.set_num_threads(saved)
 
@@ -84,3 +89,25 @@ if __name__ == "__main__":
     for r in run(args.repeats, args.quick):
         ratio = "" if r.ratio is None else f"{r.ratio:.2f}"
         print(f"{r.stage:<60} {r.measured:<16} {r.floor:<36} {ratio:>6} {r.verdict} {r.note}")
+
+
+def _layout_rows(repeats: int) -> list[Row]:
+    import copy
+
+    from semcl.models.backbones import resnet_tiny
+    from semcl.models.layout import apply_memory_format
+
+    torch.manual_seed(0)
+    nchw = resnet_tiny(in_channels=1)
+    nhwc = apply_memory_format(copy.deepcopy(nchw), "channels_last")
+    x = torch.randn(256, 1, 28, 28)
+
+    def step(model):
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+
+    times = interleaved({"floor": lambda: step(nchw), "cand": lambda: step(nhwc)}, repeats)
+    ratio = paired_ratio(times, "cand", "floor")
+    return [Row("Train step layout: resnet_tiny channels_last / NCHW (B=256, 28x28, 1 thread)",
+                f"{1e3 * median(times['cand']):.0f} ms/step", f"{1e3 * median(times['floor']):.0f} ms (NCHW)",
+                ratio, "≤ 0.8×", ratio <= 0.8, "the mini profiles' model.memory_format: channels_last")]

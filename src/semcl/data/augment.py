@@ -93,7 +93,12 @@ class Augment:
     def __repr__(self) -> str:
         return f"Augment({self.recipe}, size={self.size}, mean={self.mean}, std={self.std})"
 
-    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def __call__(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        if isinstance(images, list):  # whole images of their own sizes (file-backed training sets)
+            _check_whole(images)
+            if self.recipe.crop_scale is not None:
+                return self._normalise(self._crop_whole(images, generator), generator)
+            images = centre_squares(images, self.size)  # a recipe without a random crop: the eval view
         if images.dtype != torch.uint8 or images.dim() != 4:
             raise ValueError(f"expected uint8 [B, C, H, W], got {images.dtype} "
                              f"{tuple(images.shape)}")
@@ -118,6 +123,29 @@ class Augment:
             if r.flip_p > 0:
                 flip = _rand(b, generator, dev) < r.flip_p
                 x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+        return self._normalise(x, generator)
+
+    def _crop_whole(self, images: list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        """RandomResizedCrop + flip on images of different sizes: each box is drawn from its own image
+        (boxes in image order, then the flips, as for a batch); float [B, C, size, size] in [0, 1]."""
+        r = self.recipe
+        boxes = [sample_crop_boxes(1, im.shape[-2], im.shape[-1], r.crop_scale, r.crop_ratio, generator)
+                 for im in images]
+        flip = _rand(len(images), generator, images[0].device) < r.flip_p
+        out = []
+        for im, box, f in zip(images, boxes, flip.tolist(), strict=True):
+            top, left, h, w = box[0].tolist()
+            # crop, then an antialiased resize: torchvision's resized_crop on the full-size image (these
+            # boxes mostly shrink, where crop_flip's single grid_sample would alias)
+            patch = resize(im[None, :, top:top + h, left:left + w].float().div_(255.0), self.size)
+            out.append(patch.flip(-1) if f else patch)
+        return torch.cat(out)
+
+    def _normalise(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Colour steps and normalisation of a float [B, C, size, size] batch in [0, 1]."""
+        r, b, c, dev = self.recipe, x.shape[0], x.shape[1], x.device
+        if c != len(self.mean):
+            raise ValueError(f"{c}-channel images with {len(self.mean)}-channel mean/std")
         if r.jitter_p > 0:
             x = self._jitter(x, generator)
         if r.gray_p > 0:
@@ -161,6 +189,23 @@ class Augment:
                     sub = JITTER_OPS[op](x.index_select(0, idx), factors[op].index_select(0, idx))
                     x.index_copy_(0, idx, sub)
         return x
+
+
+def _check_whole(images: list[torch.Tensor]) -> None:
+    if not images or any(im.dtype != torch.uint8 or im.dim() != 3 for im in images):
+        raise ValueError("expected a non-empty list of uint8 [C, H, W] images")
+
+
+def centre_squares(images: list[torch.Tensor], size: int) -> torch.Tensor:
+    """uint8 [B, C, size, size]: each image's centred square (side = its shorter side) resized to size."""
+    out = []
+    for im in images:
+        h, w = im.shape[-2:]
+        s = min(h, w)
+        top, left = (h - s) // 2, (w - s) // 2
+        sq = resize(im[None, :, top:top + s, left:left + s].float(), size)
+        out.append(sq.round_().clamp_(0, 255).to(torch.uint8))
+    return torch.cat(out)
 
 
 def two_views(aug: Augment, images: torch.Tensor,

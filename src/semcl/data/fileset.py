@@ -4,6 +4,11 @@ ImageNet-LT, Places-LT, iNaturalist 2018 and full ImageNet do not fit in memory 
 tensor. `FileImageSet` offers what the engine reads from an in-memory `ImageSet` -- `labels`,
 `num_classes`, `fine_to_coarse`, `subset()` and an `images` object with `.shape` that is indexed
 by a batch of row indices -- so the training loop batches from either without knowing which.
+
+Two decodes: `images` gives the evaluation view (Resize 256 -> CenterCrop 224 at the set's size,
+stackable); `train_images` gives each image whole, at its own size (a list), so a training view's
+RandomResizedCrop draws its box from the full picture as torchvision's does on the PIL image,
+rather than from the centre crop (which would never show the borders).
 """
 
 from __future__ import annotations
@@ -35,6 +40,16 @@ def decode(path: Path, size: int) -> torch.Tensor:
             left, top = (w - size) // 2, (h - size) // 2
             img = img.crop((left, top, left + size, top + size))
             arr = np.asarray(img, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError) as err:
+        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
+    return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+
+def decode_whole(path: Path) -> torch.Tensor:
+    """uint8 [3, h, w]: the image at its own size (the training decode)."""
+    try:
+        with Image.open(path) as img:
+            arr = np.asarray(img.convert("RGB"), dtype=np.uint8)
     except (OSError, UnidentifiedImageError) as err:
         raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
@@ -76,6 +91,29 @@ class LazyImages:
         return torch.stack([decode(self.paths[i], self.size) for i in rows])
 
 
+class WholeImages:
+    """Indexed by a batch of rows, returns a list of uint8 [3, h, w] images at their own sizes.
+
+    `shape` is the nominal one (the set's image size), which the engine reads as the views' size."""
+
+    dtype = torch.uint8
+    ndim = 4
+
+    def __init__(self, paths: Sequence[Path], size: int) -> None:
+        self.paths = list(paths)
+        self.size = size
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.paths), 3, self.size, self.size))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, idx: slice | torch.Tensor | Sequence[int]) -> list[torch.Tensor]:
+        return [decode_whole(self.paths[i]) for i in _rows(idx, len(self.paths))]
+
+
 @dataclass
 class FileImageSet:
     """A split read from a list of image files (see module docstring).
@@ -98,6 +136,7 @@ class FileImageSet:
         if self.labels.shape != (len(self.paths),):
             raise ValueError(f"{len(self.paths)} paths but labels of shape {tuple(self.labels.shape)}")
         self.images = LazyImages(self.paths, self.image_size)
+        self.train_images = WholeImages(self.paths, self.image_size)
 
     def __len__(self) -> int:
         return len(self.paths)

@@ -145,15 +145,21 @@ class PerImageAugment:
         self.mean = torch.tensor([float(v) for v in mean]).view(1, -1, 1, 1)
         self.std = torch.tensor([float(v) for v in std]).view(1, -1, 1, 1)
 
-    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        if images.dtype != torch.uint8 or images.dim() != 4:
-            raise ValueError(f"expected uint8 [B, C, H, W], got {images.dtype} {tuple(images.shape)}")
+    def __call__(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        """`images`: uint8 [B, C, H, W], or a list of uint8 [C, h, w] images of their own sizes (file-backed
+        training sets; each recipe's first step crops them to the view size)."""
+        whole = isinstance(images, list)
+        if (whole and (not images or any(im.dtype != torch.uint8 or im.dim() != 3 for im in images))) or (
+                not whole and (images.dtype != torch.uint8 or images.dim() != 4)):
+            got = "a list" if whole else f"{images.dtype} {tuple(images.shape)}"
+            raise ValueError(f"expected uint8 [B, C, H, W] or a list of uint8 [C, H, W], got {got}")
+        device = images[0].device if whole else images.device
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            out = torch.stack([self.transform(img) for img in images.cpu()])
+            out = torch.stack([self.transform(img.cpu()) for img in images])
         x = out.float().div_(255.0)
-        return x.sub_(self.mean).div_(self.std).to(images.device)
+        return x.sub_(self.mean).div_(self.std).to(device)
 
 
 class ViewCycle:

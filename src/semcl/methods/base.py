@@ -96,6 +96,12 @@ class Dependency:
     load_metrics: Callable[[], dict[str, float]]  # its metrics.json "metrics"
 
 
+
+def training_images(train_set: Any) -> Any:
+    """What training views are cut from: a file-backed set's whole images (`train_images`, a list per
+    batch), else the set's `images` tensor."""
+    return getattr(train_set, "train_images", train_set.images)
+
 class Method(nn.Module):
     """Base class of every method. Subclasses build their modules in __init__ and define `training_step`.
 
@@ -163,9 +169,10 @@ class Method(nn.Module):
         """The `num_views` views of the training samples `idx` (CPU tensors of the whole global batch;
         the engine keeps this rank's slice and moves it to the device). Randomness must come from
         `generator` (the epoch's), so a resumed run replays the same views. Default: view k is
-        `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets); video methods sample
-        clips here instead."""
-        images = train_set.images[idx]
+        `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets; file-backed sets give
+        their `train_images`, each image whole at its own size, so the crop sees the full picture);
+        video methods sample clips here instead."""
+        images = training_images(train_set)[idx]
         return [augs[k % len(augs)](images, generator) for k in range(self.num_views)]
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:

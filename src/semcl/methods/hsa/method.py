@@ -32,7 +32,7 @@ from semcl.data.cutmix import cutmix
 from semcl.data.neighbours import draw_neighbours, knn_table
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
-from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.methods.base import Batch, DataInfo, Method, TrainContext, training_images
 from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
 from semcl.models.stage_heads import build_stage_heads
@@ -206,7 +206,7 @@ class HSA(Method):
         if self._ctx is None or self.neighbours.table.shape[0] == 0:
             raise RuntimeError("no kNN table yet: on_train_start and on_epoch_start must run before a step")
         picked = draw_neighbours(self.neighbours.table.cpu(), batch.generator, batch.indices.cpu())
-        images = self._ctx.train_set.images[picked]
+        images = training_images(self._ctx.train_set)[picked]
         augs, device = self._ctx.augment, batch.views[0].device
         view_q = augs[0](images, batch.generator).to(device)
         view_k = augs[1 % len(augs)](images, batch.generator).to(device)
@@ -222,7 +222,7 @@ class HSA(Method):
         augs, device = self._ctx.augment, batch.views[0].device
         out = []
         for j in range(m):
-            images = self._ctx.train_set.images[picked[:, j]]
+            images = training_images(self._ctx.train_set)[picked[:, j]]
             out.append((augs[0](images, batch.generator).to(device),
                         augs[1 % len(augs)](images, batch.generator).to(device)))
         return out
@@ -231,7 +231,7 @@ class HSA(Method):
         """The two global views, then method.multicrop small crops of the same images (multi-crop)."""
         views = super().make_views(train_set, idx, generator, augs)
         if self.knobs.multicrop:
-            images = train_set.images[idx]
+            images = training_images(train_set)[idx]
             views += [self._small_view(images, generator) for _ in range(self.knobs.multicrop)]
         return views
 

@@ -1,7 +1,7 @@
 """Cluster profiles (slurm/profiles/*.yaml) and the SLURM resources each run asks for.
 
 A table says what one run needs per profile (`resources:` in its registry entry: gpus, cpus,
-mem_gb, time_min); the cluster profile says how this cluster hands that out (partition,
+mem_gb, time_min, tasks); the cluster profile says how this cluster hands that out (partition,
 account, qos, constraint, cpus and memory per GPU, time limit, extra sbatch options). Runs
 with the same resulting request travel together as one job array.
 """
@@ -29,6 +29,9 @@ class Resources:
     cpus: int = field(default=1, metadata=POSITIVE)  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
     mem_gb: float = field(default=4.0, metadata=POSITIVE)  # for CPU-only runs; GPU runs get mem_per_gpu_gb
     time_min: int = field(default=60, metadata=POSITIVE)
+    # processes of a CPU-only run (data-parallel over gloo, `cpus` each): the multi-GPU path on CPUs,
+    # e.g. on the local test cluster; GPU runs get one process per GPU
+    tasks: int = field(default=1, metadata=POSITIVE)
 
 
 DEFAULT_RESOURCES = {
@@ -58,16 +61,16 @@ class ClusterProfile:
 
 
 def parse_resources(value: Any, where: str) -> dict[str, Resources]:
-    """A registry entry's `resources:` (profile -> {gpus, cpus, mem_gb, time_min}), checked strictly
+    """A registry entry's `resources:` (profile -> {gpus, cpus, mem_gb, time_min, tasks}), checked strictly
     (semcl.schema: integers, positive counts); a profile's missing keys keep its defaults."""
     if value is None:
         return dict(DEFAULT_RESOURCES)
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: 'resources' must map profile names to {{gpus, cpus, mem_gb, time_min}}")
+        raise ConfigError(f"{where}: 'resources' must map profile names to {{gpus, cpus, mem_gb, time_min, tasks}}")
     out = dict(DEFAULT_RESOURCES)
     for profile, spec in value.items():
         if not isinstance(spec, dict):
-            raise ConfigError(f"{where}: 'resources.{profile}' must be a mapping {{gpus, cpus, mem_gb, time_min}}")
+            raise ConfigError(f"{where}: 'resources.{profile}' must be a mapping {{gpus, cpus, mem_gb, time_min, tasks}}")
         checked = build(Resources, spec, f"resources.{profile}", where)
         out[profile] = dataclasses.replace(DEFAULT_RESOURCES.get(profile, Resources()),
                                            **{k: getattr(checked, k) for k in spec})
@@ -104,7 +107,7 @@ def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str) -> dic
         params.update(gpus_per_node=res.gpus, ntasks_per_node=res.gpus, cpus_per_task=cluster.cpus_per_gpu,
                       mem=f"{int(cluster.mem_per_gpu_gb * res.gpus)}GB")
     else:
-        params.update(ntasks_per_node=1, cpus_per_task=res.cpus, mem=f"{int(res.mem_gb)}GB")
+        params.update(ntasks_per_node=res.tasks, cpus_per_task=res.cpus, mem=f"{int(res.mem_gb * res.tasks)}GB")
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(cluster, key):
             params[key] = getattr(cluster, key)

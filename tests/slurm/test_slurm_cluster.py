@@ -195,3 +195,41 @@ def test_ensemble_rows_wait_for_their_members_with_afterok(ensemble_registry, tm
     span = _wait_for(spans, 60, "sacct to record every job")
     last_member_end = max(span[entries[r.run_id]["job_id"]][1] for r in members)
     assert all(span[entries[r.run_id]["job_id"]][0] >= last_member_end for r in ensembles)
+
+
+def _reference_rank(rank: int, init: str, run: Run, root: str) -> None:
+    """One rank of the by-hand data-parallel reference (what the SLURM job's two tasks must reproduce)."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    execute_run(run, Store(Path(root)), Path(root) / "data", torch.device("cpu"))
+    dist.destroy_process_group()
+
+
+def test_two_task_job_trains_data_parallel_like_two_processes_by_hand(tmp_path):
+    """resources.tasks 2 on the CPU cluster: one SLURM job, two tasks, one gloo process group (the multi-GPU
+    path); its metrics equal two processes started by hand with the same config, bit for bit."""
+    import torch.multiprocessing as mp
+
+    from semcl.cluster import Resources, slurm_parameters
+    from semcl.launch import prepare_synthetic_data
+
+    run = _run("RINCE-in", schedule__epochs=2)
+    res = Resources(cpus=1, mem_gb=2, time_min=10, tasks=2)
+    params = slurm_parameters(res, load_cluster_profile("local"), "test")
+    assert (params["ntasks_per_node"], params["cpus_per_task"], params["mem"]) == (2, 1, "4GB")
+
+    ref = Store(tmp_path / "ref")
+    prepare_synthetic_data([run], ref)
+    mp.spawn(_reference_rank, args=(f"file://{tmp_path / 'pg'}", run, str(ref.root)), nprocs=2)
+    want = json.loads(ref.metrics_path(run.run_id).read_text())
+    assert want["world_size"] == 2
+
+    store = Store(tmp_path / "results")
+    submit_slurm([(run, res)], store, store.root / "data", load_cluster_profile("local"))
+    _wait_settled(store, [run.run_id])
+    got = json.loads(store.metrics_path(run.run_id).read_text())
+    assert got["world_size"] == 2 and got["threads"] == 1
+    assert got["metrics"] == want["metrics"]
+    assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]

@@ -100,7 +100,7 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
             **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
             "git": git_state(), "versions": _versions(), "device": device_name(device),
-            "threads": torch.get_num_threads(), "wall_time_s": round(time.time() - t0, 2),
+            "threads": torch.get_num_threads(), "world_size": distributed.world_size(), "wall_time_s": round(time.time() - t0, 2),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 

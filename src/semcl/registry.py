@@ -21,6 +21,7 @@ from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
 from semcl.config import build_config, merge
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
+from semcl.evals.protocols import gain as gain_column
 from semcl.evals.protocols.accuracy import SHOT_GROUPS, THRESHOLDS  # noqa: F401  (re-exported)
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
@@ -399,6 +400,10 @@ def load_table(path: Path, presets: Path) -> Table:
         if r.select and r.select.column not in keys:
             raise ConfigError(f"{rw}: 'select.column' = {r.select.column!r} is not a column key of this table")
     rows = _link_rows(rows, where)
+    by_key = {c.key: c for c in columns}
+    for c in columns:
+        if c.eval == "gain":  # its references need the whole table
+            gain_column.check_table(c, by_key, {r.label for r in rows}, where)
     profiles = {}
     for name, p in (entry.profiles or {}).items():
         if name not in PROFILE_NAMES:

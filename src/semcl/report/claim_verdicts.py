@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from semcl.evals.protocols import metric_key
+from semcl.evals.protocols import is_measured
 from semcl.registry import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
@@ -54,7 +54,7 @@ def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Ta
         if label is not None and not table.row(label).implemented:
             return Verdict(claim, MISSING, f"row {label!r} is not implemented")
     col = next(c for c in table.columns if c.key == claim.column)
-    if metric_key(col, table.profile(profile).substitute) is None:
+    if not is_measured(col, table.columns, table.profile(profile).substitute):
         why = "the suite does not measure it" if col.eval == "reported" else f"profile {profile!r} does not measure it"
         return Verdict(claim, NOT_MEASURED, f"column {claim.column}: {why}")
     if claim.table not in longs:

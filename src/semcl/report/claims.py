@@ -169,8 +169,11 @@ def _claim(d: Any, registry: dict[str, Table], pending: dict[str, PendingTable],
         raise ConfigError(f"{where}: key 'column': {d['column']!r} is not a column of {d['table']} "
                           f"({', '.join(columns)})")
     derived_a = d["table"] in registry and d["a"] in rows and bool(registry[d["table"]].row(d["a"]).derived)
-    if d.get("b") is None and not derived_a:
-        raise ConfigError(f"{where}: key 'b' is required unless 'a' names a derived row (a difference over pairs)")
+    gain_col = d["table"] in registry and any(c.key == d["column"] and c.eval == "gain"
+                                              for c in registry[d["table"]].columns)
+    if d.get("b") is None and not (derived_a or gain_col):
+        raise ConfigError(f"{where}: key 'b' is required unless 'a' names a derived row or 'column' a gain "
+                          "column (a difference already)")
     for key in ("a", "b"):
         if key == "b" and d.get("b") is None:
             continue

@@ -31,11 +31,11 @@ DASH = "—"
 
 def compact_table(table, profile: str, store, rows: str | None = None) -> str:
     """Markdown: | Row | column labels | with `mean ± std` cells (see the module docstring)."""
-    from semcl.evals.protocols import metric_key
+    from semcl.evals.protocols import is_measured
     from semcl.report.tables import long_table, summary
 
     subst = table.profile(profile).substitute
-    cols = [c for c in table.columns if metric_key(c, subst) is not None]
+    cols = [c for c in table.columns if is_measured(c, table.columns, subst)]
     summ = summary(table, profile, long_table(table, profile, store)).set_index(["row", "column"])
     seeds = len(table.seeds_for(profile))
 

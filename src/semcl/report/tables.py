@@ -80,7 +80,22 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
         if row.select:
             lines += _selected(table, row, profile, store)
     lines += derived_lines(table, lines)
+    lines += gain_lines(table, lines)
     return pd.DataFrame(lines, columns=LONG_COLUMNS)
+
+
+def gain_lines(table: Table, lines: list[dict]) -> list[dict]:
+    """The per-seed values of `eval: gain` columns (semcl.evals.protocols.gain), from the other lines."""
+    gains = [c for c in table.columns if c.eval == "gain"]
+    if not gains:
+        return []
+    from semcl.evals.protocols import gain
+
+    value = {(ln["row"], ln["column"], ln["seed"]): ln["value"] for ln in lines}
+    seeds = sorted({ln["seed"] for ln in lines})
+    keys = {c.key: c for c in table.columns}
+    return [{"table": table.id, "row": row, "column": col.key, "seed": seed, "value": v, "run_id": "derived",
+             "source": ""} for col in gains for row, seed, v in gain.seed_values(col, keys, value, seeds)]
 
 
 def derived_lines(table: Table, lines: list[dict]) -> list[dict]:

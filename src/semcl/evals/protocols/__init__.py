@@ -13,6 +13,7 @@ from semcl.errors import ConfigError
 from semcl.evals.protocols import (
     accuracy,
     features,
+    gain,
     knn,
     latency,
     linear_probe,
@@ -43,6 +44,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         video_accuracy.EVALUATION,
         video_retrieval.EVALUATION,
         reported.EVALUATION,
+        gain.EVALUATION,
         features.EVALUATION,
     )
 }
@@ -73,12 +75,21 @@ def eval_section(columns: list[Column], substitute: dict[str, str | None], ev: d
         spec.eval_config([c for c in measured if c.eval == name], substitute, ev)
 
 
-__all__ = ["EVALUATIONS", "Column", "Evaluation", "column_error", "eval_section", "validate_column"]
+__all__ = ["EVALUATIONS", "Column", "Evaluation", "column_error", "eval_section", "is_measured", "validate_column"]
 
 
 def metric_key(column: Column, substitute: dict[str, str | None]) -> str | None:
     """Key of the column's number in a run's metrics.json (None: not measured in this profile)."""
     return EVALUATIONS[column.eval].metric_key(column, substitute)
+
+
+def is_measured(column: Column, columns: list[Column], substitute: dict[str, str | None]) -> bool:
+    """Whether the suite gives the column a number in this profile: a run measures it, or (a gain) the
+    table computes it from columns that runs measure."""
+    if column.eval == gain.EVALUATION.name:
+        keys = {c.key: c for c in columns}
+        return all(metric_key(keys[k], substitute) is not None for k in column.of or [])
+    return metric_key(column, substitute) is not None
 
 
 def describe(column: Column) -> str:

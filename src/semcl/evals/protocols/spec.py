@@ -43,6 +43,9 @@ class Column:
     score: str | None = None  # robustness: top1 | error | mce | mce_alexnet
     inference: str | None = None  # segmentation: single_scale | multi_scale
     stage: str | None = None  # stage_probe: the backbone stage probed (stem, layer1 ... layer4)
+    of: list[str] | None = None  # gain: the column key(s) the gain is taken on
+    over: dict[str, str] | None = None  # gain: row label -> the row it is compared with
+    reduce: str | None = None  # gain: min | max over several `of` columns
 
 
 def column_error(column: Column, where: str, message: str) -> ConfigError:

@@ -139,9 +139,8 @@ def test_profile_without_the_column_and_unimplemented_rows(tmp_path):
              provenance: paper-prose, source: s, quote: q}
           - {id: mae, table: gpaco/seg, column: miou_ss, a: GPaCo ADE20K Swin-T (UperNet),
              b: Baseline ADE20K Swin-T (UperNet), direction: greater, provenance: paper-prose, source: s, quote: q}
-          - {id: reported, table: gpaco/seg, column: miou_val, a: GPaCo Cityscapes ResNet-50 (DeepLabV3+),
-             b: Baseline Cityscapes ResNet-50 (DeepLabV3+), direction: greater, provenance: paper-prose, source: s,
-             quote: q}
+          - {id: reported, table: scns/kd-cifar100, column: crd_ref, a: Teacher wrn_40_2, b: Teacher resnet56,
+             direction: greater, provenance: paper-prose, source: s, quote: q}
           - {id: gain, table: gpaco/tab5, column: gain_vs_supcon, a: PaCo ResNet-50 (SimAugment),
              direction: greater, provenance: paper-prose, source: s, quote: q}
         """))
@@ -151,7 +150,7 @@ def test_profile_without_the_column_and_unimplemented_rows(tmp_path):
     assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "table gpaco/seg has no profile 'mini'")
     v = {x.claim.id: x for x in judge_claims(cf, "paper", Store(tmp_path))}
     assert (v["mae"].verdict, v["mae"].detail) == (MISSING, "row 'GPaCo ADE20K Swin-T (UperNet)' is not implemented")
-    assert (v["reported"].verdict, v["reported"].detail) == (NOT_MEASURED, "column miou_val: the suite does not measure it")
+    assert (v["reported"].verdict, v["reported"].detail) == (NOT_MEASURED, "column crd_ref: the suite does not measure it")
     # a gain column is computed from measured columns: judged like any other once its runs exist
     assert (v["gain"].verdict, v["gain"].detail) == (MISSING, "finished runs: A n=0, B n=0")
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from common import Row, machine_info  # noqa: E402
 
-SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "video", "evals", "engine")
+SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "video", "evals", "robustness", "engine")
 
 
 def _section(name: str) -> list[Row]:
@@ -61,6 +61,10 @@ def _section(name: str) -> list[Row]:
         import bench_evals
 
         return bench_evals.run()
+    if name == "robustness":
+        import bench_robustness
+
+        return bench_robustness.run()
     if name == "engine":
         import bench_engine
 

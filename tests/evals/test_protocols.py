@@ -21,7 +21,7 @@ from semcl.runs import Store, plan_runs
 
 
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
-    assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "knn",
+    assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "gain", "knn",
                                 "robustness", "segmentation", "stage_probe",
                                 "video_accuracy", "video_retrieval", "features"}
     optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS

@@ -371,7 +371,8 @@ def cmd_readme(args) -> None:
     for table_id, profile in done:
         print(f"{path}: table {table_id} ({profile}) regenerated")
     if not done:
-        print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block", file=sys.stderr)
+        print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block with runs in {_results_root(args)}",
+              file=sys.stderr)
 
 
 def cmd_prepare(args) -> None:

@@ -96,6 +96,10 @@ def test_readme_blocks_are_regenerated_from_the_store(tmp_path):
     body = readme.read_text().splitlines()
     assert body[0] == "<!-- semcl:table rince/tab2 mini rows=^SCL-(in|out)$ -->" and body[-1] == "<!-- /semcl -->"
     assert [ln.split(" | ")[0] for ln in body[3:-1]] == ["| SCL-in", "| SCL-out"]
+    # a block whose table has no runs in this store keeps its text (README filled from several stores)
+    kept = "<!-- semcl:table rince/tab2 smoke -->\nfrom another store\n<!-- /semcl -->\n"
+    readme.write_text(kept)
+    assert update_readme(readme, store, lambda tid: table) == [] and readme.read_text() == kept
     readme.write_text(text)
     before = readme.read_text()
     readme.write_text(before + "<!-- semcl:table rince/tab2 nosuch -->\n<!-- /semcl -->\n")

@@ -10,9 +10,10 @@ is replaced by the table's compact form: one line per implemented row, ours as m
 over the seeds found (n noted in a column's cell only when a seed is missing), columns that this
 profile does not measure (a substitute of null) left out, column labels with the profile's
 substitute dataset. `<!-- semcl:table ID PROFILE rows=REGEX -->` keeps only the rows whose label
-matches REGEX (e.g. one teacher / student pair of a distillation table). Every block is rendered
-before the file is written (atomically), so a bad
-block leaves the README as it was.
+matches REGEX (e.g. one teacher / student pair of a distillation table). A block whose table has no
+finished run of that profile in the store is left as it is (so a README filled from several stores --
+the demo's, a cluster's -- is rebuilt store by store, never emptied). Every block is rendered before the
+file is written (atomically), so a bad block leaves the README as it was.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
 
 
 def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
-    """Rewrite every marked block of `path`; returns (table, profile) of each block. ConfigError
-    naming the file and the block for an unknown table or profile."""
+    """Rewrite every marked block of `path` whose table has runs in `store`; returns (table, profile) of
+    each rewritten block. ConfigError naming the file and the block for an unknown table or profile."""
+    from semcl.runs import plan_runs
+
     text = path.read_text()
     done: list[tuple[str, str]] = []
 
@@ -75,6 +78,8 @@ def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
         except (ConfigError, KeyError, ValueError, re.error) as err:
             line = text[:m.start()].count("\n") + 1
             raise ConfigError(f"{path}:{line}: block 'semcl:table {table_id} {profile}': {err}") from None
+        if not any(store.metrics_path(r.run_id).exists() for r in plan_runs(table, profile)):
+            return m.group(0)  # no runs here: keep what the block says
         done.append((table_id, profile))
         return m["open"] + compact_table(table, profile, store, m["rows"]) + m["close"]
 

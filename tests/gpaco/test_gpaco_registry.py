@@ -15,7 +15,7 @@ CSV = Path("/work/shared/papers/reported_numbers.csv")
 EXPECTED_TABLES = {
     "gpaco/cifar100-lt", "gpaco/imagenet-lt", "gpaco/inat18", "gpaco/places-lt", "gpaco/tab5",
     "gpaco/full-cifar100", "gpaco/tab1", "gpaco/tab2", "gpaco/fig1a", "gpaco/tab10", "gpaco/tab12",
-    "gpaco/tab13", "gpaco/abl-crop", "gpaco/abl-alpha", "gpaco/abl-momentum", "gpaco/abl-queue",
+    "gpaco/tab13", "gpaco/tab13-vit", "gpaco/abl-crop", "gpaco/abl-alpha", "gpaco/abl-momentum", "gpaco/abl-queue",
     "gpaco/abl-formulation", "gpaco/mae-robustness", "gpaco/seg", "paco/full-imagenet",
     "paco/imagenet-lt", "paco/inat18", "paco/places-lt", "paco/cifar100-lt", "paco/ablations",
 }

@@ -1,6 +1,6 @@
 """Per-epoch and per-evaluation bookkeeping of the training engine on the CPU, one thread.
 
-Class-balanced epoch order: ``engine.sampling.epoch_order(labels, 1000, gen, "class_balanced")`` for
+Class-balanced epoch order: ``data.sampling.class_balanced_order(labels, 1000, gen)`` for
 ImageNet-LT's n = 115,846 training labels (class sizes from ``common.long_tail_counts``: the CIFAR-LT
 rule scaled to that n, shuffled), against ``torch.randperm(n)`` (what instance sampling costs) as the
 floor. It runs once per epoch, so the absolute time is what matters; target ≤ 5×.
@@ -39,14 +39,14 @@ def run(repeats: int = 9, quick: bool = False) -> list[Row]:
 
 
 def _sampling_rows(repeats: int, gen: torch.Generator) -> list[Row]:
-    from semcl.engine.sampling import epoch_order
+    from semcl.data.sampling import class_balanced_order
 
     counts = long_tail_counts()
     labels = long_tail_labels(counts, gen)
     n, n_classes = len(labels), len(counts)
     g_cand, g_floor = torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
     times = interleaved({"floor": lambda: torch.randperm(n, generator=g_floor),
-                         "cand": lambda: epoch_order(labels, n_classes, g_cand, "class_balanced")}, 3 * repeats)
+                         "cand": lambda: class_balanced_order(labels, n_classes, g_cand)}, 3 * repeats)
     ratio = paired_ratio(times, "cand", "floor")
     return [Row(
         f"Epoch order: class_balanced, n={n:,} C={n_classes}",

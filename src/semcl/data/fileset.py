@@ -91,24 +91,10 @@ class LazyImages:
         return torch.stack([decode(self.paths[i], self.size) for i in rows])
 
 
-class WholeImages:
+class WholeImages(LazyImages):
     """Indexed by a batch of rows, returns a list of uint8 [3, h, w] images at their own sizes.
 
     `shape` is the nominal one (the set's image size), which the engine reads as the views' size."""
-
-    dtype = torch.uint8
-    ndim = 4
-
-    def __init__(self, paths: Sequence[Path], size: int) -> None:
-        self.paths = list(paths)
-        self.size = size
-
-    @property
-    def shape(self) -> torch.Size:
-        return torch.Size((len(self.paths), 3, self.size, self.size))
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, idx: slice | torch.Tensor | Sequence[int]) -> list[torch.Tensor]:
         return [decode_whole(self.paths[i]) for i in _rows(idx, len(self.paths))]

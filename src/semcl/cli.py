@@ -42,7 +42,7 @@ def load_registry():
 def _with_profile(tables: list, profile: str) -> list:
     """The tables that have `profile`; the others are skipped with one line on stderr."""
     kept = [t for t in tables if profile in t.profiles]
-    skipped = [t.id for t in tables if profile not in t.profiles]
+    skipped = sorted(t.id for t in tables if profile not in t.profiles)
     if skipped:
         print(f"semcl: skipped {len(skipped)} table(s) without profile '{profile}': {', '.join(skipped)}",
               file=sys.stderr)
@@ -74,7 +74,7 @@ def cmd_list(args) -> None:
     index = load_index(args.profile)
     runs_dir = _results_root(args) / "runs"
     kept = [t for t in index["tables"] if t["id"] in index["runs"]]
-    skipped = [t["id"] for t in index["tables"] if t["id"] not in index["runs"]]
+    skipped = sorted(t["id"] for t in index["tables"] if t["id"] not in index["runs"])
     if skipped:
         print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
               file=sys.stderr)
@@ -143,7 +143,7 @@ def _index_tables(args, index: dict) -> list[dict]:
     by_id = {t["id"]: t for t in index["tables"]}
     if getattr(args, "all", False):
         kept = [t for t in index["tables"] if t["id"] in index["runs"]]
-        skipped = [t["id"] for t in index["tables"] if t["id"] not in index["runs"]]
+        skipped = sorted(t["id"] for t in index["tables"] if t["id"] not in index["runs"])
         if skipped:
             print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
                   file=sys.stderr)

@@ -132,6 +132,8 @@ def cmd_show(args) -> None:
             print(f"  profile {name}: {prof.note}")
             if prof.substitute:
                 print(f"    substitutes: {prof.substitute}")
+            for label, over in prof.rows.items():
+                print(f"    row {label!r}: {over}")
     for d in table.deviations:
         print(f"  deviation: {d}")
     for n in table.notes:

@@ -121,6 +121,7 @@ class Profile:
     substitute: dict[str, str | None] = field(default_factory=dict)
     seeds: list[int] | None = None
     note: str = ""
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # row label -> overrides after `overrides`
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ class Table:
         merge(tree, row.overrides, where=f"{where}: row {row.label!r}")
         merge(tree, _for_method(prof.overrides, row.method, f"{where}: profile {profile!r}"),
               where=f"{where}: profile {profile!r}")
+        merge(tree, prof.rows.get(row.label, {}), where=f"{where}: profiles.{profile}.rows[{row.label!r}]")
         eval_section(self.columns, prof.substitute, tree.setdefault("eval", {}))  # each evaluation sets its keys
         return tree
 
@@ -409,7 +411,14 @@ def load_table(path: Path, presets: Path) -> Table:
         if name not in PROFILE_NAMES:
             raise ConfigError(f"{where}: profiles.{name}: profile must be one of {PROFILE_NAMES}")
         p = p or ProfileEntry()
-        profiles[name] = Profile(name, dict(p.overrides or {}), dict(p.substitute or {}), p.seeds, p.note)
+        labels = {r.label for r in rows}
+        for label, over in (p.rows or {}).items():
+            if label not in labels:
+                raise ConfigError(f"{where}: profiles.{name}.rows: no row {label!r} in this table")
+            if not isinstance(over, dict):
+                raise ConfigError(f"{where}: profiles.{name}.rows[{label!r}] must be a mapping of dotted keys")
+        profiles[name] = Profile(name, dict(p.overrides or {}), dict(p.substitute or {}), p.seeds, p.note,
+                                 {k: dict(v) for k, v in (p.rows or {}).items()})
     profiles.setdefault("paper", Profile("paper"))
     table = Table(entry.id, entry.paper, entry.source, entry.title, path, preset, list(entry.seeds),
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),

@@ -67,6 +67,9 @@ class SelectEntry:
 @dataclass
 class ProfileEntry:
     overrides: dict[str, Any] | None = None
+    # {row label: {dotted key: value}}, applied after `overrides`: a row that keeps its own schedule under a
+    # shortened profile (e.g. Decouple's short second stage while the profile cuts stage one's epochs)
+    rows: dict[str, dict[str, Any]] | None = None
     substitute: dict[str, str | None] | None = None
     seeds: list[int] | None = field(default=None, metadata=SEEDS_RULE)
     note: str = ""

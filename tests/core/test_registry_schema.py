@@ -84,6 +84,12 @@ def test_the_tiny_table_loads_with_the_labels_existing_tables_use(tmp_path):
     ("{optim.lr: 0.1}", "{optim.lr: .inf}", "'optim.lr' must be a finite number"),
     ("{data.synthetic: true}", "{data.synthetic: true, probe.batch_size: -1}",
      "profile 'smoke': 'probe.batch_size' must be > 0, got -1"),
+    ("{data.synthetic: true}", "{data.synthetic: true}\n    rows: {CE c: {optim.lr: 0.2}}",
+     "profiles.smoke.rows: no row 'CE c' in this table"),
+    ("{data.synthetic: true}", "{data.synthetic: true}\n    rows: {CE b: {optim.lr: -1}}",
+     "row 'CE b', profile 'smoke': 'optim.lr' must be >= 0, got -1.0"),
+    ("{data.synthetic: true}", "{data.synthetic: true}\n    rows: {CE b: {optim.lrr: 1}}",
+     "row 'CE b', profile 'smoke': unknown key 'optim.lrr'"),
     ("{cpus: 1,", "{cpus: 0,", "'resources.smoke.cpus' must be > 0, got 0"),
     ("{cpus: 1,", "{cpus: \"1\\n#SBATCH --x\",", "'resources.smoke.cpus' must be an integer"),
     ("{cpus: 1,", "{gpus: -1, cpus: 1,", "'resources.smoke.gpus' must be >= 0, got -1"),
@@ -101,6 +107,16 @@ def test_bad_input_is_one_line_naming_file_and_key(tmp_path, old, new, message):
         _load(tmp_path, TINY.replace(old, new, 1))
     text = str(err.value)
     assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+
+
+def test_a_profile_row_override_applies_to_that_row_only_and_after_the_profile(tmp_path):
+    text = TINY.replace("overrides: {data.synthetic: true}",
+                        "overrides: {data.synthetic: true, optim.lr: 0.3}\n    rows: {CE b: {optim.lr: 0.05}}")
+    _, table = _load(tmp_path, text)
+    first, second = table.rows
+    assert table.resolve(first, "smoke").optim.lr == 0.3  # row's 0.1, then the profile's 0.3
+    assert table.resolve(second, "smoke").optim.lr == 0.05  # profile's 0.3, then its row entry
+    assert table.resolve(second, "paper").optim.lr != 0.05  # other profiles untouched
 
 
 def test_every_existing_registry_entry_loads():

@@ -13,7 +13,7 @@ rather than from the centre crop (which would never show the borders).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,32 +27,37 @@ from semcl.errors import DataError
 CROP_RATIO = 0.875
 
 
-def decode(path: Path, size: int) -> torch.Tensor:
-    """uint8 [3, size, size]: shorter side resized to size / 0.875, then the centre crop."""
+def _decoded(path: Path, fit: Callable[[Image.Image], Image.Image] | None = None) -> torch.Tensor:
+    """uint8 [3, h, w] of the RGB image at `path`, after `fit` (a resize / crop) if given; an unreadable
+    file is one DataError naming it."""
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")
-            w, h = img.size
-            short = round(size / CROP_RATIO)
-            scale = short / min(w, h)
-            img = img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.BILINEAR)
-            w, h = img.size
-            left, top = (w - size) // 2, (h - size) // 2
-            img = img.crop((left, top, left + size, top + size))
-            arr = np.asarray(img, dtype=np.uint8)
+            arr = np.asarray(fit(img) if fit else img, dtype=np.uint8)
     except (OSError, UnidentifiedImageError) as err:
         raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+
+def _centre_square(img: Image.Image, size: int) -> Image.Image:
+    """Shorter side resized to size / 0.875, then the centre size x size crop."""
+    w, h = img.size
+    short = round(size / CROP_RATIO)
+    scale = short / min(w, h)
+    img = img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.BILINEAR)
+    w, h = img.size
+    left, top = (w - size) // 2, (h - size) // 2
+    return img.crop((left, top, left + size, top + size))
+
+
+def decode(path: Path, size: int) -> torch.Tensor:
+    """uint8 [3, size, size]: shorter side resized to size / 0.875, then the centre crop."""
+    return _decoded(path, lambda img: _centre_square(img, size))
 
 
 def decode_whole(path: Path) -> torch.Tensor:
     """uint8 [3, h, w]: the image at its own size (the training decode)."""
-    try:
-        with Image.open(path) as img:
-            arr = np.asarray(img.convert("RGB"), dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
-    return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+    return _decoded(path)
 
 
 def _rows(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:

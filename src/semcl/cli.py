@@ -198,7 +198,7 @@ def _plan_slurm(args) -> None:
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
             print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
-        print(describe_arrays([(r, table.resources[args.profile]) for r in runs],
+        print(describe_arrays([(r, table.resources_for(r.row_label, args.profile)) for r in runs],
                               load_cluster_profile(args.cluster), store))
         skipped = [r.label for r in table.rows if not r.implemented]
         if skipped:
@@ -231,7 +231,7 @@ def _runs_with_resources(args) -> list:
                 raise ConfigError(f"unknown row {label!r} (rows of {listing})")
     from semcl.runs import plan_runs
 
-    return [(r, t.resources[args.profile]) for t in tables for r in plan_runs(t, args.profile, args.row)]
+    return [(r, t.resources_for(r.row_label, args.profile)) for t in tables for r in plan_runs(t, args.profile, args.row)]
 
 
 def cmd_run(args) -> None:

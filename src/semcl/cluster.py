@@ -71,10 +71,35 @@ def parse_resources(value: Any, where: str) -> dict[str, Resources]:
     for profile, spec in value.items():
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: 'resources.{profile}' must be a mapping {{gpus, cpus, mem_gb, time_min, tasks}}")
-        checked = build(Resources, spec, f"resources.{profile}", where)
-        out[profile] = dataclasses.replace(DEFAULT_RESOURCES.get(profile, Resources()),
-                                           **{k: getattr(checked, k) for k in spec})
+        spec = {k: v for k, v in spec.items() if k != "rows"}  # per-row exceptions: parse_row_resources
+        out[profile] = _layer(DEFAULT_RESOURCES.get(profile, Resources()), spec, f"resources.{profile}", where)
     return out
+
+
+def parse_row_resources(value: Any, base: dict[str, Resources], labels: set[str],
+                        where: str) -> dict[str, dict[str, Resources]]:
+    """`resources.<profile>.rows: {row label: {gpus, ...}}`: a row whose jobs differ from the table's (e.g. an
+    8-GPU ResNet row in a table of one-process ViT rows), its missing keys taken from the profile's."""
+    out: dict[str, dict[str, Resources]] = {}
+    for profile, spec in (value or {}).items():
+        rows = spec.get("rows") if isinstance(spec, dict) else None
+        if rows is None:
+            continue
+        if not isinstance(rows, dict):
+            raise ConfigError(f"{where}: 'resources.{profile}.rows' must map row labels to {{gpus, cpus, ...}}")
+        for label, row_spec in rows.items():
+            key = f"resources.{profile}.rows[{label!r}]"
+            if label not in labels:
+                raise ConfigError(f"{where}: '{key}': no row {label!r} in this table")
+            if not isinstance(row_spec, dict):
+                raise ConfigError(f"{where}: '{key}' must be a mapping {{gpus, cpus, mem_gb, time_min, tasks}}")
+            out.setdefault(profile, {})[label] = _layer(base[profile], row_spec, key, where)
+    return out
+
+
+def _layer(under: Resources, spec: dict, key: str, where: str) -> Resources:
+    checked = build(Resources, spec, key, where)
+    return dataclasses.replace(under, **{k: getattr(checked, k) for k in spec})
 
 
 def profiles_root() -> Path:

@@ -327,7 +327,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
                 results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
                                                    same_as=prev.same_as or f"{prev.table} / {prev.row}"))
                 continue
-            res = check_run(run, table, store, table.resources[profile], gpu_mem_gb, reduce=reduce, batch=batch)
+            res = check_run(run, table, store, table.resources_for(run.row_label, profile), gpu_mem_gb, reduce=reduce, batch=batch)
             done[run.run_id] = res
             results.append(res)
             if progress:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources
+from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
 from semcl.config import build_config, merge
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
@@ -141,6 +141,11 @@ class Table:
     resources: dict[str, Resources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))  # per profile
     figure: dict[str, str] | None = None  # {kind: scatter, x: <column key>, y: <column key>} for `semcl figure`
     linked: dict[str, Table] = field(default_factory=dict)  # the tables its `select` rows read, by id
+    row_resources: dict[str, dict[str, Resources]] = field(default_factory=dict)  # profile -> row label -> own
+
+    def resources_for(self, label: str, profile: str) -> Resources:
+        """The jobs of one row: its own `resources.<profile>.rows` entry, else the profile's."""
+        return self.row_resources.get(profile, {}).get(label, self.resources[profile])
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -423,6 +428,8 @@ def load_table(path: Path, presets: Path) -> Table:
     table = Table(entry.id, entry.paper, entry.source, entry.title, path, preset, list(entry.seeds),
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
                   parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
+    table = dataclasses.replace(table, row_resources=parse_row_resources(
+        entry.resources, table.resources, {r.label for r in rows}, where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented and not row.derived and not row.select and not row.reference:
             for prof in profiles:

@@ -161,3 +161,17 @@ def test_reference_rows_show_a_number_and_run_nothing(registry):
         "{label: CE b, method: reference, overrides: {optim.lr: 0.05}}"))
     with pytest.raises(ConfigError, match="a reference row has no key 'overrides'"):
         load_registry()
+
+
+def test_member_logits_keep_float32_where_float16_would_overflow():
+    from semcl.evals.protocols.accuracy import stored_logits
+
+    small = torch.tensor([[1.5, -2.25], [0.125, 3.0]])
+    assert stored_logits(small).dtype == torch.float16 and torch.equal(stored_logits(small).float(), small)
+    # one member at +70000, the other at -69999 on class 0: float16 files would sum inf + (-inf) = NaN
+    a, b = torch.tensor([[70000.0, 0.0]]), torch.tensor([[-69999.0, 0.5]])
+    assert stored_logits(a).dtype == torch.float32 and torch.equal(stored_logits(a), a)
+    total = stored_logits(a).float() + stored_logits(b).float()
+    assert total.tolist() == [[1.0, 0.5]] and total.argmax(1).item() == 0
+    nan = torch.tensor([[float("nan"), 1.0]])  # already non-finite: float16 keeps it as it is
+    assert stored_logits(nan).dtype == torch.float16

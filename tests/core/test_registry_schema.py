@@ -94,6 +94,9 @@ def test_the_tiny_table_loads_with_the_labels_existing_tables_use(tmp_path):
     ("{cpus: 1,", "{cpus: \"1\\n#SBATCH --x\",", "'resources.smoke.cpus' must be an integer"),
     ("{cpus: 1,", "{gpus: -1, cpus: 1,", "'resources.smoke.gpus' must be >= 0, got -1"),
     ("time_min: 10}", "time_min: 10, nodes: 2}", "unknown key 'resources.smoke.nodes'"),
+    ("time_min: 10}", "time_min: 10, rows: {CE c: {cpus: 2}}}", "'resources.smoke.rows['CE c']': no row 'CE c'"),
+    ("time_min: 10}", "time_min: 10, rows: {CE b: {cpus: 0}}}", "'resources.smoke.rows['CE b'].cpus' must be > 0"),
+    ("time_min: 10}", "time_min: 10, rows: {CE b: {nodes: 2}}}", "unknown key 'resources.smoke.rows['CE b'].nodes'"),
     ("measure: \"R@1\"}", "measure: ap}", "column 'r1': key 'measure' = 'ap': retrieval measures are 'AP' and 'R@k'"),
     ("measure: \"R@1\"}", "measure: \"R@0\"}", "column 'r1': key 'measure' = 'R@0'"),
     ("measure: \"R@1\"}", "measure: \"R@1\", k: 5}", "column 'r1': key 'k' does not apply to eval 'retrieval'"),
@@ -117,6 +120,15 @@ def test_a_profile_row_override_applies_to_that_row_only_and_after_the_profile(t
     assert table.resolve(first, "smoke").optim.lr == 0.3  # row's 0.1, then the profile's 0.3
     assert table.resolve(second, "smoke").optim.lr == 0.05  # profile's 0.3, then its row entry
     assert table.resolve(second, "paper").optim.lr != 0.05  # other profiles untouched
+
+
+def test_a_row_with_its_own_resources_keeps_the_profile_s_other_keys(tmp_path):
+    _, table = _load(tmp_path, TINY.replace("time_min: 10}", "time_min: 10, rows: {CE b: {cpus: 4}}}"))
+    first, second = table.rows
+    assert table.resources_for(first.label, "smoke") == table.resources["smoke"]
+    own = table.resources_for(second.label, "smoke")
+    assert (own.cpus, own.mem_gb, own.time_min) == (4, 2, 10)
+    assert table.resources_for(second.label, "paper") == table.resources["paper"]
 
 
 def test_every_existing_registry_entry_loads():

@@ -54,3 +54,16 @@ def test_multi_gpu_run_asks_one_task_per_gpu():
 def test_unknown_cluster_profile_names_the_file():
     with pytest.raises(ConfigError, match=r"slurm/profiles/nope.yaml: no cluster profile 'nope' \(known: example-a100, local\)"):
         load_cluster_profile("nope")
+
+
+def test_rows_with_their_own_resources_go_in_their_own_array():
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["plan", "gpaco/tab5", "--executor", "slurm", "--cluster", "example-a100"]) == 0
+    arrays = [ln for ln in out.getvalue().splitlines() if ln.startswith("# array of")]
+    # GPaCo / SupCon rows on the table's 8 GPUs, the four PaCo rows (x 3 seeds) on their own 4
+    assert len(arrays) == 2
+    assert arrays[0].startswith("# array of 12 runs:") and "gpus_per_node=8" in arrays[0] and "mem=512GB" in arrays[0]
+    assert arrays[1].startswith("# array of 12 runs:") and "gpus_per_node=4" in arrays[1] and "mem=256GB" in arrays[1]
+    paco_ids = {ln.split()[0] for ln in out.getvalue().splitlines() if " PaCo ResNet-" in ln and "seed=" in ln}
+    assert len(paco_ids) == 12

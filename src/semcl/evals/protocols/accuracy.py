@@ -64,9 +64,19 @@ def run(ctx) -> dict[str, float]:
     logits = outputs(ctx.classify, ctx.test.images, ctx.test_transform)  # raw logits: no class prior at test time
     counts = torch.bincount(ctx.train.labels, minlength=ctx.train.num_classes)
     metrics = logit_metrics(logits, ctx.test.labels, counts, ctx.cfg.eval.accuracy or [])
-    if ctx.logits_path is not None and ctx.save is not None:  # what ensembles sum; float16 halves the file
-        ctx.save({"logits": logits.half(), "labels": ctx.test.labels.clone(), "train_counts": counts}, ctx.logits_path)
+    if ctx.logits_path is not None and ctx.save is not None:  # what ensembles sum
+        ctx.save({"logits": stored_logits(logits), "labels": ctx.test.labels.clone(), "train_counts": counts},
+                 ctx.logits_path)
     return metrics
+
+
+def stored_logits(logits):
+    """float16 (half the file) when every logit stays finite in it, else float32: a logit beyond
+    float16's 65504 would become inf, and an ensemble's sum of +inf and -inf NaN."""
+    import torch
+
+    half = logits.half()
+    return half if bool(torch.isfinite(half).all()) or not bool(torch.isfinite(logits).all()) else logits.float()
 
 
 EVALUATION = Evaluation("accuracy", frozenset({"group", "thresholds"}), validate, metric_key, describe, eval_config,

@@ -182,7 +182,7 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
     the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
     A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
     the small batch; it is checked again at the entry's batch, on enough stand-in images."""
-    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, 2)
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run))
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
@@ -190,6 +190,39 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
         out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class)
     return out
+
+
+def _stand_in_per_class(run) -> int:
+    """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
+    on the 20 stand-in classes needs more than 40 images)."""
+    from semcl.data.registry import DATASETS
+
+    k = getattr(run.config.method, "k", None)
+    if not isinstance(k, int) or isinstance(k, bool):
+        return 2
+    return max(2, -(-(k + 1) // DATASETS[run.config.data.name].synthetic_classes) + 1)
+
+
+def _calibrate_norm(method, views) -> None:
+    """BN running statistics from the step's batch (cumulative average) before the evaluation. After one
+    step they are still about the init's (mean 0, var 1), under which a deep net's eval forward overflows
+    (ResNet-200: NaN logits) though its training step is fine; a real run's statistics come from epochs."""
+    import torch
+
+    x = views[0] if isinstance(views, (list, tuple)) else views
+    bns = [m for m in method.modules()
+           if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not bns or not isinstance(x, torch.Tensor):
+        return
+    momenta = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    method.train()
+    with torch.no_grad():
+        method.features(x)
+    for m, momentum in zip(bns, momenta, strict=True):
+        m.momentum = momentum
 
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int) -> RowCheck:
@@ -266,6 +299,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             state = load_ckpt(ckpt)
             method.load_state_dict(state["method"])
             opt.load_state_dict(state["optimizer"])
+            _calibrate_norm(method, views)
         else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
             save_atomic({"method": method.state_dict()}, folder / "checkpoints" / "last.pt")
         # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images

@@ -1,0 +1,46 @@
+"""Preflight details found by the full-size paper check: the stand-in is large enough for a neighbour
+search over k, and BN statistics come from the step's batch before the evaluation."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from semcl.preflight import _calibrate_norm, _stand_in_per_class
+from semcl.registry import get_table
+from semcl.runs import plan_runs
+
+
+def _run(table: str, label: str):
+    return next(r for r in plan_runs(get_table(table), "paper") if r.row_label == label)
+
+
+def test_stand_in_holds_more_than_k_images_for_neighbour_search():
+    # HSA k 40 on the 20-class ImageNet stand-in: ceil(41 / 20) + 1 = 4 per class, 80 images > 40
+    assert _run("hsa/abl-k", "k 40").config.method.k == 40
+    assert _stand_in_per_class(_run("hsa/abl-k", "k 40")) == 4
+    assert _stand_in_per_class(_run("hsa/abl-k", "k 5")) == 2  # ceil(6 / 20) + 1
+    assert _stand_in_per_class(_run("rince/tab2", "Cross-entropy")) == 2  # no k
+
+
+class _Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(3, 2, bias=False), nn.BatchNorm1d(2, momentum=0.1))
+        self.backbone[0].weight.data = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 1.0]])
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+
+def test_bn_statistics_are_the_batch_s_own_and_momentum_is_restored():
+    m = _Tiny()
+    bn = m.backbone[1]
+    bn.running_mean.fill_(7.0)
+    bn.running_var.fill_(9.0)
+    x = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 4.0], [5.0, 1.0, 1.0]])
+    _calibrate_norm(m, [x, x + 1])  # the first view is the one forwarded
+    # BN inputs: column 0 = (1, 3, 5), column 1 = 2*x1 + x2 = (4, 4, 3); unbiased variance, as BN keeps it
+    assert torch.allclose(bn.running_mean, torch.tensor([3.0, 11.0 / 3.0]))
+    assert torch.allclose(bn.running_var, torch.tensor([4.0, 1.0 / 3.0]))
+    assert bn.momentum == 0.1 and int(bn.num_batches_tracked) == 1

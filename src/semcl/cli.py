@@ -41,12 +41,15 @@ def load_registry():
 
 def _with_profile(tables: list, profile: str) -> list:
     """The tables that have `profile`; the others are skipped with one line on stderr."""
-    kept = [t for t in tables if profile in t.profiles]
-    skipped = sorted(t.id for t in tables if profile not in t.profiles)
-    if skipped:
-        print(f"semcl: skipped {len(skipped)} table(s) without profile '{profile}': {', '.join(skipped)}",
+    _say_skipped([t.id for t in tables if profile not in t.profiles], profile)
+    return [t for t in tables if profile in t.profiles]
+
+
+def _say_skipped(ids: list[str], profile: str) -> None:
+    """One stderr line naming the tables left out for lacking `profile` (sorted ids)."""
+    if ids:
+        print(f"semcl: skipped {len(ids)} table(s) without profile '{profile}': {', '.join(sorted(ids))}",
               file=sys.stderr)
-    return kept
 
 
 def _tables(args) -> list:
@@ -74,10 +77,7 @@ def cmd_list(args) -> None:
     index = load_index(args.profile)
     runs_dir = _results_root(args) / "runs"
     kept = [t for t in index["tables"] if t["id"] in index["runs"]]
-    skipped = sorted(t["id"] for t in index["tables"] if t["id"] not in index["runs"])
-    if skipped:
-        print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
-              file=sys.stderr)
+    _say_skipped([t["id"] for t in index["tables"] if t["id"] not in index["runs"]], args.profile)
     try:
         started = set(os.listdir(runs_dir))  # one directory read instead of a stat per planned run
     except OSError:
@@ -145,10 +145,7 @@ def _index_tables(args, index: dict) -> list[dict]:
     by_id = {t["id"]: t for t in index["tables"]}
     if getattr(args, "all", False):
         kept = [t for t in index["tables"] if t["id"] in index["runs"]]
-        skipped = sorted(t["id"] for t in index["tables"] if t["id"] not in index["runs"])
-        if skipped:
-            print(f"semcl: skipped {len(skipped)} table(s) without profile '{args.profile}': {', '.join(skipped)}",
-                  file=sys.stderr)
+        _say_skipped([t["id"] for t in index["tables"] if t["id"] not in index["runs"]], args.profile)
         return kept
     if not args.table:
         raise SemclError("name a table (e.g. rince/tab2) or pass --all")

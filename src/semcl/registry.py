@@ -411,12 +411,12 @@ def load_table(path: Path, presets: Path) -> Table:
     for c in columns:
         if c.eval == "gain":  # its references need the whole table
             gain_column.check_table(c, by_key, {r.label for r in rows}, where)
+    labels = {r.label for r in rows}
     profiles = {}
     for name, p in (entry.profiles or {}).items():
         if name not in PROFILE_NAMES:
             raise ConfigError(f"{where}: profiles.{name}: profile must be one of {PROFILE_NAMES}")
         p = p or ProfileEntry()
-        labels = {r.label for r in rows}
         for label, over in (p.rows or {}).items():
             if label not in labels:
                 raise ConfigError(f"{where}: profiles.{name}.rows: no row {label!r} in this table")
@@ -425,11 +425,11 @@ def load_table(path: Path, presets: Path) -> Table:
         profiles[name] = Profile(name, dict(p.overrides or {}), dict(p.substitute or {}), p.seeds, p.note,
                                  {k: dict(v) for k, v in (p.rows or {}).items()})
     profiles.setdefault("paper", Profile("paper"))
+    resources = parse_resources(entry.resources, where)
     table = Table(entry.id, entry.paper, entry.source, entry.title, path, preset, list(entry.seeds),
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
-                  parse_resources(entry.resources, where), _figure(entry.figure, keys, where))
-    table = dataclasses.replace(table, row_resources=parse_row_resources(
-        entry.resources, table.resources, {r.label for r in rows}, where))
+                  resources, _figure(entry.figure, keys, where),
+                  row_resources=parse_row_resources(entry.resources, resources, labels, where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented and not row.derived and not row.select and not row.reference:
             for prof in profiles:

@@ -20,7 +20,7 @@ import io
 
 import numpy as np
 import torch
-from common import Row, interleaved, median
+from common import Row, interleaved, median, paired_ratio
 
 from semcl.data import build_augment, stats
 
@@ -136,9 +136,44 @@ def run(rounds: int = 5) -> list[Row]:
                         f"{which}; 500x375 JPEG ~{kb:.0f} KB, decode alone {r_dec:,.0f} img/s; torchvision PIL "
                         f"{r_tv:,.0f} img/s ({r_ours / r_tv:.2f}× ours/tv); a GPU at ~{GPU_224:,.0f} two-view "
                         f"img/s needs {GPU_224 / r_ours:.1f} workers"))
+        rows.append(_loader_row(jpegs, recipes, imean, istd, rounds))
     finally:
         torch.set_num_threads(threads)
     return rows
+
+
+def _loader_row(jpegs: list[bytes], recipes: list[str], mean, std, rounds: int) -> Row:
+    """The training loader of file-backed sets (semcl.data.file_views.step_views): one epoch of 4 steps of
+    32 JPEG files with the GPaCo pair, worker processes (one per core) against the same views in-process."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from semcl.data.file_views import step_views
+    from semcl.data.fileset import WholeImages
+
+    cores = len(os.sched_getaffinity(0))
+    augs = build_augment("+".join(recipes), size=224, mean=mean, std=std).views
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, j in enumerate(jpegs * 4):
+            paths.append(Path(tmp) / f"{i}.jpg")
+            paths[-1].write_bytes(j)
+        images = WholeImages(paths, 224)
+        order = torch.arange(len(paths))
+
+        def epoch(workers: int):
+            return lambda: list(step_views(images, augs, 2, seed=0, epoch=0, order=order, batch_size=32,
+                                           steps=range(len(paths) // 32), part=slice(0, 32), workers=workers))
+
+        times = interleaved({"in": epoch(0), "workers": epoch(cores)}, max(3, rounds - 2))
+    speed = 1 / paired_ratio(times, "workers", "in")
+    rate = len(paths) / median(times["workers"])
+    return Row(f"Data: training loader, {cores} worker processes vs in-process (224px, 2 views)",
+               f"{rate:,.0f} img/s", f"{len(paths) / median(times['in']):,.0f} img/s in-process", speed,
+               f"≥ {0.8 * cores:.1f}× (0.8 per core)", speed >= 0.8 * cores,
+               f"one epoch of {len(paths) // 32} steps of 32 files, worker start included; the views are the same "
+               f"for any worker count (tests/data/test_file_views.py); cpus_per_gpu 8 gives 7 workers")
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
         n_train = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
     per_image = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) * 1e9
     # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
-    train = cfg.schedule.epochs * n_train * per_image * METHODS[cfg.method.name].train_cost
+    train = cfg.schedule.epochs * n_train * per_image * METHODS[cfg.method.name].cost(cfg.method)
     probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe

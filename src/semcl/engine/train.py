@@ -1,7 +1,9 @@
 """The training loop: resumable at every epoch boundary, deterministic on CPU for a seed.
 
 Data order and augmentation of epoch e come from a generator seeded by (seed, e), so a
-resumed run replays exactly the batches the uninterrupted run would have seen. Checkpoints are
+resumed run replays exactly the batches the uninterrupted run would have seen. File-backed sets under
+the default views are decoded and augmented in loader workers, each view seeded by its position
+(semcl.data.file_views), which a resumed run replays as well. Checkpoints are
 written at every epoch end and, on a requeue signal, at the next step boundary (with the
 generator's position inside the epoch).
 """
@@ -16,10 +18,12 @@ import torch
 
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, stats
+from semcl.data.file_views import loader_workers, step_views
+from semcl.data.fileset import WholeImages
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
-from semcl.methods.base import Batch, Method, TrainContext
+from semcl.methods.base import Batch, Method, TrainContext, training_images
 from semcl.runlock import heartbeat
 
 log = logging.getLogger("semcl.train")
@@ -81,6 +85,10 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     if steps == 0:
         raise ValueError(f"optim.accum_steps = {accum} exceeds the {n // bs} batches of one epoch")
     epochs = cfg.schedule.epochs
+    # file-backed sets under the default views: per-image seeds, in loader workers (semcl.data.file_views)
+    files = training_images(train_set)
+    by_file = isinstance(files, WholeImages) and type(method).make_views is Method.make_views
+    workers = loader_workers(device) if by_file else 0
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
         if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)
@@ -110,6 +118,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 g.set_state(resume_gen)  # continue the epoch's random stream where it stopped
                 first, total = start_step, total0
             t0 = time.time()
+            if by_file:
+                file_views = step_views(files, augs, method.num_views, seed=seed, epoch=epoch, order=perm,
+                                        batch_size=bs, steps=range(first, steps),
+                                        part=distributed.local_slice(bs), workers=workers,
+                                        pin_memory=device.type == "cuda")
             for step in range(first, steps):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
@@ -118,9 +131,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                         group["lr"] = lr * scale
                 idx = perm[step * bs:(step + 1) * bs]
                 labels = train_set.labels[idx]
-                # every rank draws the whole global batch's views (same stream), then keeps its slice
                 part = distributed.local_slice(len(idx))
-                views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
+                if by_file:  # this rank's slice only, made ahead by the loader
+                    views = [v.to(device, non_blocking=True) for v in next(file_views)]
+                else:  # every rank draws the whole global batch's views (same stream), then keeps its slice
+                    views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
                 batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g)
                 with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
                     loss = method.training_step(batch)["loss"]

@@ -171,7 +171,9 @@ class Method(nn.Module):
         `generator` (the epoch's), so a resumed run replays the same views. Default: view k is
         `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets; file-backed sets give
         their `train_images`, each image whole at its own size, so the crop sees the full picture);
-        video methods sample clips here instead."""
+        video methods sample clips here instead. File-backed sets under this default bypass it: the engine
+        makes their views per image in loader workers (semcl.data.file_views); overriding it keeps a method
+        on this in-process path."""
         images = training_images(train_set)[idx]
         return [augs[k % len(augs)](images, generator) for k in range(self.num_views)]
 

@@ -4,6 +4,7 @@ builds on. Torch-free, so `semcl list` / `plan` validate configs without importi
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,9 @@ class MethodSpec:
     name: str  # `method.name` in configs and registry rows
     schema: type  # the config dataclass of `method.*`
     cls: str | type  # the Method subclass, or "package.module:Class" (imported only when a run starts)
-    train_cost: float = 4 / 3  # training FLOPs per image-epoch relative to one fwd+bwd of the backbone
+    # training FLOPs per image-epoch relative to one fwd+bwd of the backbone; a function of the method's
+    # config where the method's knobs change it (HSA's positives, multi-crop)
+    train_cost: float | Callable[[Any], float] = 4 / 3
     depends: str | None = None  # a kind of DEPENDENCY_KINDS that every row of this method must name
     # allowed values of the schema's string fields (`method.<field>`), checked when a config is built
     choices: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -33,6 +36,10 @@ class MethodSpec:
             raise ValueError(f"method {self.name!r}: depends={self.depends!r} is not one of {tuple(DEPENDENCY_KINDS)}")
         if getattr(self.schema, "name", None) != self.name:
             raise ValueError(f"method {self.name!r}: its schema's default name is {getattr(self.schema, 'name', None)!r}")
+
+    def cost(self, method_cfg: Any) -> float:
+        """`train_cost` for this method config."""
+        return self.train_cost(method_cfg) if callable(self.train_cost) else self.train_cost
 
     def load(self) -> Any:
         """The Method subclass (imports it, and torch, on first use)."""

@@ -1,0 +1,109 @@
+"""File-backed training views made per image in loader workers: each view a function of its position."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from semcl.data.augment import RECIPES, Augment
+from semcl.data.file_views import image_seed, loader_workers, step_views
+from semcl.data.fileset import FileImageSet, decode_whole
+from semcl.data.tvaugment import PerImageAugment, image_transform
+from semcl.errors import DataError
+
+MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+SIZE = 24
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, (w, h) in enumerate([(60, 40), (33, 50), (48, 48), (70, 35), (40, 64)]):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(paths[-1])
+    return FileImageSet("toy", paths, torch.tensor([0, 1, 0, 1, 0]), ["x", "y"], image_size=SIZE)
+
+
+def _augs():
+    # a batched recipe and a per-image torchvision one, view k takes augs[k % 2]
+    return [Augment(RECIPES["supcon"], size=SIZE, mean=MEAN, std=STD),
+            PerImageAugment(image_transform("sim", SIZE), mean=MEAN, std=STD)]
+
+
+def _by_hand(fs, augs, order, bs, step, positions, seed, epoch, views=2):
+    """Each view from its own generator, seeded from (seed, epoch, step, position, view), on the decoded file."""
+    out = [[] for _ in range(views)]
+    for p in positions:
+        image = decode_whole(fs.paths[int(order[step * bs + p])])
+        for k in range(views):
+            g = torch.Generator().manual_seed(image_seed(seed, epoch, step, p, k))
+            out[k].append(augs[k % 2]([image], g)[0])
+    return [torch.stack(v) for v in out]
+
+
+def test_image_seed_is_a_fixed_63_bit_hash_of_all_five_numbers():
+    base = image_seed(1, 2, 3, 4, 5)
+    assert base == image_seed(1, 2, 3, 4, 5) and 0 <= base < 2**63
+    variants = {image_seed(*args) for args in [(1, 2, 3, 4, 5), (0, 2, 3, 4, 5), (1, 0, 3, 4, 5), (1, 2, 0, 4, 5),
+                                               (1, 2, 3, 0, 5), (1, 2, 3, 4, 0), (2, 1, 3, 4, 5), (1, 2, 3, 5, 4)]}
+    assert len(variants) == 8  # any change, or a swap of two numbers, gives another seed
+
+
+def test_views_equal_a_by_hand_replay_from_each_positions_seed(files):
+    order = torch.tensor([3, 1, 4, 0, 2])
+    got = list(step_views(files.train_images, _augs(), 2, seed=7, epoch=1, order=order, batch_size=2,
+                          steps=range(2), part=slice(0, 2)))
+    assert len(got) == 2 and [tuple(v.shape) for v in got[0]] == [(2, 3, SIZE, SIZE)] * 2
+    for step in range(2):
+        want = _by_hand(files, _augs(), order, 2, step, range(2), seed=7, epoch=1)
+        for v, w in zip(got[step], want, strict=True):
+            assert torch.equal(v, w)
+    # the same image at another position, step or epoch is cut anew
+    again = list(step_views(files.train_images, _augs(), 2, seed=7, epoch=2, order=order, batch_size=2,
+                            steps=range(2), part=slice(0, 2)))
+    assert not torch.equal(again[0][0], got[0][0])
+
+
+def test_workers_rank_slices_and_a_late_start_give_the_same_views(files):
+    order = torch.tensor([4, 2, 0, 3, 1])
+    kw = dict(seed=3, epoch=0, order=order, batch_size=4, steps=range(1))
+    whole = next(step_views(files.train_images, _augs(), 2, part=slice(0, 4), **kw))
+    two_workers = next(step_views(files.train_images, _augs(), 2, part=slice(0, 4), workers=2, **kw))
+    rank0 = next(step_views(files.train_images, _augs(), 2, part=slice(0, 2), workers=1, **kw))
+    rank1 = next(step_views(files.train_images, _augs(), 2, part=slice(2, 4), **kw))
+    for k in range(2):
+        assert torch.equal(two_workers[k], whole[k])
+        assert torch.equal(torch.cat([rank0[k], rank1[k]]), whole[k])
+    # a resumed epoch that starts at step 1 sees what the whole epoch saw at step 1
+    order = torch.tensor([0, 1, 2, 3, 4])
+    full = list(step_views(files.train_images, _augs(), 2, seed=3, epoch=0, order=order, batch_size=2,
+                           steps=range(2), part=slice(0, 2)))
+    late = list(step_views(files.train_images, _augs(), 2, seed=3, epoch=0, order=order, batch_size=2,
+                           steps=range(1, 2), part=slice(0, 2)))
+    assert len(late) == 1 and all(torch.equal(a, b) for a, b in zip(late[0], full[1], strict=True))
+
+
+def test_an_unreadable_file_is_one_line_naming_it_from_a_worker(files):
+    files.paths[2].write_bytes(b"not a png")
+    with pytest.raises(DataError) as err:
+        list(step_views(files.train_images, _augs(), 2, seed=0, epoch=0, order=torch.arange(5), batch_size=4,
+                        steps=range(1), part=slice(0, 4), workers=1))
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{files.paths[2]}: cannot decode image")
+
+
+def test_loader_workers_read_the_environment_and_default_to_none_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("SEMCL_LOADER_WORKERS", raising=False)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    assert loader_workers(torch.device("cpu")) == 0
+    cpus = len(os.sched_getaffinity(0))
+    assert loader_workers(torch.device("cuda")) == min(16, cpus - 1)  # the process's CPUs less one
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    assert loader_workers(torch.device("cuda")) == 0  # a SLURM task's share, not the node's
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "3")
+    assert loader_workers(torch.device("cpu")) == 3
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "many")
+    with pytest.raises(DataError, match="SEMCL_LOADER_WORKERS: expected a whole number >= 0, got 'many'"):
+        loader_workers(torch.device("cpu"))

@@ -49,25 +49,43 @@ def image_seed(seed: int, epoch: int, step: int, position: int, view: int) -> in
     return x >> 1
 
 
-def views_of_image(image: torch.Tensor, augs: Sequence[Recipe], num_views: int, seeds: Sequence[int]) -> list[torch.Tensor]:
-    """The `num_views` views of one whole uint8 [C, h, w] image: view k is `augs[k % len(augs)]` under a
-    generator seeded by `seeds[k]` (each recipe takes a list of whole images)."""
-    return [augs[k % len(augs)]([image], torch.Generator().manual_seed(seeds[k]))[0] for k in range(num_views)]
+def views_of_image(image: torch.Tensor, recipes: Sequence[Recipe], seeds: Sequence[int]) -> list[torch.Tensor]:
+    """One view per recipe of one whole uint8 [C, h, w] image, recipe k under a generator seeded by `seeds[k]`
+    (each recipe takes a list of whole images)."""
+    return [recipe([image], torch.Generator().manual_seed(s))[0] for recipe, s in zip(recipes, seeds, strict=True)]
+
+
+Partners = Callable[[int, torch.Generator], list[int]]
 
 
 class _StepImages(torch.utils.data.Dataset):
-    """Item (path row, epoch, step, position) -> that image's views."""
+    """Item (row, epoch, step, position) -> that image's views, then each partner's views.
 
-    def __init__(self, paths: Sequence[Path], augs: Sequence[Recipe], num_views: int, seed: int) -> None:
-        self.paths, self.augs, self.num_views, self.seed = list(paths), list(augs), num_views, seed
+    Seeds (view numbers of image_seed): the image's views 0..V-1; the partner pick V; partner j's view t
+    V + 1 + j * T + t (T recipes per partner)."""
+
+    def __init__(self, paths: Sequence[Path], recipes: Sequence[Recipe], seed: int, partners: Partners | None,
+                 partner_recipes: Sequence[Recipe]) -> None:
+        self.paths, self.recipes, self.seed = list(paths), list(recipes), seed
+        self.partners, self.partner_recipes = partners, list(partner_recipes)
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, key: tuple[int, int, int, int]) -> list[torch.Tensor]:
         row, epoch, step, position = key
-        seeds = [image_seed(self.seed, epoch, step, position, k) for k in range(self.num_views)]
-        return views_of_image(decode_whole(self.paths[row]), self.augs, self.num_views, seeds)
+        n = len(self.recipes)
+
+        def seeds(first: int, count: int) -> list[int]:
+            return [image_seed(self.seed, epoch, step, position, first + v) for v in range(count)]
+
+        out = views_of_image(decode_whole(self.paths[row]), self.recipes, seeds(0, n))
+        if self.partners is not None:
+            picked = self.partners(row, torch.Generator().manual_seed(seeds(n, 1)[0]))
+            t = len(self.partner_recipes)
+            for j, other in enumerate(picked):
+                out += views_of_image(decode_whole(self.paths[other]), self.partner_recipes, seeds(n + 1 + j * t, t))
+        return out
 
 
 def _stack_views(items: list[list[torch.Tensor]]) -> list[torch.Tensor]:
@@ -95,17 +113,21 @@ def loader_workers(device: torch.device) -> int:
     return max(0, min(16, cpus - 1))
 
 
-def step_views(images: WholeImages, augs: Sequence[Recipe], num_views: int, *, seed: int, epoch: int,
-               order: torch.Tensor, batch_size: int, steps: range, part: slice, workers: int = 0,
-               pin_memory: bool = False) -> Iterator[list[torch.Tensor]]:
-    """This rank's views of each step in `steps` (a list of `num_views` float tensors [b, C, S, S] per step),
-    for the epoch's visiting `order` in global batches of `batch_size`; `part` is this rank's slice."""
+def step_views(images: WholeImages, recipes: Sequence[Recipe], *, seed: int, epoch: int, order: torch.Tensor,
+               batch_size: int, steps: range, part: slice, workers: int = 0, pin_memory: bool = False,
+               partners: Partners | None = None, partner_recipes: Sequence[Recipe] = ()
+               ) -> Iterator[tuple[list[torch.Tensor], list[tuple[torch.Tensor, ...]]]]:
+    """This rank's views of each step in `steps`, for the epoch's visiting `order` in global batches of
+    `batch_size` (`part`: this rank's slice): per step, (one float tensor [b, C, S, S] per recipe, and one
+    tuple of such tensors per partner, one per partner recipe)."""
     positions = range(batch_size)[part]
     batches = [[(int(order[s * batch_size + p]), epoch, s, p) for p in positions] for s in steps]
     loader = torch.utils.data.DataLoader(
-        _StepImages(images.paths, augs, num_views, seed), batch_sampler=batches, num_workers=workers,
-        collate_fn=_stack_views, pin_memory=pin_memory, prefetch_factor=4 if workers else None)
+        _StepImages(images.paths, recipes, seed, partners, partner_recipes), batch_sampler=batches,
+        num_workers=workers, collate_fn=_stack_views, pin_memory=pin_memory, prefetch_factor=4 if workers else None)
+    n, t = len(recipes), max(1, len(partner_recipes))
     try:
-        yield from loader
+        for views in loader:
+            yield views[:n], [tuple(views[i:i + t]) for i in range(n, len(views), t)]
     except DataError as err:  # a worker's error arrives wrapped with its traceback: keep the one line
         raise DataError(str(err).strip().splitlines()[-1].removeprefix("semcl.errors.DataError: ")) from None

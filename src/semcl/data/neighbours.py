@@ -134,3 +134,15 @@ def draw_neighbours(
     rows = table if indices is None else table[indices.to(table.device)]
     col = torch.randint(table.shape[1], (rows.shape[0],), generator=generator).to(table.device)
     return rows.gather(1, col[:, None]).squeeze(1)
+
+
+def pick_neighbours(table: torch.Tensor, m: int, row: int, generator: torch.Generator) -> list[int]:
+    """`m` distinct neighbours of training image `row`, uniform over its k entries of `table` (the file
+    loader's pick, one image at a time; semcl.data.file_views): m = 1 one uniform draw, else the first m
+    of a uniform permutation of the k, as `HSA._several_neighbour_views` draws them for a batch."""
+    k = table.shape[1]
+    if not 1 <= m <= k:
+        raise ValueError(f"cannot pick {m} distinct neighbours of {k}")
+    if m == 1:
+        return [int(table[row, int(torch.randint(k, (1,), generator=generator))])]
+    return table[row, torch.rand(k, generator=generator).argsort()[:m]].tolist()

@@ -118,11 +118,13 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 g.set_state(resume_gen)  # continue the epoch's random stream where it stopped
                 first, total = start_step, total0
             t0 = time.time()
-            if by_file:
-                file_views = step_views(files, augs, method.num_views, seed=seed, epoch=epoch, order=perm,
+            if by_file:  # partners (e.g. kNN positives) as of this epoch's start
+                pick, partner_recipes = method.loader_partners() or (None, ())
+                file_views = step_views(files, method.view_recipes(augs), seed=seed, epoch=epoch, order=perm,
                                         batch_size=bs, steps=range(first, steps),
                                         part=distributed.local_slice(bs), workers=workers,
-                                        pin_memory=device.type == "cuda")
+                                        pin_memory=device.type == "cuda", partners=pick,
+                                        partner_recipes=partner_recipes)
             for step in range(first, steps):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
@@ -132,11 +134,14 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 idx = perm[step * bs:(step + 1) * bs]
                 labels = train_set.labels[idx]
                 part = distributed.local_slice(len(idx))
+                partner_views = None
                 if by_file:  # this rank's slice only, made ahead by the loader
-                    views = [v.to(device, non_blocking=True) for v in next(file_views)]
+                    views, partners = next(file_views)
+                    views = [v.to(device, non_blocking=True) for v in views]
+                    partner_views = [tuple(v.to(device, non_blocking=True) for v in p) for p in partners] or None
                 else:  # every rank draws the whole global batch's views (same stream), then keeps its slice
                     views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
-                batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g)
+                batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g, partner_views)
                 with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
                     loss = method.training_step(batch)["loss"]
                 if first_of_cycle:

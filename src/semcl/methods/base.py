@@ -65,6 +65,9 @@ class Batch:
     # the epoch's CPU generator, positioned after this batch's augmentation: randomness a method draws
     # from it (CutMix boxes, neighbour picks) replays exactly on resume
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
+    # file-backed sets: the views of each image's partners (`Method.loader_partners`), made by the loader;
+    # one tuple of views per partner, [B, C, H, W] each; None where the method draws them itself
+    partner_views: list[tuple[torch.Tensor, ...]] | None = None
 
     @classmethod
     def of(cls, views: list[torch.Tensor], labels: torch.Tensor, **kw: Any) -> Batch:
@@ -175,7 +178,19 @@ class Method(nn.Module):
         makes their views per image in loader workers (semcl.data.file_views); overriding it keeps a method
         on this in-process path."""
         images = training_images(train_set)[idx]
-        return [augs[k % len(augs)](images, generator) for k in range(self.num_views)]
+        return [recipe(images, generator) for recipe in self.view_recipes(augs)]
+
+    def view_recipes(self, augs: list[Callable[[Any, torch.Generator], torch.Tensor]]) -> list[Callable]:
+        """The recipe of each view `make_views` (and the file loader) makes, in order: view k is
+        `augs[k % len(augs)]` for the `num_views` views."""
+        return [augs[k % len(augs)] for k in range(self.num_views)]
+
+    def loader_partners(self) -> tuple[Callable[[int, torch.Generator], list[int]], list[Callable]] | None:
+        """For the file loader (semcl.data.file_views): (pick, recipes) where `pick(row, generator)` names the
+        training images whose views go with image `row` in a step (e.g. kNN positives) and `recipes` makes
+        each partner's views; they arrive in `Batch.partner_views`. Asked at each epoch start, after
+        `on_epoch_start`; `pick` must be picklable state (worker processes run it). None: no partners."""
+        return None
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Losses of one batch; the engine back-propagates `loss`. Side effects that the official

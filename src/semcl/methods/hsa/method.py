@@ -20,6 +20,7 @@ checkpoint carries it and a resumed run (also one resumed inside a mining epoch)
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -29,7 +30,7 @@ from torch import nn
 
 from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
-from semcl.data.neighbours import draw_neighbours, knn_table
+from semcl.data.neighbours import draw_neighbours, knn_table, pick_neighbours
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext, training_images
@@ -205,6 +206,8 @@ class HSA(Method):
         """One neighbour per anchor (uniform over its k, from the epoch's generator) in two augmented views."""
         if self._ctx is None or self.neighbours.table.shape[0] == 0:
             raise RuntimeError("no kNN table yet: on_train_start and on_epoch_start must run before a step")
+        if batch.partner_views:  # made by the file loader
+            return batch.partner_views[0]
         picked = draw_neighbours(self.neighbours.table.cpu(), batch.generator, batch.indices.cpu())
         images = training_images(self._ctx.train_set)[picked]
         augs, device = self._ctx.augment, batch.views[0].device
@@ -216,6 +219,8 @@ class HSA(Method):
         """m distinct neighbours per anchor (the first m of a uniform permutation of its k), two views each."""
         if self._ctx is None or self.neighbours.table.shape[0] == 0:
             raise RuntimeError("no kNN table yet: on_train_start and on_epoch_start must run before a step")
+        if batch.partner_views:  # made by the file loader
+            return list(batch.partner_views[:m])
         rows = self.neighbours.table.cpu()[batch.indices.cpu()]  # [B, k]
         cols = torch.rand(rows.shape, generator=batch.generator).argsort(dim=1)[:, :m]
         picked = rows.gather(1, cols)  # [B, m]
@@ -227,13 +232,19 @@ class HSA(Method):
                         augs[1 % len(augs)](images, batch.generator).to(device)))
         return out
 
-    def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
+    def view_recipes(self, augs) -> list:
         """The two global views, then method.multicrop small crops of the same images (multi-crop)."""
-        views = super().make_views(train_set, idx, generator, augs)
-        if self.knobs.multicrop:
-            images = training_images(train_set)[idx]
-            views += [self._small_view(images, generator) for _ in range(self.knobs.multicrop)]
-        return views
+        small = [self._small_view] * self.knobs.multicrop if self.knobs.multicrop else []
+        return super().view_recipes(augs) + small
+
+    def loader_partners(self):
+        """File-backed sets: the loader draws each anchor's neighbours (uniform over its k, `positives` of
+        them distinct) and makes their two views, from the table mined at this epoch's start."""
+        if self.neighbours is None or self._ctx is None or self.neighbours.table.shape[0] == 0:
+            return None
+        augs = self._ctx.augment
+        pick = functools.partial(pick_neighbours, self.neighbours.table.cpu().clone(), self.knobs.positives or 1)
+        return pick, [augs[0], augs[1 % len(augs)]]
 
     def _small_crop_terms(self, batch: Batch, k_a, k_p, queue, kw) -> list[torch.Tensor]:
         """One loss per small crop (the query encoder's last layer; companions read global views only): the

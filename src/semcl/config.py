@@ -100,6 +100,10 @@ class ProbeConfig:
     milestones: list[int] = field(default_factory=lambda: [60, 75, 90], metadata=NON_NEGATIVE)
     gamma: float = field(default=0.2, metadata=POSITIVE)
     augment: bool = True  # False: cached features of un-augmented images (fast variant)
+    # the training crops when augmenting: a single-view data.augment recipe (None = crop_flip,
+    # RandomResizedCrop 0.2-1 + flip: RINCE / SupCon; MoCo's lincls is crop_flip-c8, scale 0.08-1)
+    recipe: str | None = None
+    init: str | None = None  # linear layer init: None = uniform (nn.Linear's) | normal (N(0, 0.01), bias 0: MoCo)
 
 
 @dataclass
@@ -235,6 +239,14 @@ def build_config(tree: dict, *, where: str) -> RunConfig:
         parse_augment(cfg.data.augment)
     except ValueError as err:
         raise ConfigError(f"{where}: 'data.augment' = {cfg.data.augment!r}: {err}") from None
+    if cfg.probe.recipe is not None:
+        try:
+            if len(parse_augment(cfg.probe.recipe)) != 1:
+                raise ValueError("one recipe, not a per-view pair")
+        except ValueError as err:
+            raise ConfigError(f"{where}: 'probe.recipe' = {cfg.probe.recipe!r}: {err}") from None
+    if cfg.probe.init not in (None, "uniform", "normal"):
+        raise ConfigError(f"{where}: 'probe.init' = {cfg.probe.init!r} is not one of ['normal', 'uniform']")
     return cfg
 
 

@@ -108,3 +108,28 @@ def test_make_views_cuts_training_views_from_the_whole_images(files):
     views = Method.make_views(method, fs, torch.tensor([0]), torch.Generator().manual_seed(0), [aug])
     assert len(views) == 2 and views[0].shape == (1, 3, 32, 32)
     assert views[0][0, 0, :, 0].min() > 1.5  # the stripe is there: the whole image, not the eval crop
+
+
+def test_batches_decode_on_threads_to_the_same_tensors_in_order(tmp_path, monkeypatch):
+    from semcl.errors import DataError
+
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(9):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(rng.integers(0, 256, (20 + i, 30 - i, 3), dtype=np.uint8)).save(paths[-1])
+    fs = FileImageSet("toy", paths, torch.zeros(9, dtype=torch.long), ["x"], image_size=16)
+    rows = torch.tensor([8, 0, 3, 3, 5, 1, 7])
+    monkeypatch.setenv("SEMCL_DECODE_THREADS", "1")
+    one_eval, one_whole = fs.images[rows], fs.train_images[rows]
+    monkeypatch.setenv("SEMCL_DECODE_THREADS", "3")
+    assert torch.equal(fs.images[rows], one_eval)
+    threaded = fs.train_images[rows]
+    assert [t.shape[1:] for t in threaded] == [(20 + i, 30 - i) for i in rows.tolist()]
+    assert all(torch.equal(a, b) for a, b in zip(threaded, one_whole, strict=True))
+    paths[3].write_bytes(b"broken")  # an error on a pool thread is the same one line
+    with pytest.raises(DataError, match=r"3\.png: cannot decode image"):
+        fs.train_images[rows]
+    monkeypatch.setenv("SEMCL_DECODE_THREADS", "0")
+    with pytest.raises(DataError, match="SEMCL_DECODE_THREADS: expected a whole number >= 1, got '0'"):
+        fs.images[rows]

@@ -160,3 +160,44 @@ def test_evals_registry() -> None:
     from semcl.evals import EVALS, class_gaussian_auroc, retrieval_scores
 
     assert EVALS == {"linear_probe": linear_probe, "retrieval": retrieval_scores, "ood": class_gaussian_auroc}
+
+
+def test_init_is_drawn_from_the_probe_generator() -> None:
+    # an lr of 1e-30 leaves the layer at its init: epoch 1's test top-1 is the init's, counted by hand on
+    # 400 random 16-d features of 10 classes (where different layers disagree on many samples)
+    g = torch.Generator().manual_seed(0)
+    train_x, test_x = (torch.randint(0, 256, (n, 16, 1, 1), generator=g, dtype=torch.uint8) for n in (50, 400))
+    train_y, test_y = torch.arange(50) % 10, torch.randint(0, 10, (400,), generator=g)
+    got = {}
+    for init in ("uniform", "normal"):
+        result = linear_probe(encode, train_x, train_y, test_x, test_y, num_classes=10, train_transform=noisy_transform,
+                              test_transform=test_transform, epochs=1, lr=1e-30, seed=4, init=init)
+        g = torch.Generator().manual_seed(4)
+        if init == "normal":  # MoCo's lincls: weight N(0, 0.01), bias 0
+            w, b = torch.empty(10, 16).normal_(0.0, 0.01, generator=g), torch.zeros(10)
+        else:  # nn.Linear's U(-1/sqrt(16), 1/sqrt(16)) for weight and bias
+            w, b = torch.empty(10, 16).uniform_(-0.25, 0.25, generator=g), torch.empty(10).uniform_(-0.25, 0.25, generator=g)
+        hits = int(((test_transform(test_x, g).flatten(1) @ w.T + b).argmax(1) == test_y).sum())
+        assert result.history[0] == 100.0 * hits / 400
+        got[init] = hits
+    assert got["uniform"] != got["normal"]  # the two inits are told apart here
+    with pytest.raises(ValueError, match="init must be 'uniform' or 'normal'"):
+        linear_probe(encode, train_x, train_y, test_x, test_y, num_classes=10, train_transform=noisy_transform,
+                     test_transform=test_transform, epochs=1, init="zeros")
+
+
+def test_augmented_crops_come_from_train_views_from_row_for_row() -> None:
+    # the views source holds each row's number: every epoch's crops must cover rows 0..59 exactly once
+    train_x, train_y = _blobs(20, seed=0)
+    test_x, test_y = _blobs(10, seed=1)
+    source = torch.arange(60, dtype=torch.uint8).view(60, 1, 1, 1).expand(60, 3, 1, 1).contiguous()
+    seen: list[torch.Tensor] = []
+
+    def recording(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        seen.append(images[:, 0, 0, 0].clone())
+        return images.float()
+
+    linear_probe(encode, train_x, train_y, test_x, test_y, num_classes=3, train_transform=recording,
+                 test_transform=test_transform, epochs=2, batch_size=25, train_views_from=source)
+    rows = torch.cat(seen).long()
+    assert sorted(rows[:60].tolist()) == list(range(60)) and sorted(rows[60:].tolist()) == list(range(60))

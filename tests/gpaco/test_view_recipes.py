@@ -46,3 +46,16 @@ def test_names_parse_and_bad_names_fail_with_the_key():
             parse_augment(bad)
     with pytest.raises(ConfigError, match="x.yaml: 'data.augment' = 'sim-n2-m10'"):
         build_config({"data": {"augment": "sim-n2-m10"}}, where="x.yaml")
+
+
+def test_the_probe_recipe_and_init_are_checked_with_their_keys():
+    cfg = build_config({"probe": {"recipe": "crop_flip-c8", "init": "normal"}}, where="x.yaml")
+    assert parse_augment(cfg.probe.recipe) == [("crop_flip", 2, 10, 0.08)]  # MoCo lincls: RandomResizedCrop 0.08-1
+    crop = build_augment(cfg.probe.recipe, size=8, mean=(0.5,) * 3, std=(0.5,) * 3)
+    assert crop.recipe.crop_scale == (0.08, 1.0) and crop.recipe.flip_p == 0.5
+    with pytest.raises(ConfigError, match="x.yaml: 'probe.recipe' = 'crop_flip\\+supcon': one recipe"):
+        build_config({"probe": {"recipe": "crop_flip+supcon"}}, where="x.yaml")
+    with pytest.raises(ConfigError, match="x.yaml: 'probe.recipe' = 'nope'"):
+        build_config({"probe": {"recipe": "nope"}}, where="x.yaml")
+    with pytest.raises(ConfigError, match="x.yaml: 'probe.init' = 'zeros' is not one of"):
+        build_config({"probe": {"init": "zeros"}}, where="x.yaml")

@@ -13,7 +13,10 @@ rather than from the centre crop (which would never show the borders).
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +63,31 @@ def decode_whole(path: Path) -> torch.Tensor:
     return _decoded(path)
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child must not use its parent's threads
+
+
+def decode_threads() -> int:
+    """Threads that decode a batch of files: SEMCL_DECODE_THREADS if set, else the CPUs this process may
+    use, at most 8. PIL releases the GIL while it decodes and resizes, so threads decode in parallel."""
+    env = os.environ.get("SEMCL_DECODE_THREADS")
+    if env is not None:
+        if not env.isdigit() or int(env) < 1:
+            raise DataError(f"SEMCL_DECODE_THREADS: expected a whole number >= 1, got {env!r}")
+        return int(env)
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+def _decode_all(fn: Callable[[Path], torch.Tensor], paths: list[Path]) -> list[torch.Tensor]:
+    """`fn` over `paths`, in order, on a thread pool for more than a few files (the same tensors)."""
+    threads = decode_threads()
+    if threads == 1 or len(paths) < 4:
+        return [fn(p) for p in paths]
+    pool = _POOLS.get(os.getpid())
+    if pool is None or pool._max_workers != threads:
+        pool = _POOLS[os.getpid()] = ThreadPoolExecutor(threads, thread_name_prefix="semcl-decode")
+    return list(pool.map(fn, paths))
+
+
 def _rows(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:
     """Row numbers of an index (slice, int list/tensor or boolean mask)."""
     if isinstance(idx, slice):
@@ -93,7 +121,7 @@ class LazyImages:
         rows = _rows(idx, len(self.paths))
         if not rows:
             return torch.empty((0, 3, self.size, self.size), dtype=torch.uint8)
-        return torch.stack([decode(self.paths[i], self.size) for i in rows])
+        return torch.stack(_decode_all(functools.partial(decode, size=self.size), [self.paths[i] for i in rows]))
 
 
 class WholeImages(LazyImages):
@@ -102,7 +130,7 @@ class WholeImages(LazyImages):
     `shape` is the nominal one (the set's image size), which the engine reads as the views' size."""
 
     def __getitem__(self, idx: slice | torch.Tensor | Sequence[int]) -> list[torch.Tensor]:
-        return [decode_whole(self.paths[i]) for i in _rows(idx, len(self.paths))]
+        return _decode_all(decode_whole, [self.paths[i] for i in _rows(idx, len(self.paths))])
 
 
 @dataclass

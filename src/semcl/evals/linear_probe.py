@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +119,8 @@ def linear_probe(
     eval_batch_size: int = 1024,
     test_feats: torch.Tensor | None = None,
     train_feats: torch.Tensor | None = None,
+    train_views_from: Any = None,
+    init: str = "uniform",
 ) -> ProbeResult:
     """Train a linear classifier on frozen features and track test top-1 per epoch.
 
@@ -141,6 +144,11 @@ def linear_probe(
             evaluation context shares one pass per split between the evaluations); they must
             be ``encode`` of the images under ``test_transform``, which draws nothing from the
             generator, so the result is bit-identical to caching them here.
+        train_views_from: what ``train_transform`` cuts its crops from when augmenting, row for
+            row with ``train_images`` (file-backed sets: their whole images, as torchvision's
+            RandomResizedCrop sees the PIL image); None = ``train_images``.
+        init: ``uniform`` (``nn.Linear``'s U(-1/sqrt(D), 1/sqrt(D)), weight and bias) or
+            ``normal`` (weight N(0, 0.01), bias 0: MoCo's lincls).
 
     Returns:
         :class:`ProbeResult` with accuracies in percent.
@@ -172,9 +180,15 @@ def linear_probe(
 
     # Same distribution as torch.nn.Linear's default init, U(-1/sqrt(D), 1/sqrt(D)),
     # but drawn from our generator so the global RNG state plays no part.
-    bound = 1.0 / math.sqrt(dim)
-    weight = torch.empty(num_classes, dim).uniform_(-bound, bound, generator=gen)
-    bias = torch.empty(num_classes).uniform_(-bound, bound, generator=gen)
+    if init == "normal":
+        weight = torch.empty(num_classes, dim).normal_(0.0, 0.01, generator=gen)
+        bias = torch.zeros(num_classes)
+    elif init == "uniform":
+        bound = 1.0 / math.sqrt(dim)
+        weight = torch.empty(num_classes, dim).uniform_(-bound, bound, generator=gen)
+        bias = torch.empty(num_classes).uniform_(-bound, bound, generator=gen)
+    else:
+        raise ValueError(f"init must be 'uniform' or 'normal', got {init!r}")
     weight = weight.to(device).requires_grad_()
     bias = bias.to(device).requires_grad_()
     optimizer = torch.optim.SGD([weight, bias], lr=lr, momentum=momentum, weight_decay=weight_decay)
@@ -195,7 +209,7 @@ def linear_probe(
         for start in range(0, n_train, batch_size):
             idx = order[start : start + batch_size]
             if train_feats is None:
-                batch = train_transform(train_images[idx], gen)
+                batch = train_transform((train_images if train_views_from is None else train_views_from)[idx], gen)
                 feats = encode_batch(encode, batch).to(device)
             else:
                 feats = train_feats[idx.to(device)]

@@ -37,7 +37,9 @@ def run(ctx) -> dict[str, float]:
     with torch.enable_grad():
         res = linear_probe(
             ctx.encode, ctx.train.images, ctx.train.labels, ctx.test.images, ctx.test.labels,
-            num_classes=ctx.train.num_classes, train_transform=ctx.transform("crop_flip"),
+            num_classes=ctx.train.num_classes, train_transform=ctx.transform(p.recipe or "crop_flip"),
+            # file-backed sets: crops from the whole images, not from the evaluation's centre crop
+            train_views_from=getattr(ctx.train, "train_images", None), init=p.init or "uniform",
             test_transform=ctx.test_transform, epochs=p.epochs, lr=p.lr, batch_size=p.batch_size,
             momentum=p.momentum, weight_decay=p.weight_decay, milestones=tuple(p.milestones), gamma=p.gamma,
             augment=p.augment, seed=ctx.seed,

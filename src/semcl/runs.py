@@ -42,10 +42,10 @@ class Run:
     depends_on: tuple[str, ...] = ()
 
 
-def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = ()) -> str:
+def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = (), *, hashed: dict | None = None) -> str:
     """12 hex digits of sha256(config, seed[, the runs it builds on]); a run without dependencies
-    keeps the id it had before dependencies existed."""
-    key: dict = {"config": hashable_config(cfg), "seed": seed}
+    keeps the id it had before dependencies existed. `hashed`: `hashable_config(cfg)` if already at hand."""
+    key: dict = {"config": hashable_config(cfg) if hashed is None else hashed, "seed": seed}
     if depends_on:
         key["after"] = list(depends_on)
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
@@ -70,13 +70,18 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None) -> list
     also brings in the runs they build on (bases first)."""
     seeds = table.seeds_for(profile)
     made: dict[tuple[str, int], Run] = {}
+    by_row: dict[str, tuple[RunConfig, dict]] = {}  # a row's config (and its hashed part) is the same for every seed
 
     def make(label: str, seed: int) -> Run:
         if (label, seed) not in made:
             row = table.row(label)
-            cfg = table.resolve(row, profile)
+            if label not in by_row:
+                resolved = table.resolve(row, profile)
+                by_row[label] = (resolved, hashable_config(resolved))
+            cfg, hashed = by_row[label]
             deps = tuple(make(d, s).run_id for d, s in member_seeds(row.depends_on, seeds, seed))
-            made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps), deps)
+            # the seeds of a row share one config object: run configs are read-only
+            made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps, hashed=hashed), deps)
         return made[(label, seed)]
 
     # a `select` row has no runs: it shows a row of another table; a derived row computes from others; a

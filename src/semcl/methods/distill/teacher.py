@@ -26,25 +26,36 @@ def image_size(cfg) -> int:
     return info.synthetic_side if cfg.data.synthetic else info.size
 
 
-def load_teacher(teacher: nn.Module, dep: Dependency, arch: str) -> None:
-    """Load the teacher run's `backbone.*` weights into `teacher`, strictly; a teacher run whose config names
-    another backbone than `arch` (the student's method.teacher_arch) is refused with both names."""
+def run_backbone(dep: Dependency) -> str | None:
+    """The backbone a dependency run trained, from its config.yaml (a KD teacher's method.teacher_arch
+    first); None if the run has no config file or names none."""
     cfg_file = Path(dep.run_dir) / "config.yaml"
-    if cfg_file.exists():
-        saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {})
-        other = (saved.get("method") or {}).get("teacher_arch") or (saved.get("model") or {}).get("backbone")
-        if other is not None and other != arch:
-            raise ValueError(f"{cfg_file}: teacher run {dep.run_id} trained {other!r}, but the "
-                             f"student's method.teacher_arch is {arch!r}")
+    if not cfg_file.exists():
+        return None
+    saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {})
+    return (saved.get("method") or {}).get("teacher_arch") or (saved.get("model") or {}).get("backbone")
+
+
+def load_backbone_weights(net: nn.Module, dep: Dependency, arch: str) -> None:
+    """Load the run's `backbone.*` weights into `net` (built as `arch`), strictly; one-line errors."""
     state = dep.load_state()
     sub = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
     if not sub:
-        raise ValueError(f"teacher run {dep.run_id}: its state has no 'backbone.*' weights (not a kd_teacher run?)")
+        raise ValueError(f"run {dep.run_id}: its state has no 'backbone.*' weights")
     try:
-        teacher.load_state_dict(sub, strict=True)
+        net.load_state_dict(sub, strict=True)
     except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise ValueError(f"teacher run {dep.run_id} does not fit method.teacher_arch {arch!r}: {first}") from None
+        raise ValueError(f"run {dep.run_id} does not fit {arch!r}: {str(err).splitlines()[0]}") from None
+
+
+def load_teacher(teacher: nn.Module, dep: Dependency, arch: str) -> None:
+    """Load the teacher run's `backbone.*` weights into `teacher`, strictly; a teacher run whose config names
+    another backbone than `arch` (the student's method.teacher_arch) is refused with both names."""
+    other = run_backbone(dep)
+    if other is not None and other != arch:
+        raise ValueError(f"{Path(dep.run_dir) / 'config.yaml'}: teacher run {dep.run_id} trained {other!r}, but the "
+                         f"student's method.teacher_arch is {arch!r}")
+    load_backbone_weights(teacher, dep, arch)
 
 
 def plain_transform(cfg, size: int):

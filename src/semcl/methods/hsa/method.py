@@ -287,9 +287,7 @@ class HSA(Method):
                     mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
                     q_mix, qs_mix = self._query(mixed.images)
                     lam = mixed.lam.to(q_a.device, q_a.dtype)
-                kw = dict(weights=neighbour_weights(batch.epoch, own=m.own_weight, other=m.neighbour_weight,
-                                                    warmup_epochs=m.warmup_epochs),
-                          form=m.loss_form, reduction=m.reduction, lam=lam)
+                kw = dict(self._loss_kw(batch.epoch), lam=lam)
                 last = hsa_loss(q_a, q_p, k_a, k_p, queues[""], m.tau, q_mix=q_mix, **kw)
                 out.update({k: v.detach() for k, v in last.items() if k != "loss"})
                 terms = {"": last["loss"]}
@@ -305,6 +303,13 @@ class HSA(Method):
         # the queues are read by this step's graph: written after backward (label 0: labels unused)
         self.keys.stage(torch.zeros_like(batch.labels), keys=k_a, **ks_a)
         return {"loss": loss, **out}
+
+    def _loss_kw(self, epoch: int) -> dict:
+        """The keyword arguments every HSA loss call shares: this epoch's (own, neighbour) weights, form, reduction."""
+        m = self.knobs
+        return dict(weights=neighbour_weights(epoch, own=m.own_weight, other=m.neighbour_weight,
+                                              warmup_epochs=m.warmup_epochs),
+                    form=m.loss_form, reduction=m.reduction)
 
     def _several_positives_terms(self, batch, q_a, qs_a, k_a, ks_a, queues, out) -> dict[str, torch.Tensor]:
         """The last layer's and each stage's loss with method.positives neighbours (multi_positive_hsa_loss)."""
@@ -323,9 +328,7 @@ class HSA(Method):
                 q_mix.append(qm)
                 qs_mix.append(qsm)
                 lams.append(mixed.lam.to(q_a.device, q_a.dtype))
-        kw = dict(weights=neighbour_weights(batch.epoch, own=m.own_weight, other=m.neighbour_weight,
-                                            warmup_epochs=m.warmup_epochs),
-                  form=m.loss_form, reduction=m.reduction, lams=lams if m.cutmix else None)
+        kw = dict(self._loss_kw(batch.epoch), lams=lams if m.cutmix else None)
         last = multi_positive_hsa_loss(q_a, q_ps, k_a, k_ps, queues[""], m.tau, q_mixes=q_mix if m.cutmix else None,
                                        **kw)
         out.update({k: v.detach() for k, v in last.items() if k != "loss"})

@@ -84,25 +84,17 @@ class SCNSSupConInstance(SCNSSupCon):
     def load_dependencies(self, deps: list[Dependency]) -> None:
         if len(deps) != 1 or deps[0].kind != "teacher":
             raise ValueError("scns_supcon_instance: the row names one run with 'teacher:' (the similarity network)")
-        dep = deps[0]
-        import yaml
+        from semcl.methods.distill.teacher import run_backbone
 
-        cfg_file = dep.run_dir / "config.yaml"
-        saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {}) if cfg_file.exists() else {}
-        arch = (saved.get("model") or {}).get("backbone") or self.cfg.model.backbone
-        self._source = (dep, arch)
+        self._source = (deps[0], run_backbone(deps[0]) or self.cfg.model.backbone)
 
     def similarity_network(self) -> torch.nn.Module:
         """The teacher run's backbone (its `backbone.*` weights, strictly)."""
+        from semcl.methods.distill.teacher import load_backbone_weights
+
         dep, arch = self._source
         net = build_backbone(arch, in_channels=self.info.in_channels)
-        state = {k[len("backbone."):]: v for k, v in dep.load_state().items() if k.startswith("backbone.")}
-        if not state:
-            raise ValueError(f"run {dep.run_id}: its state has no 'backbone.*' weights to compute similarities with")
-        try:
-            net.load_state_dict(state, strict=True)
-        except RuntimeError as err:
-            raise ValueError(f"run {dep.run_id} ({arch}) does not load: {str(err).splitlines()[0]}") from None
+        load_backbone_weights(net, dep, arch)
         return net
 
     @torch.no_grad()

@@ -238,7 +238,8 @@ def cmd_run(args) -> None:
     pairs = _runs_with_resources(args)
     runs = [r for r, _ in pairs]
     if args.executor == "slurm" and not args.no_check:  # before anything is checked or written
-        from semcl.preflight import distinct_runs, require_passed
+        from semcl.preflight import distinct_runs
+        from semcl.preflight_report import require_passed
 
         for table in _tables(args):
             why = require_passed(_preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
@@ -335,7 +336,8 @@ def cmd_check(args) -> None:
     import tempfile
 
     from semcl.cluster import load_cluster_profile
-    from semcl.preflight import Reduce, check_tables, render, write_status
+    from semcl.preflight import Reduce, check_tables
+    from semcl.preflight_report import render, write_status
 
     cluster = load_cluster_profile(args.cluster)
     reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,

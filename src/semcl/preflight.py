@@ -25,11 +25,12 @@ allocator fragmentation are covered only by the fixed CONTEXT_GB, so treat "fits
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+
+from semcl.preflight_report import RowCheck
 
 CONTEXT_GB = 1.5  # CUDA context + cuDNN/cuBLAS workspaces, a measured-on-A100 order of magnitude
 ADAM_LIKE = ("adam", "adamw", "lamb", "lars")
@@ -51,40 +52,6 @@ class Reduce:
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v is not None]
         return ", ".join(parts) or "nothing"
-
-
-@dataclass
-class RowCheck:
-    table: str
-    row: str
-    run_id: str
-    params: int | None = None  # all parameters of the method (trainable ones in `trainable`)
-    trainable: int | None = None
-    act_bytes_per_sample: float | None = None
-    batch_per_gpu: float | None = None
-    gpus: int = 0
-    est_gpu_gb: float | None = None
-    gpu_mem_gb: float | None = None  # the cluster profile's
-    error: str | None = None  # first error: "<file>: key '<key>': ..." where known
-    same_as: str | None = None  # "table / row" of an identical config checked earlier
-    seconds: float = 0.0
-
-    @property
-    def fits(self) -> bool | None:
-        if self.est_gpu_gb is None or self.gpu_mem_gb is None:
-            return None
-        return self.est_gpu_gb <= self.gpu_mem_gb
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.fits is not False
-
-    def status(self) -> str:
-        if self.error:
-            return "ERROR"
-        if self.fits is False:
-            return "TOO BIG"
-        return "ready"
 
 
 def _replace(cfg, **dotted):
@@ -386,45 +353,3 @@ def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:
                     stack.extend(d for d in by_id[rid].depends_on if d in by_id)
     seen_methods.update(counts)
     return [r for r in runs if r.run_id in keep]
-
-
-def render(results: list[RowCheck]) -> str:
-    """One line per row: status, parameters, activation memory, batch per GPU, GPU memory, error."""
-    head = f"{'table':<24} {'row':<32} {'status':<8} {'params':>9} {'act/sample':>11} {'batch/GPU':>9} " \
-           f"{'GPU mem est / have':>20}  first error / note"
-    lines = [head]
-    for r in results:
-        params = f"{r.params / 1e6:.2f}M" if r.params is not None else "—"
-        act = f"{r.act_bytes_per_sample / 2**20:.1f} MiB" if r.act_bytes_per_sample is not None else "—"
-        bpg = f"{r.batch_per_gpu:g}" if r.batch_per_gpu is not None else "—"
-        have = f"{r.gpu_mem_gb:g}" if r.gpu_mem_gb is not None else "n/a"
-        mem = f"{r.est_gpu_gb:.1f} / {have} GiB" if r.est_gpu_gb is not None else "—"
-        note = r.error or (f"same config as {r.same_as}" if r.same_as else "")
-        lines.append(f"{r.table:<24} {r.row[:32]:<32} {r.status():<8} {params:>9} {act:>11} {bpg:>9} {mem:>20}  {note}")
-    n_bad = sum(not r.ok for r in results)
-    lines.append(f"# {len(results)} row(s): {len(results) - n_bad} ready, {n_bad} with an error or too big")
-    return "\n".join(lines) + "\n"
-
-
-def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:
-    """results/preflight/<profile>.json: per table, whether its last preflight passed (what
-    `semcl run --executor slurm` reads)."""
-    old = json.loads(path.read_text()) if path.exists() else {}
-    for table in dict.fromkeys(r.table for r in results):
-        rows = [r for r in results if r.table == table]
-        old[table] = {"ok": all(r.ok for r in rows), "run_ids": sorted(r.run_id for r in rows),
-                      "errors": [f"{r.row}: {r.error or 'too big'}" for r in rows if not r.ok]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
-
-
-def require_passed(path: Path, table, run_ids: set[str]) -> str | None:
-    """None when the table's last preflight passed for exactly these runs, else why not (one line)."""
-    info = json.loads(path.read_text()).get(table.id) if path.exists() else None
-    if info is None:
-        return f"{table.id}: no preflight on record ({path}); run `semcl check {table.id} --profile paper`"
-    if not info["ok"]:
-        return f"{table.id}: its preflight failed ({info['errors'][0]}); fix it or pass --no-check"
-    if not run_ids <= set(info["run_ids"]):
-        return f"{table.id}: its config changed since the last preflight; rerun `semcl check {table.id}`"
-    return None

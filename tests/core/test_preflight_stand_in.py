@@ -3,6 +3,7 @@ search over k, and BN statistics come from the step's batch before the evaluatio
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -44,3 +45,16 @@ def test_bn_statistics_are_the_batch_s_own_and_momentum_is_restored():
     assert torch.allclose(bn.running_mean, torch.tensor([3.0, 11.0 / 3.0]))
     assert torch.allclose(bn.running_var, torch.tensor([4.0, 1.0 / 3.0]))
     assert bn.momentum == 0.1 and int(bn.num_batches_tracked) == 1
+
+
+def test_a_damaged_preflight_status_file_is_one_line_naming_it(tmp_path):
+    from semcl.errors import ResultsError
+    from semcl.preflight_report import RowCheck, read_status, write_status
+
+    path = tmp_path / "preflight" / "paper.json"
+    write_status(path, "paper", [RowCheck("a/t", "row 1", "r1"), RowCheck("a/t", "row 2", "r2", error="x: boom")])
+    assert read_status(path) == {"a/t": {"ok": False, "run_ids": ["r1", "r2"], "errors": ["row 2: x: boom"]}}
+    path.write_text('{"a/t": {"ok": tr')  # cut short mid-write by something else
+    with pytest.raises(ResultsError, match=r"paper\.json: not valid JSON .*rerun `semcl check`"):
+        read_status(path)
+    assert path.read_text() == '{"a/t": {"ok": tr'  # left as it was for the user to look at

@@ -124,7 +124,9 @@ def step_views(images: WholeImages, recipes: Sequence[Recipe], *, seed: int, epo
     batches = [[(int(order[s * batch_size + p]), epoch, s, p) for p in positions] for s in steps]
     loader = torch.utils.data.DataLoader(
         _StepImages(images.paths, recipes, seed, partners, partner_recipes), batch_sampler=batches,
-        num_workers=workers, collate_fn=_stack_views, pin_memory=pin_memory, prefetch_factor=4 if workers else None)
+        num_workers=workers, collate_fn=_stack_views, pin_memory=pin_memory,
+        # 2 batches ahead per worker: a 128-image batch of two float32 224-px views is ~150 MB of shared memory
+        prefetch_factor=2 if workers else None)
     n, t = len(recipes), max(1, len(partner_recipes))
     try:
         for views in loader:

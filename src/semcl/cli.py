@@ -383,6 +383,16 @@ def cmd_prepare(args) -> None:
         print(line)
 
 
+def cmd_completion(args) -> None:
+    from semcl.cluster import profiles_root
+    from semcl.completion import bash_script
+    from semcl.registry import load_registry
+
+    papers = sorted({t.paper for t in load_registry().values()})
+    clusters = sorted(p.stem for p in profiles_root().glob("*.yaml"))
+    sys.stdout.write(bash_script(build_parser(), papers, clusters))
+
+
 # a read-only results folder, a full disk or quota: one line instead of a traceback
 WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
@@ -477,6 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--video", action="store_true",
                     help="also render moving-MNIST clips (rince/tab4 mini; synthetic motion of real digits)")
     sp.set_defaults(func=cmd_prepare)
+    sp = sub.add_parser("completion", help="print a bash completion script: source <(semcl completion bash)")
+    sp.add_argument("shell", choices=("bash",), help="bash (zsh: after autoload bashcompinit; bashcompinit)")
+    sp.set_defaults(func=cmd_completion)
     return p
 
 

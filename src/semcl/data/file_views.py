@@ -14,9 +14,10 @@ in the training process), on the order they finish in, or on the number of data-
 rank makes only its own slice of the global batch, and the slices are exactly the single-process
 views. A resumed run restarts the loader at its step and sees the same views.
 
-In-memory sets keep the batched epoch-stream augmentation (semcl.engine.train), and methods that
-make their own views (HSA neighbours, video clips) keep theirs: this path serves file-backed sets
-under the default `Method.make_views`.
+A method names its views' recipes (`Method.view_recipes`: HSA adds its small crops) and may name other
+images whose views go with each image (`Method.loader_partners`: HSA's kNN positives, drawn per image
+from the table mined at the epoch's start). In-memory sets keep the batched epoch-stream augmentation
+(semcl.engine.train), and methods that override `make_views` (video clips) keep their own path.
 """
 
 from __future__ import annotations

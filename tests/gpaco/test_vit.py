@@ -113,7 +113,7 @@ def test_multitask_vit_is_label_smoothed_ce_plus_weighted_supcon():
     views = [torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     labels = torch.tensor([1, 3])
     ref = copy.deepcopy(m)
-    loss = float(m.training_step(Batch.of(views, labels))["loss"])
+    loss = float(m.training_step(Batch.of(views, labels))["loss"].detach())
     with torch.no_grad():
         feats = torch.cat([ref.backbone(v) for v in views])
         y = torch.cat([labels, labels])

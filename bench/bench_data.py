@@ -163,7 +163,7 @@ def _loader_row(jpegs: list[bytes], recipes: list[str], mean, std, rounds: int) 
         order = torch.arange(len(paths))
 
         def epoch(workers: int):
-            return lambda: list(step_views(images, augs, 2, seed=0, epoch=0, order=order, batch_size=32,
+            return lambda: list(step_views(images, augs, seed=0, epoch=0, order=order, batch_size=32,
                                            steps=range(len(paths) // 32), part=slice(0, 32), workers=workers))
 
         times = interleaved({"in": epoch(0), "workers": epoch(cores)}, max(3, rounds - 2))

@@ -486,7 +486,25 @@ def _link_selections(tables: dict[str, Table]) -> dict[str, Table]:
 
 
 def get_table(table_id: str, root: Path | None = None) -> Table:
+    """One table, with the tables its `select` rows read. Where a current registry index exists (the whole
+    registry was loaded and checked at these very files: semcl.index), only those files are read."""
+    from semcl.index_store import table_paths  # standard library only
+
+    reg = root or registry_root()
+    paths = table_paths(reg) if reg.is_dir() else None
+    if paths is not None:
+        if table_id not in paths:
+            raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(paths))})")
+        table = load_table(Path(paths[table_id]), reg / "presets")
+        wanted = {table_id: table}
+        for row in table.rows:
+            if row.select and row.select.table in paths and row.select.table not in wanted:
+                wanted[row.select.table] = load_table(Path(paths[row.select.table]), reg / "presets")
+        return _link_selections(wanted)[table_id]
     tables = load_registry(root)
+    from semcl.index_store import remember_tables
+
+    remember_tables(tables, reg)
     if table_id not in tables:
         raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(tables))})")
     return tables[table_id]

@@ -92,3 +92,27 @@ def test_malformed_registry_entry_names_file_and_key(registry_copy, old, new, me
 def test_unknown_table_lists_the_known_ones():
     with pytest.raises(ConfigError, match=r"unknown table 'rince/tab99' \(known: .*rince/tab2"):
         get_table("rince/tab99")
+
+
+def test_get_table_reads_only_its_files_once_the_registry_was_checked_whole(tmp_path, monkeypatch, registry_copy):
+    import semcl.registry as registry_mod
+
+    monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
+    loaded = []
+    real = registry_mod.load_table
+    monkeypatch.setattr(registry_mod, "load_table", lambda path, presets: loaded.append(path.name) or real(path, presets))
+    registry_mod.load_registry.cache_clear()  # as in a new process
+    whole = registry_mod.get_table("rince/tab2")  # no index yet: the whole registry, then its table list is kept
+    assert len(loaded) > 40
+    loaded.clear()
+    fast = registry_mod.get_table("rince/tab2")
+    assert sorted(loaded) == ["tab10.yaml", "tab2.yaml", "tab9.yaml"]  # the table and the two it selects from
+    assert fast.rows == whole.rows and sorted(fast.linked) == sorted(whole.linked) == ["rince/tab10", "rince/tab9"]
+    with pytest.raises(ConfigError, match="unknown table 'rince/nope' \\(known: .*rince/tab2"):
+        registry_mod.get_table("rince/nope")
+    # any edit under the registry: the whole registry is checked again
+    (registry_copy / "rince" / "tab9.yaml").write_text((registry_copy / "rince" / "tab9.yaml").read_text() + "\n")
+    loaded.clear()
+    registry_mod.load_registry.cache_clear()
+    registry_mod.get_table("rince/tab2")
+    assert len(loaded) > 40

@@ -261,12 +261,13 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             if not torch.isfinite(loss.detach()):
                 raise FloatingPointError(f"loss is {float(loss)} after one step")
             out.act_bytes_per_sample = sum(saved.values()) / len(idx)
+            # before the save: rows that build on this one (a KD teacher in eval mode) read these statistics
+            _calibrate_norm(method, views)
             ckpt = folder / "checkpoints" / "last.pt"
             save_atomic({"method": method.state_dict(), "optimizer": opt.state_dict()}, ckpt)
             state = load_ckpt(ckpt)
             method.load_state_dict(state["method"])
             opt.load_state_dict(state["optimizer"])
-            _calibrate_norm(method, views)
         else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
             save_atomic({"method": method.state_dict()}, folder / "checkpoints" / "last.pt")
         # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images

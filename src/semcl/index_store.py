@@ -16,7 +16,7 @@ FORMAT = 2  # bump when the index layout changes
 
 
 def registry_root() -> Path:
-    """Same rule as semcl.registry.registry_root (kept here so this module imports nothing heavy)."""
+    """The registry folder: $SEMCL_REGISTRY, else the checkout's experiments/ (semcl.registry uses this one)."""
     env = os.environ.get("SEMCL_REGISTRY")
     return Path(env) if env else SRC.parents[1] / "experiments"
 

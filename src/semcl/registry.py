@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -23,6 +22,7 @@ from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
 from semcl.evals.protocols import gain as gain_column
 from semcl.evals.protocols.accuracy import SHOT_GROUPS, THRESHOLDS  # noqa: F401  (re-exported)
+from semcl.index_store import registry_root, remember_tables, table_paths  # noqa: F401  (registry_root re-exported)
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.registry_schema import DEFAULT_SEEDS, ProfileEntry, parse_entry  # noqa: F401  (DEFAULT_SEEDS re-exported)
@@ -264,11 +264,6 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
     return [dataclasses.replace(r, deps_implemented=usable(r)) for r in rows]
 
 
-def registry_root() -> Path:
-    env = os.environ.get("SEMCL_REGISTRY")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "experiments"
-
-
 def _require(d: dict, key: str, where: str, types: type | tuple = str) -> Any:
     if key not in d:
         raise ConfigError(f"{where}: missing key '{key}'")
@@ -488,8 +483,6 @@ def _link_selections(tables: dict[str, Table]) -> dict[str, Table]:
 def get_table(table_id: str, root: Path | None = None) -> Table:
     """One table, with the tables its `select` rows read. Where a current registry index exists (the whole
     registry was loaded and checked at these very files: semcl.index), only those files are read."""
-    from semcl.index_store import table_paths  # standard library only
-
     reg = root or registry_root()
     paths = table_paths(reg) if reg.is_dir() else None
     if paths is not None:
@@ -502,8 +495,6 @@ def get_table(table_id: str, root: Path | None = None) -> Table:
                 wanted[row.select.table] = load_table(Path(paths[row.select.table]), reg / "presets")
         return _link_selections(wanted)[table_id]
     tables = load_registry(root)
-    from semcl.index_store import remember_tables
-
     remember_tables(tables, reg)
     if table_id not in tables:
         raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(tables))})")

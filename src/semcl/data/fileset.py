@@ -63,7 +63,8 @@ def decode_whole(path: Path) -> torch.Tensor:
     return _decoded(path)
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child must not use its parent's threads
+# by (process id, threads): a forked child must not use its parent's threads
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def decode_threads() -> int:
@@ -82,10 +83,10 @@ def _decode_all(fn: Callable[[Path], torch.Tensor], paths: list[Path]) -> list[t
     threads = decode_threads()
     if threads == 1 or len(paths) < 4:
         return [fn(p) for p in paths]
-    pool = _POOLS.get(os.getpid())
-    if pool is None or pool._max_workers != threads:
-        pool = _POOLS[os.getpid()] = ThreadPoolExecutor(threads, thread_name_prefix="semcl-decode")
-    return list(pool.map(fn, paths))
+    key = (os.getpid(), threads)
+    if key not in _POOLS:
+        _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="semcl-decode")
+    return list(_POOLS[key].map(fn, paths))
 
 
 def _rows(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:

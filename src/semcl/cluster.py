@@ -1,9 +1,11 @@
 """Cluster profiles (slurm/profiles/*.yaml) and the SLURM resources each run asks for.
 
 A table says what one run needs per profile (`resources:` in its registry entry: gpus, cpus,
-mem_gb, time_min, tasks); the cluster profile says how this cluster hands that out (partition,
-account, qos, constraint, cpus and memory per GPU, time limit, extra sbatch options). Runs
-with the same resulting request travel together as one job array.
+mem_gb, time_min, tasks, nodes); the cluster profile says how this cluster hands that out (partition,
+account, qos, constraint, GPUs, cpus and memory per GPU, time limits, extra sbatch options). A run
+wider than one node becomes `gpus / gpus_per_node` nodes of one task per GPU. Its time limit is its
+estimate times the profile's margin, on a coarse ladder, capped at the partition's limit. Runs with
+the same resulting request travel together as one job array.
 """
 
 from __future__ import annotations
@@ -28,17 +30,24 @@ class Resources:
     gpus: int = field(default=0, metadata=NON_NEGATIVE)  # 0: a CPU-only run
     cpus: int = field(default=1, metadata=POSITIVE)  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
     mem_gb: float = field(default=4.0, metadata=POSITIVE)  # for CPU-only runs; GPU runs get mem_per_gpu_gb
-    time_min: int = field(default=60, metadata=POSITIVE)
+    # the job's time limit; None: the run's estimate x the cluster profile's time_margin
+    time_min: int | None = field(default=None, metadata=POSITIVE)
     # processes of a CPU-only run (data-parallel over gloo, `cpus` each): the multi-GPU path on CPUs,
     # e.g. on the local test cluster; GPU runs get one process per GPU
     tasks: int = field(default=1, metadata=POSITIVE)
+    # nodes a CPU-only run's tasks spread over (tasks / nodes per node); GPU runs: gpus / gpus_per_node
+    nodes: int = field(default=1, metadata=POSITIVE)
 
 
 DEFAULT_RESOURCES = {
-    "paper": Resources(gpus=1, time_min=24 * 60),
-    "mini": Resources(cpus=2, mem_gb=4, time_min=60),
-    "smoke": Resources(cpus=1, mem_gb=2, time_min=15),
+    "paper": Resources(gpus=1),
+    "mini": Resources(cpus=2, mem_gb=4),
+    "smoke": Resources(cpus=1, mem_gb=2),
 }
+
+# time limits are rounded up to one of these (minutes): few distinct requests keep arrays together
+# and give the backfill scheduler the usual shapes
+TIME_LADDER_MIN = (15, 30, 60, 120, 240, 480, 720, 1440, 2160, 2880, 4320, 5760, 7200, 10080)
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,12 @@ class ClusterProfile:
     cpus_per_gpu: int = 8
     mem_per_gpu_gb: float = 32.0
     gpu_mem_gb: float | None = None  # memory of one GPU (semcl check holds its estimate against it)
-    max_time_min: int = 72 * 60
+    max_time_min: int = 72 * 60  # the partition's limit; longer runs requeue from their checkpoints
+    min_time_min: int = 60  # the shortest limit asked for (evaluation and start-up fit in it)
+    time_margin: float = 2.0  # time limit = estimated wall time x this margin
+    checkpoint_every_min: float = 30.0  # step-boundary checkpoints inside an epoch, this often
+    collective_timeout_s: int = 1800  # a collective waits this long for a dead or stuck peer, then the job requeues
+    max_fault_requeues: int = 2  # requeues after a rank died (time-outs and preemptions: max_requeues)
     array_parallelism: int = 64
     signal_delay_s: int = 120  # the requeue signal comes this long before the time limit
     max_requeues: int = 3  # time-outs that are requeued (preemptions are always requeued)
@@ -120,19 +134,52 @@ def load_cluster_profile(name: str) -> ClusterProfile:
     return ClusterProfile(name=name, **doc)
 
 
-def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters (sbatch names) for one run with these needs on this cluster."""
-    if res.gpus > cluster.gpus_per_node:
-        raise ConfigError(f"{where}: a run needs {res.gpus} GPU(s) but cluster profile {cluster.name!r} "
-                          f"has gpus_per_node {cluster.gpus_per_node}")
-    params: dict[str, Any] = {"time": min(res.time_min, cluster.max_time_min), "nodes": 1,
+def layout(res: Resources, cluster: ClusterProfile, where: str) -> tuple[int, int]:
+    """(nodes, tasks per node) of one run: one task per GPU, nodes filled to gpus_per_node; a CPU-only
+    run's tasks spread evenly over its nodes. An uneven split is a ConfigError naming `where`."""
+    if res.gpus:
+        per_node = cluster.gpus_per_node
+        if per_node <= 0:
+            raise ConfigError(f"{where}: a run needs {res.gpus} GPU(s) but cluster profile {cluster.name!r} "
+                              f"has gpus_per_node {per_node}")
+        if res.gpus <= per_node:
+            return 1, res.gpus
+        if res.gpus % per_node:
+            raise ConfigError(f"{where}: a run needs {res.gpus} GPUs, not a whole number of nodes of "
+                              f"{per_node} (cluster profile {cluster.name!r}, gpus_per_node)")
+        return res.gpus // per_node, per_node
+    if res.tasks % res.nodes:
+        raise ConfigError(f"{where}: {res.tasks} tasks do not split evenly over {res.nodes} nodes (resources)")
+    return res.nodes, res.tasks // res.nodes
+
+
+def time_limit(res: Resources, cluster: ClusterProfile, estimate_min: float | None) -> int:
+    """Minutes asked for: the resources' time_min if set, else the estimate (minutes of one GPU or
+    one CPU) spread over the job's GPUs or CPUs, x time_margin, rounded up the ladder; always within
+    [min_time_min, max_time_min]."""
+    if res.time_min is not None:
+        return min(res.time_min, cluster.max_time_min)
+    if estimate_min is None:
+        return cluster.max_time_min
+    workers = res.gpus if res.gpus else res.cpus * res.tasks
+    want = max(estimate_min / max(workers, 1) * cluster.time_margin, cluster.min_time_min)
+    rung = next((t for t in TIME_LADDER_MIN if t >= want), cluster.max_time_min)
+    return int(min(max(rung, cluster.min_time_min), cluster.max_time_min))
+
+
+def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str,
+                     estimate_min: float | None = None) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters (sbatch names) for one run with these needs on this cluster;
+    `estimate_min` is the run's estimate in minutes of one GPU (paper) or one CPU."""
+    nodes, per_node = layout(res, cluster, where)
+    params: dict[str, Any] = {"time": time_limit(res, cluster, estimate_min), "nodes": nodes,
                               "signal_delay_s": cluster.signal_delay_s}
     if res.gpus:
-        # one task per GPU: DistributedDataParallel across the node's GPUs
-        params.update(gpus_per_node=res.gpus, ntasks_per_node=res.gpus, cpus_per_task=cluster.cpus_per_gpu,
-                      mem=f"{int(cluster.mem_per_gpu_gb * res.gpus)}GB")
+        # one task per GPU: DistributedDataParallel across the job's GPUs (mem is per node)
+        params.update(gpus_per_node=per_node, ntasks_per_node=per_node, cpus_per_task=cluster.cpus_per_gpu,
+                      mem=f"{int(cluster.mem_per_gpu_gb * per_node)}GB")
     else:
-        params.update(ntasks_per_node=res.tasks, cpus_per_task=res.cpus, mem=f"{int(res.mem_gb * res.tasks)}GB")
+        params.update(ntasks_per_node=per_node, cpus_per_task=res.cpus, mem=f"{int(res.mem_gb * per_node)}GB")
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(cluster, key):
             params[key] = getattr(cluster, key)

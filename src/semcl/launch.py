@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import submitit
 from semcl.cluster import ClusterProfile, Resources, max_array_size, signature, slurm_parameters
 from semcl.errors import ResultsError, SemclError
 from semcl.runlock import RunOwned, owner, run_lock
-from semcl.runs import Run, Store, estimate_cost, waves
+from semcl.runs import Run, Store, estimated_minutes, waves
 
 
 class RunBatch:
@@ -124,7 +125,7 @@ def prepare_synthetic_data(runs: list[Run], store: Store) -> None:
 def _split(runs: list[Run], workers: int) -> list[list[Run]]:
     """Longest-first greedy assignment by estimated cost, so workers finish together."""
     def minutes(r: Run) -> float:
-        return float(estimate_cost(r.config, "mini").split()[0])
+        return estimated_minutes(r.config, "mini")
 
     shares: list[list[Run]] = [[] for _ in range(workers)]
     load = [0.0] * workers
@@ -267,19 +268,25 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False,
 
 
 class RunJob(submitit.helpers.Checkpointable):
-    """One run as one array task. On the requeue signal the train loop checkpoints at the next step
-    boundary and submitit resubmits this same object, which resumes from the checkpoint."""
+    """One run as one array task (one task per GPU, on one node or several). On the requeue signal the
+    train loop checkpoints at the next step boundary and submitit resubmits this same object, which
+    resumes from the checkpoint. A rank whose peer died (a collective failed or timed out) requeues
+    the job, at most `cluster.max_fault_requeues` times, instead of failing it."""
 
-    def __init__(self, run: Run, store_root: Path, data_root: Path):
+    def __init__(self, run: Run, store_root: Path, data_root: Path, cluster: ClusterProfile | None = None):
         self.run, self.store_root, self.data_root = run, store_root, data_root
+        self.cluster = cluster or ClusterProfile(name="default")
 
     def __call__(self) -> str:
         import torch
 
         from semcl.engine import distributed, interrupt
         from semcl.engine.job import execute_run
+        from semcl.engine.train import CHECKPOINT_EVERY_ENV
 
         interrupt.defer_signal()
+        os.environ.setdefault(distributed.TIMEOUT_ENV, str(self.cluster.collective_timeout_s))
+        os.environ.setdefault(CHECKPOINT_EVERY_ENV, str(self.cluster.checkpoint_every_min))
         store = Store(self.store_root)
         folder = store.run_dir(self.run.run_id)
         holder = owner(folder)  # every rank checks, so all of them skip together
@@ -289,17 +296,46 @@ class RunJob(submitit.helpers.Checkpointable):
         torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
         device = distributed.init_from_slurm()  # several tasks: one process per GPU
         if store.status(self.run.run_id)[0] != "done":
-            # rank 0 owns the run (a requeued job takes over its own earlier lock)
-            with run_lock(folder) if distributed.rank() == 0 else contextlib.nullcontext():
-                execute_run(self.run, store, self.data_root, device)
+            try:
+                # rank 0 owns the run (a requeued job takes over its own earlier lock)
+                with run_lock(folder) if distributed.rank() == 0 else contextlib.nullcontext():
+                    execute_run(self.run, store, self.data_root, device)
+            except Exception as err:
+                if distributed.is_distributed() and distributed.is_peer_fault(err):
+                    requeue_after_fault(err, self.cluster.max_fault_requeues)
+                raise
         return self.run.run_id
+
+
+def requeue_after_fault(err: BaseException, max_requeues: int) -> None:
+    """A peer rank died: requeue this job (it resumes from the last checkpoint) while fewer than
+    `max_requeues` restarts were made, then wait to be stopped by SLURM; returns when it gives up."""
+    from semcl.engine import distributed
+
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    job_id = submitit.JobEnvironment().job_id
+    first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+    if restarts >= max_requeues:
+        print(f"rank {distributed.rank()}: a peer rank failed ({first}); {restarts} restart(s) made, "
+              f"max_fault_requeues {max_requeues}: job {job_id} fails", file=sys.stderr, flush=True)
+        return
+    print(f"rank {distributed.rank()}: a peer rank failed ({first}); requeueing job {job_id} "
+          f"(restart {restarts + 1} of at most {max_requeues}), it resumes from its last checkpoint",
+          file=sys.stderr, flush=True)
+    done = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
+    if done.returncode != 0 and "pending" not in done.stderr.lower():  # another rank requeued it first
+        print(f"scontrol requeue {job_id}: {done.stderr.strip()}", file=sys.stderr, flush=True)
+        return
+    time.sleep(300)  # SLURM ends this step now; exiting first could record the job as failed
+    os._exit(1)
 
 
 def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> list[tuple[dict, list[Run]]]:
     """Runs grouped by identical sbatch parameters, in first-seen order."""
     groups: dict[tuple, tuple[dict, list[Run]]] = {}
     for run, res in runs:
-        params = slurm_parameters(res, cluster, f"{run.table_id} ({run.profile})")
+        params = slurm_parameters(res, cluster, f"{run.table_id} ({run.profile})",
+                                  estimated_minutes(run.config, run.profile))
         groups.setdefault(signature(params), (params, []))[1].append(run)
     return list(groups.values())
 
@@ -407,7 +443,7 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
         after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
         ex = array_executor(root, params, cluster, chunk, job_setup_lines(snap), after)
         with ex.batch():
-            submitted = [ex.submit(RunJob(r, root, data_root.resolve())) for r in chunk]
+            submitted = [ex.submit(RunJob(r, root, data_root.resolve(), cluster)) for r in chunk]
         for run, job in zip(chunk, submitted, strict=True):
             job_of[run.run_id] = job.job_id
             entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,

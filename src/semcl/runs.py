@@ -116,6 +116,12 @@ def waves(runs: list[Run]) -> list[list[Run]]:
 
 def estimate_cost(cfg: RunConfig, profile: str) -> str:
     """Rough compute estimate: GPU-hours for the paper profile, CPU-minutes otherwise."""
+    minutes = estimated_minutes(cfg, profile)
+    return f"{minutes / 60:.2g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
+
+
+def estimated_minutes(cfg: RunConfig, profile: str) -> float:
+    """The estimate in minutes of one GPU (paper profile) or one CPU core (others)."""
     info = DATASETS.get(cfg.data.name)
     n_train = info.num_train if info else 50_000
     if cfg.data.train_per_class and info:
@@ -133,9 +139,7 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
     probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe
-    if profile == "paper":
-        return f"{flops / GPU_FLOPS / 3600:.2g} GPU-h"
-    return f"{flops / CPU_FLOPS / 60:.2g} CPU-min"
+    return flops / (GPU_FLOPS if profile == "paper" else CPU_FLOPS) / 60
 
 
 def results_root() -> Path:

@@ -1,6 +1,7 @@
-"""Data-parallel pieces on 2 CPU processes with the gloo backend: the averaged gradient equals the
-full-batch gradient, every rank's memory bank receives the keys and labels of both ranks (also
-PaCo's queue), and shuffle-BN computes each key's BatchNorm statistics on a shuffled shard."""
+"""Data-parallel pieces on 2 CPU processes with the gloo backend: DistributedDataParallel's averaged
+gradient equals the full-batch gradient (and stays local under no_sync), every rank's memory bank
+receives the keys and labels of both ranks (also PaCo's queue), and shuffle-BN computes each key's
+BatchNorm statistics on a shuffled shard."""
 
 from __future__ import annotations
 
@@ -27,45 +28,92 @@ def _model():
     return torch.nn.Linear(D, C).double()
 
 
+class _Step(torch.nn.Module):
+    """The smallest method: a linear classifier whose training step is cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = _model()
+        self.unused = torch.nn.Linear(2, 2).double()  # a head left out of the step (DDP must not hang)
+
+    def training_step(self, batch):
+        x, y = batch
+        return {"loss": torch.nn.functional.cross_entropy(self.linear(x), y)}
+
+
 def _worker(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     x, y = _data()
     part = distributed.local_slice(B)
-    model = _model()
-    torch.nn.functional.cross_entropy(model(x[part]), y[part]).backward()
-    distributed.average_gradients_(list(model.parameters()))
+    method = _Step()
+    ddp = distributed.wrap(method)
+    assert isinstance(ddp, torch.nn.parallel.DistributedDataParallel)
+    ddp((x[part], y[part])).backward()
+    full = [p.grad.clone() for p in method.linear.parameters()]
+    # accumulation: two micro-batches of the slice, the first under no_sync, then one all-reduce
+    for p in method.parameters():
+        p.grad = None
+    half = [slice(part.start, part.start + 2), slice(part.start + 2, part.stop)]
+    for k, sl in enumerate(half):
+        with distributed.sync_context(ddp, sync=k == 1):
+            ddp((x[sl], y[sl])).backward()
+        if k == 0:  # no all-reduce yet: this rank's own gradient only
+            mine = [p.grad.clone() for p in method.linear.parameters()]
     bank = MemoryBank(6, 2)
     keys = torch.full((2, 2), float(rank + 1))
     labels = torch.tensor([10 * rank, 10 * rank + 1])
     bank.enqueue(gather_from_all_ranks(keys), gather_from_all_ranks(labels))
-    torch.save({"grads": [p.grad for p in model.parameters()], "bank": bank.state_dict(),
-                "slice": (part.start, part.stop)}, f"{out}/rank{rank}.pt")
+    flags = (distributed.any_rank(rank == 1, torch.device("cpu")), distributed.any_rank(False, torch.device("cpu")))
+    rng = distributed.gather_rng_states({"rank": torch.tensor([rank])})
+    torch.save({"grads": full, "accum": [p.grad for p in method.linear.parameters()], "mine": mine,
+                "unused": [p.grad for p in method.unused.parameters()], "bank": bank.state_dict(),
+                "slice": (part.start, part.stop), "flags": flags, "rng": [int(r["rank"]) for r in rng]},
+               f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
 
 
-def test_gradient_average_and_gathered_enqueue(tmp_path):
+def test_ddp_gradient_average_no_sync_and_gathered_enqueue(tmp_path):
+    """DDP on 2 gloo ranks: the averaged gradient equals one process's full-batch gradient; under
+    no_sync a micro-batch's gradient stays local; banks get both ranks' keys; the checkpoint flag and
+    the RNG states are shared."""
     mp.spawn(_worker, args=(f"file://{tmp_path}/init", str(tmp_path)), nprocs=2, join=True)
     x, y = _data()
     model = _model()
     torch.nn.functional.cross_entropy(model(x), y).backward()  # one process, whole batch
+    ref = [p.grad for p in model.parameters()]
     for rank in (0, 1):
         got = torch.load(tmp_path / f"rank{rank}.pt")
         assert got["slice"] == (4 * rank, 4 * rank + 4)
-        for g, ref in zip(got["grads"], (p.grad for p in model.parameters()), strict=True):
-            torch.testing.assert_close(g, ref, rtol=1e-12, atol=1e-12)
+        for g, want in zip(got["grads"], ref, strict=True):
+            torch.testing.assert_close(g, want, rtol=1e-12, atol=1e-12)
+        # two micro-batches of 2: the mean of their mean losses is the slice's mean loss
+        for g, want in zip(got["accum"], ref, strict=True):
+            torch.testing.assert_close(g / 2, want, rtol=1e-12, atol=1e-12)
+        first = _model()
+        sl = slice(4 * rank, 4 * rank + 2)
+        torch.nn.functional.cross_entropy(first(x[sl]), y[sl]).backward()
+        for g, want in zip(got["mine"], (p.grad for p in first.parameters()), strict=True):
+            torch.testing.assert_close(g, want, rtol=1e-12, atol=1e-12)
+        assert got["unused"] == [None, None]
         bank = got["bank"]
         assert bank["labels"].tolist() == [0, 1, 10, 11, -1, -1]
         assert bank["features"][:4, 0].tolist() == [1.0, 1.0, 2.0, 2.0]
         assert int(bank["ptr"]) == 4
+        assert got["flags"] == (True, False) and got["rng"] == [0, 1]
 
 
 def test_single_process_is_a_no_op():
     assert (distributed.rank(), distributed.world_size()) == (0, 1)
     assert distributed.local_slice(6) == slice(0, 6)
-    p = torch.nn.Parameter(torch.ones(3))
-    p.grad = torch.full((3,), 2.0)
-    distributed.average_gradients_([p])
-    assert p.grad.tolist() == [2.0, 2.0, 2.0]
+    assert distributed.wrap(_Step()) is None and distributed.gather_rng_states({}) is None
+    assert distributed.any_rank(True, torch.device("cpu")) is True
+
+
+def test_peer_faults_are_told_from_bugs():
+    assert distributed.is_peer_fault(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
+    assert distributed.is_peer_fault(RuntimeError("Timed out waiting 30000ms for recv operation to complete"))
+    assert not distributed.is_peer_fault(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not distributed.is_peer_fault(ValueError("timed out"))
 
 
 def _bn_encoder():

@@ -74,17 +74,22 @@ def load(path: Path) -> dict[str, Any] | None:
 
 
 def rng_state() -> dict[str, Any]:
-    """Python, numpy and torch CPU RNG states as tensors and ints (loadable with weights_only).
+    """Python, numpy, torch CPU and (once CUDA is in use) this process's CUDA RNG states, as tensors
+    and ints (loadable with weights_only).
 
     python: random.getstate() = (version, 625 uint32 words, gauss_next);
-    numpy: np.random.get_state() = ('MT19937', 624 uint32 keys, pos, has_gauss, cached_gaussian)."""
+    numpy: np.random.get_state() = ('MT19937', 624 uint32 keys, pos, has_gauss, cached_gaussian);
+    cuda: the current device's generator (dropout and drop-path masks drawn on the GPU)."""
     version, words, gauss = random.getstate()
     _, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"python": {"version": int(version), "words": torch.tensor(words, dtype=torch.int64),
-                       "gauss": gauss},
-            "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-            "torch": torch.get_rng_state()}
+    state = {"python": {"version": int(version), "words": torch.tensor(words, dtype=torch.int64),
+                        "gauss": gauss},
+             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -93,6 +98,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(("MT19937", npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"],
                          npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def seed_everything(seed: int) -> None:

@@ -1,21 +1,35 @@
-"""Data-parallel training across the GPUs of one node (one process per GPU, as submitit starts them).
+"""Data-parallel training: one process per GPU (or per CPU task), on one node or several.
 
-Every rank draws the same global batch and the same augmentations from the epoch's generator and
-trains on its own slice; gradients are averaged with one all-reduce over a flat buffer after
-backward (what DistributedDataParallel does, without wrapping the method, whose `training_step`
-is not a `forward`). Keys for memory banks are gathered from all ranks before enqueueing
-(`semcl.models.gather_from_all_ranks`), so every rank's bank holds the whole global batch.
-Rank 0 alone writes checkpoints and metrics; BN statistics stay per rank (no SyncBN), as in the
-official single-node code, and momentum key encoders (PaCo, SupCon) use MoCo's shuffle-BN
-(`semcl.models.shuffled_forward`).
+A SLURM job of `nodes × tasks_per_node` tasks joins one process group (rendezvous from the SLURM
+variables: the first host of the job is the master, the port follows from the job id). Every rank
+draws the same global batch and the same augmentations from the epoch's generator and trains on its
+own slice. Gradients go through torch's DistributedDataParallel (bucketed all-reduce overlapped with
+backward, `no_sync` inside accumulation cycles, unused parameters found per step): the method's
+training step is wrapped as a module's forward (`TrainingStep`). Keys for memory banks are gathered
+from all ranks before enqueueing (`semcl.models.gather_from_all_ranks`). BN statistics stay per rank
+(no SyncBN, no buffer broadcast), as in the official code, and momentum key encoders (PaCo, SupCon,
+HSA) use MoCo's shuffle-BN (`semcl.models.shuffled_forward`). Rank 0 alone writes checkpoints and
+metrics; the RNG states of every rank go into the checkpoint (`gather_rng_states`).
+
+A rank's GPU follows one rule, whatever CUDA_VISIBLE_DEVICES SLURM left (`rank_device`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import logging
 import os
 
 import torch
 import torch.distributed as dist
+from torch import nn
+
+log = logging.getLogger("semcl.distributed")
+
+# how long a collective may wait for a peer before the job gives up (cluster profile collective_timeout_s)
+TIMEOUT_ENV = "SEMCL_COLLECTIVE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 1800
 
 
 def is_distributed() -> bool:
@@ -30,19 +44,52 @@ def world_size() -> int:
     return dist.get_world_size() if is_distributed() else 1
 
 
+class DeviceError(RuntimeError):
+    """The GPUs this process sees cannot serve its local rank."""
+
+
+def rank_device(local_rank: int, local_world_size: int) -> torch.device:
+    """The GPU of local rank `local_rank` among `local_world_size` tasks of its node.
+
+    SLURM and submitit leave one of three views: every GPU of the node visible to every task
+    (CUDA_VISIBLE_DEVICES lists them all, or is unset), one GPU per task (--gpu-bind, --gpus-per-task,
+    or submitit's own narrowing to the local rank), or none. The rule: one visible GPU is cuda:0; at
+    least as many as the node's tasks is cuda:<local rank>; anything else is an error, never a guess."""
+    visible = torch.cuda.device_count()
+    if visible == 1:
+        return torch.device("cuda", 0)
+    if visible >= local_world_size and local_rank < visible:
+        return torch.device("cuda", local_rank)
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+    raise DeviceError(f"local rank {local_rank} of {local_world_size} tasks on this node sees {visible} GPU(s) "
+                      f"(CUDA_VISIBLE_DEVICES={shown}); ask SLURM for one GPU per task")
+
+
+def collective_timeout() -> datetime.timedelta:
+    return datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+
+
 def init_from_slurm() -> torch.device | None:
-    """In a SLURM job with several tasks, join the process group; returns this rank's device."""
+    """In a SLURM job with several tasks, join the process group; returns this rank's device
+    (None for a single-task job: the caller picks the device)."""
     if int(os.environ.get("SLURM_NTASKS", "1")) <= 1 or is_distributed():
         return None
     import submitit
 
-    env = submitit.helpers.TorchDistributedEnvironment().export()
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend=backend, init_method="env://", rank=env.rank, world_size=env.world_size)
+    # never narrow CUDA_VISIBLE_DEVICES here: rank_device reads what the scheduler left
+    env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     if torch.cuda.is_available():
-        torch.cuda.set_device(env.local_rank)
-        return torch.device("cuda", env.local_rank)
-    return torch.device("cpu")
+        device = rank_device(env.local_rank, env.local_world_size)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=collective_timeout(), device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=collective_timeout())
+    log.info("rank %d of %d (local %d of %d) on %s, master %s:%s", env.rank, env.world_size, env.local_rank,
+             env.local_world_size, device, env.master_addr, env.master_port)
+    return device
 
 
 def local_slice(n: int) -> slice:
@@ -54,21 +101,72 @@ def local_slice(n: int) -> slice:
     return slice(rank() * per, (rank() + 1) * per)
 
 
-@torch.no_grad()
-def average_gradients_(params: list[torch.nn.Parameter]) -> None:
-    """All-reduce the mean gradient over ranks, through one flat buffer (one collective per step)."""
+class TrainingStep(nn.Module):
+    """A method's training step as a module's forward, so DistributedDataParallel can wrap it."""
+
+    def __init__(self, method: nn.Module):
+        super().__init__()
+        self.method = method
+
+    def forward(self, batch) -> torch.Tensor:
+        return self.method.training_step(batch)["loss"]
+
+
+def wrap(method: nn.Module) -> nn.Module | None:
+    """DistributedDataParallel over the method's training step when there are several ranks, else None.
+
+    broadcast_buffers=False keeps per-rank BN statistics (the official code's); find_unused_parameters
+    lets a method leave a head or a stage out of a step (DDP then checks that the ranks agree instead of
+    hanging on buffers of different lengths). DDP broadcasts rank 0's parameters and buffers once here;
+    they are equal already (same seed, same checkpoint)."""
     if not is_distributed():
-        return
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    flat /= world_size()
-    torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads]), grads,
-                                                               strict=True)])
+        return None
+    device = next((p.device for p in method.parameters()), torch.device("cpu"))
+    return nn.parallel.DistributedDataParallel(
+        TrainingStep(method), device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+        find_unused_parameters=True, gradient_as_bucket_view=True)
+
+
+def sync_context(ddp: nn.Module | None, sync: bool):
+    """Inside an accumulation cycle (sync False) gradients stay local: DDP's no_sync."""
+    if ddp is None or sync:
+        return contextlib.nullcontext()
+    return ddp.no_sync()
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when `flag` is true on any (one small all-reduce; a no-op alone)."""
+    if not is_distributed():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def gather_rng_states(state: dict) -> list[dict] | None:
+    """Every rank's RNG states (a collective: all ranks call it together); None alone."""
+    if not is_distributed():
+        return None
+    out: list = [None] * world_size()
+    dist.all_gather_object(out, state)
+    return out
 
 
 def barrier() -> None:
     if is_distributed():
         dist.barrier()
+
+
+FAULT_TYPES: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(dist, "DistError", None), getattr(dist, "DistBackendError", None),
+                getattr(dist, "DistNetworkError", None), getattr(dist, "DistStoreError", None)) if t is not None)
+
+
+def is_peer_fault(err: BaseException) -> bool:
+    """A collective that failed because a peer died or stopped answering (not a bug of this rank)."""
+    if isinstance(err, FAULT_TYPES):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and any(s in text for s in (
+        "connection closed by peer", "connection reset by peer", "timed out", "broken pipe",
+        "nccl communicator was aborted", "watchdog caught collective operation timeout"))

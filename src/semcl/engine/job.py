@@ -147,6 +147,8 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         method = apply_memory_format(cls(cfg, info).to(device), cfg.model.memory_format)
         if deps:  # a second stage's base run, a teacher (same seed)
             method.load_dependencies(deps)
+        if distributed.is_distributed() and method.rank_seeded:  # one process keeps the plain stream
+            torch.manual_seed(run.seed + distributed.rank())
         history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device, data_root=root)
         if distributed.rank() != 0:
             return {}

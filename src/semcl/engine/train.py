@@ -4,13 +4,17 @@ Data order and augmentation of epoch e come from a generator seeded by (seed, e)
 resumed run replays exactly the batches the uninterrupted run would have seen. File-backed sets under
 the default views are decoded and augmented in loader workers, each view seeded by its position
 (semcl.data.file_views), which a resumed run replays as well. Checkpoints are
-written at every epoch end and, on a requeue signal, at the next step boundary (with the
-generator's position inside the epoch).
+written at every epoch end, every $SEMCL_CHECKPOINT_EVERY_MIN minutes (set from the cluster profile
+on SLURM) and, on a requeue signal, at the next step boundary (with the generator's position inside
+the epoch). With several ranks the step goes through DistributedDataParallel
+(semcl.engine.distributed), all ranks agree on when to checkpoint, and the checkpoint holds every
+rank's RNG states.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -30,6 +34,13 @@ log = logging.getLogger("semcl.train")
 
 
 AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+CHECKPOINT_EVERY_ENV = "SEMCL_CHECKPOINT_EVERY_MIN"
+
+
+def checkpoint_every_s() -> float | None:
+    """Seconds between step-boundary checkpoints inside an epoch (None: at epoch ends only)."""
+    value = os.environ.get(CHECKPOINT_EVERY_ENV)
+    return float(value) * 60 if value else None
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -54,7 +65,6 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         log.info("nothing to train (%s, %d epochs)", "no parameters" if opt is None else "parameters",
                  cfg.schedule.epochs)
         return []
-    params = [p for group in opt.param_groups for p in group["params"]]
     lr_scales = [group.get("lr_scale", 1.0) for group in opt.param_groups]
     amp = cfg.optim.amp
     # fp16 needs loss scaling (skipped steps on overflow); disabled, the scaler is a pass-through
@@ -66,7 +76,12 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         opt.load_state_dict(state["optimizer"])
         if "scaler" in state:
             scaler.load_state_dict(state["scaler"])
-        set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks")
+        if ranks is not None and len(ranks) != distributed.world_size():
+            log.warning("checkpoint from %d ranks resumed on %d: RNG states of rank 0 for all", len(ranks),
+                        distributed.world_size())
+        exact = ranks is not None and len(ranks) == distributed.world_size()
+        set_rng_state(ranks[distributed.rank()] if exact else state["rng"])
         start, history = state["epoch"], state["history"]
         # a checkpoint taken on a requeue signal sits inside an epoch
         start_step, resume_gen, total0 = state.get("step", 0), state.get("generator"), state.get("loss_sum", 0.0)
@@ -90,21 +105,29 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     by_file = isinstance(files, WholeImages) and type(method).make_views is Method.make_views
     workers = loader_workers(device) if by_file else 0
 
-    def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, *, sync: bool = True) -> None:
+    def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
+        """All ranks call it together (they agree on the step): RNG states gathered, rank 0 writes."""
+        rng = rng_state()
+        ranks = distributed.gather_rng_states(rng)
         if distributed.rank() == 0:  # one writer (atomic rename: readers never see half a file)
-            save_atomic(snapshot(epoch, step, g, loss_sum), ckpt)
-        if sync:  # not on the signal path: ranks may see the signal at different steps
-            distributed.barrier()
+            save_atomic(snapshot(epoch, step, g, loss_sum, rng, ranks), ckpt)
+        distributed.barrier()
 
-    def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> dict:
+    def snapshot(epoch: int, step: int, g: torch.Generator | None, loss_sum: float, rng: dict,
+                 ranks: list[dict] | None) -> dict:
         state = {"method": method.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
-                 "rng": rng_state(), "history": history}
+                 "rng": rng, "history": history}
+        if ranks is not None:
+            state["rng_ranks"] = ranks
         if scaler.is_enabled():
             state["scaler"] = scaler.state_dict()
         if g is not None:
             state.update(generator=g.get_state(), loss_sum=loss_sum)
         return state
 
+    ddp = distributed.wrap(method)  # None for one process
+    every_s = checkpoint_every_s()
+    last_save = time.monotonic()
     with interrupt.training():
         for epoch in range(start, epochs):
             method.train()
@@ -142,27 +165,32 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 else:  # every rank draws the whole global batch's views (same stream), then keeps its slice
                     views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
                 batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g, partner_views)
-                with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
-                    loss = method.training_step(batch)["loss"]
-                if first_of_cycle:
-                    opt.zero_grad(set_to_none=True)
-                scaler.scale(loss / accum if accum > 1 else loss).backward()
-                if last_of_cycle:  # linear: averaging scaled, accumulated gradients is fine
-                    distributed.average_gradients_(params)
+                # several ranks: DDP all-reduces the gradients in buckets during the cycle's last backward
+                with distributed.sync_context(ddp, last_of_cycle):
+                    with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
+                        loss = ddp(batch) if ddp is not None else method.training_step(batch)["loss"]
+                    if first_of_cycle:
+                        opt.zero_grad(set_to_none=True)
+                    scaler.scale(loss / accum if accum > 1 else loss).backward()
                 method.after_backward()
                 if last_of_cycle:
                     scaler.step(opt)
                     scaler.update()
                 total += float(loss.detach())
                 heartbeat()  # the run's lock: its owner is alive and progressing
-                if interrupt.pending() and step + 1 < steps and last_of_cycle:
-                    save(epoch, step + 1, g, total, sync=False)
-                    log.info("requeue signal: checkpoint at epoch %d step %d", epoch, step + 1)
-                    interrupt.fire_if_pending()
+                if step + 1 < steps and last_of_cycle:
+                    timed = every_s is not None and distributed.rank() == 0 and time.monotonic() - last_save >= every_s
+                    if distributed.any_rank(interrupt.pending() or timed, device):  # the same step on every rank
+                        save(epoch, step + 1, g, total)
+                        last_save = time.monotonic()
+                        log.info("%s: checkpoint at epoch %d step %d",
+                                 "requeue signal" if interrupt.pending() else "timed", epoch, step + 1)
+                        interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
                             "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
             save(epoch + 1, 0, None, 0.0)
+            last_save = time.monotonic()
             interrupt.fire_if_pending()
     return history

@@ -116,6 +116,9 @@ class Method(nn.Module):
     has_classifier: bool = False  # True where `classify` gives class logits (accuracy columns)
     # a free parameter chosen on the val split after training (e.g. Decouple tau-norm's tau)
     validation_grid: list[float] | None = None
+    # with several ranks, each draws its own in-model randomness (dropout, drop-path masks) from seed + rank
+    # after the modules are built, as MAE's main_finetune.py seeds (the augmentations keep the epoch's stream)
+    rank_seeded: bool = False
 
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()

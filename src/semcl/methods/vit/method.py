@@ -44,6 +44,7 @@ class _ViTMethod(Method):
     """The ViT, its classifier head, MAE's optimiser and the checkpoint loading."""
 
     has_classifier = True
+    rank_seeded = True  # MAE main_finetune.py: seed = args.seed + misc.get_rank()
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)

@@ -20,6 +20,7 @@ import contextlib
 import datetime
 import logging
 import os
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -122,9 +123,13 @@ def wrap(method: nn.Module) -> nn.Module | None:
     if not is_distributed():
         return None
     device = next((p.device for p in method.parameters()), torch.device("cpu"))
-    return nn.parallel.DistributedDataParallel(
-        TrainingStep(method), device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-        find_unused_parameters=True, gradient_as_bucket_view=True)
+    with warnings.catch_warnings():
+        # torch 2.14 deprecates broadcast_buffers and itself advises keeping broadcast_buffers=False for
+        # rank-local buffers until init_sync_buffers exists
+        warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
+        return nn.parallel.DistributedDataParallel(
+            TrainingStep(method), device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            find_unused_parameters=True, gradient_as_bucket_view=True)
 
 
 def sync_context(ddp: nn.Module | None, sync: bool):

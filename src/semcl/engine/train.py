@@ -178,13 +178,14 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                     scaler.update()
                 total += float(loss.detach())
                 heartbeat()  # the run's lock: its owner is alive and progressing
+                requeue = interrupt.pending()
                 if step + 1 < steps and last_of_cycle:
                     timed = every_s is not None and distributed.rank() == 0 and time.monotonic() - last_save >= every_s
-                    if distributed.any_rank(interrupt.pending() or timed, device):  # the same step on every rank
+                    if distributed.any_rank(requeue or timed, device):  # the same step on every rank
                         save(epoch, step + 1, g, total)
                         last_save = time.monotonic()
-                        log.info("%s: checkpoint at epoch %d step %d",
-                                 "requeue signal" if interrupt.pending() else "timed", epoch, step + 1)
+                        log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
+                                 epoch, step + 1)
                         interrupt.fire_if_pending()
             history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),

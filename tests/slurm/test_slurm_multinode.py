@@ -1,0 +1,117 @@
+"""The multi-node path against a real two-node SLURM cluster on this machine (two slurmd, each its own
+NodeName and port: `SLURM_NODES=2 slurm/local/start-slurm.sh`, as .ci/run starts it): a job of
+2 nodes x 2 tasks trains like 4 processes started by hand on one node, bit for bit; a rank killed
+mid-run ends the job within the collective timeout, the job requeues itself and the resumed run
+ends with the metrics of an uninterrupted one."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from semcl.cluster import Resources, load_cluster_profile, slurm_parameters
+from semcl.engine.job import execute_run
+from semcl.launch import prepare_synthetic_data, submit_slurm
+from semcl.manifest import latest_jobs
+from semcl.runs import Run, Store
+
+from test_slurm_cluster import HAVE_SLURM, _run, _wait_for, _wait_settled  # same folder (rootdir import)
+
+NODES = sorted(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()) \
+    if HAVE_SLURM else []
+if HAVE_SLURM and len(NODES) < 2 and os.environ.get("CI"):
+    pytest.fail("CI: the local cluster has one node (.ci/run starts two: SLURM_NODES=2)", pytrace=False)
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(len(NODES) < 2, reason="needs the two-node local cluster")]
+
+
+def _by_hand(rank: int, init: str, run: Run, root: str, world: int) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    execute_run(run, Store(Path(root)), Path(root) / "data", torch.device("cpu"))
+    dist.destroy_process_group()
+
+
+def _reference(tmp_path: Path, run: Run, world: int) -> dict:
+    ref = Store(tmp_path / f"ref{world}")
+    prepare_synthetic_data([run], ref)
+    mp.spawn(_by_hand, args=(f"file://{tmp_path / f'pg{world}'}", run, str(ref.root), world), nprocs=world)
+    return json.loads(ref.metrics_path(run.run_id).read_text())
+
+
+def _nodes_of(job_id: str) -> str:
+    def done():
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State,NodeList", "-j", job_id],
+                             capture_output=True, text=True).stdout.split()
+        return out[-1] if out and out[-1].startswith("COMPLETED") else None
+    return _wait_for(done, 60, "sacct to record the job").split("|")[1]
+
+
+def test_two_nodes_by_two_tasks_equal_four_processes_on_one_node(tmp_path):
+    run = _run("RINCE-in", schedule__epochs=2)
+    res = Resources(cpus=1, mem_gb=2, time_min=15, tasks=4, nodes=2)
+    params = slurm_parameters(res, load_cluster_profile("local"), "test")
+    assert (params["nodes"], params["ntasks_per_node"], params["mem"]) == (2, 2, "4GB")
+    want = _reference(tmp_path, run, 4)
+    store = Store(tmp_path / "results")
+    submit_slurm([(run, res)], store, store.root / "data", load_cluster_profile("local"))
+    _wait_settled(store, [run.run_id], timeout=600)
+    got = json.loads(store.metrics_path(run.run_id).read_text())
+    assert got["world_size"] == 4 and got["threads"] == 1
+    assert got["metrics"] == want["metrics"]
+    assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]
+    job = latest_jobs(store)[run.run_id]["job_id"]
+    assert _nodes_of(job) == ",".join(NODES)  # one task pair on each node
+
+
+def _rank_pid(procid: int) -> int | None:
+    """The process of SLURM rank `procid` of the (one) running submitit job step."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"submitit.core._submit" in cmd and f"SLURM_PROCID={procid}".encode() in env \
+                and any(e.startswith(b"SLURM_STEP_ID=") for e in env):
+            return int(pid)
+    return None
+
+
+def test_a_killed_rank_requeues_the_job_and_the_resume_matches(tmp_path):
+    """Rank 1 (on the second node) is killed with SIGKILL after the first checkpoint: rank 0's next
+    collective fails, it requeues the job (one line in the log), the job restarts on both nodes and
+    resumes from the checkpoint; the metrics equal an uninterrupted 2-process run's."""
+    run = _run("RINCE-in", schedule__epochs=5)
+    res = Resources(cpus=1, mem_gb=2, time_min=15, tasks=2, nodes=2)
+    want = _reference(tmp_path, run, 2)
+    cluster = dataclasses.replace(load_cluster_profile("local"), collective_timeout_s=20)
+    store = Store(tmp_path / "results")
+    submit_slurm([(run, res)], store, store.root / "data", cluster)
+    entry = latest_jobs(store)[run.run_id]
+    ckpt = store.run_dir(run.run_id) / "checkpoints" / "last.pt"
+    _wait_for(ckpt.exists, 300, "the first checkpoint")
+    victim = _wait_for(lambda: _rank_pid(1), 30, "rank 1's process")
+    killed_at = time.time()
+    os.kill(victim, signal.SIGKILL)
+    out = Path(entry["folder"]) / f"{entry['job_id']}_0_log.err"
+    _wait_for(lambda: out.exists() and "requeueing job" in out.read_text(), 60, "the requeue line")
+    assert time.time() - killed_at < cluster.collective_timeout_s + 15  # within the timeout, never a hang
+    _wait_settled(store, [run.run_id], timeout=600)
+    got = json.loads(store.metrics_path(run.run_id).read_text())
+    assert got["metrics"] == want["metrics"]
+    assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]
+    assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()
+    assert "a peer rank failed" in out.read_text() and "restart 1 of at most 2" in out.read_text()

@@ -67,3 +67,41 @@ def test_rows_with_their_own_resources_go_in_their_own_array():
     assert arrays[1].startswith("# array of 12 runs:") and "gpus_per_node=4" in arrays[1] and "mem=256GB" in arrays[1]
     paco_ids = {ln.split()[0] for ln in out.getvalue().splitlines() if " PaCo ResNet-" in ln and "seed=" in ln}
     assert len(paco_ids) == 12
+
+
+def test_a_run_wider_than_a_node_spans_nodes_of_one_task_per_gpu():
+    a100 = load_cluster_profile("example-a100")  # 8 GPUs a node
+    p = slurm_parameters(Resources(gpus=32, time_min=600), a100, "x")
+    assert (p["nodes"], p["gpus_per_node"], p["ntasks_per_node"], p["cpus_per_task"], p["mem"]) == (4, 8, 8, 8, "512GB")
+    with pytest.raises(ConfigError, match=r"^x: a run needs 12 GPUs, not a whole number of nodes of 8 "
+                                          r"\(cluster profile 'example-a100', gpus_per_node\)$"):
+        slurm_parameters(Resources(gpus=12), a100, "x")
+    cpu = slurm_parameters(Resources(cpus=2, mem_gb=3, tasks=4, nodes=2), load_cluster_profile("local"), "x")
+    assert (cpu["nodes"], cpu["ntasks_per_node"], cpu["cpus_per_task"], cpu["mem"]) == (2, 2, 2, "6GB")
+    with pytest.raises(ConfigError, match=r"^x: 3 tasks do not split evenly over 2 nodes \(resources\)$"):
+        slurm_parameters(Resources(tasks=3, nodes=2), load_cluster_profile("local"), "x")
+
+
+def test_plan_of_an_8_gpu_entry_on_4_gpu_nodes_shows_2_nodes(tmp_path, monkeypatch):
+    (tmp_path / "four.yaml").write_text("partition: gpu\ngpus_per_node: 4\ncpus_per_gpu: 6\nmem_per_gpu_gb: 40\n")
+    monkeypatch.setenv("SEMCL_CLUSTER_PROFILES", str(tmp_path))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["plan", "gpaco/tab5", "--executor", "slurm", "--cluster", "four"]) == 0
+    lines = out.getvalue().splitlines()
+    arrays = [ln for ln in lines if ln.startswith("# array of")]
+    eight = [a for a in arrays if "nodes=2" in a]
+    assert eight and all("gpus_per_node=4" in a and "ntasks_per_node=4" in a and "mem=160GB" in a for a in eight)
+    assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks-per-node=4" in lines
+
+
+def test_time_limit_from_the_estimate_on_the_ladder():
+    from semcl.cluster import time_limit
+
+    a100 = load_cluster_profile("example-a100")  # margin 2, at least 60 min, at most 2880
+    # 600 GPU-minutes on 2 GPUs: 300 min of wall time x 2 = 600 -> the 720 rung
+    assert time_limit(Resources(gpus=2), a100, 600.0) == 720
+    assert time_limit(Resources(gpus=1), a100, 3.0) == 60  # the floor
+    assert time_limit(Resources(gpus=1), a100, 1e6) == 2880  # the partition's cap
+    assert time_limit(Resources(gpus=1, time_min=90), a100, 1e6) == 90  # an entry's own limit wins
+    assert time_limit(Resources(cpus=2, tasks=2), load_cluster_profile("local"), 40.0) == 30  # 40 CPU-min / 4 x 2

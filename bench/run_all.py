@@ -133,7 +133,10 @@ def main() -> int:
         *[f"- {k}: {v}" for k, v in info.items()],
         "",
     ]
-    args.out.write_text("\n".join(text))
+    # the GPU check's section (scripts/gpu_check.sh, on a GPU machine) survives a CPU rerun of the benchmarks
+    from gpu_section import keep_gpu_section
+
+    args.out.write_text(keep_gpu_section(args.out, "\n".join(text)))
     print(f"written to {args.out}")
     return 1 if crashed else 0
 

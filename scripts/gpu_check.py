@@ -74,7 +74,8 @@ def pace(family: str, device: torch.device, work: Path, batch: int | None, per_c
     per_gpu = batch or max(1, cfg.optim.batch_size // gpus)
     cfg.optim.batch_size, cfg.optim.accum_steps, cfg.schedule.epochs = per_gpu, None, epochs
     d = cfg.data
-    root = ensure_synthetic(work / "data" / d.name, [d.name], train_per_class=per_class, test_per_class=1)
+    # one stand-in per dataset, shared by the families that train on it
+    root = ensure_synthetic(work.parent / "data" / d.name, [d.name], train_per_class=per_class, test_per_class=1)
     seed_everything(run.seed)
     train_set = load(d.name, root, "train", d.image_size)
     counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)

@@ -258,13 +258,13 @@ def cmd_run(args) -> None:
 
 def _statuses(args, store):
     """(table, run, status, detail) for every planned run, reattaching to submitted SLURM jobs."""
-    from semcl.manifest import latest_jobs, run_state, sacct_states
+    from semcl.manifest import job_ids, latest_jobs, run_state, sacct_states
     from semcl.runs import plan_runs
 
     tables = _tables(args)
     runs = [(t, r) for t in tables for r in plan_runs(t, args.profile)]
     jobs = latest_jobs(store)
-    states = sacct_states([jobs[r.run_id]["job_id"] for _, r in runs if r.run_id in jobs])
+    states = sacct_states(job_ids([jobs[r.run_id] for _, r in runs if r.run_id in jobs]))
     return [(t, r, *run_state(store, r.run_id, jobs.get(r.run_id), states)) for t, r in runs]
 
 

@@ -67,6 +67,9 @@ class ClusterProfile:
     checkpoint_every_min: float = 30.0  # step-boundary checkpoints inside an epoch, this often
     collective_timeout_s: int = 1800  # a collective waits this long for a dead or stuck peer, then the job requeues
     max_fault_requeues: int = 2  # requeues after a rank died (time-outs and preemptions: max_requeues)
+    # a multi-GPU run's evaluations go out as their own job (after training) on this many GPUs, this long
+    eval_gpus: int = 1
+    eval_time_min: int = 720
     array_parallelism: int = 64
     signal_delay_s: int = 120  # the requeue signal comes this long before the time limit
     max_requeues: int = 3  # time-outs that are requeued (preemptions are always requeued)
@@ -186,6 +189,22 @@ def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str,
     if cluster.extra_sbatch:
         params["additional_parameters"] = dict(cluster.extra_sbatch)
     return params
+
+
+def separate_evaluation(params: dict[str, Any]) -> bool:
+    """A job of several tasks (GPUs) evaluates in a job of its own: the evaluation runs on one process,
+    and would otherwise hold the whole allocation while it does."""
+    return params.get("nodes", 1) * params.get("ntasks_per_node", 1) > 1
+
+
+def evaluation_parameters(params: dict[str, Any], cluster: ClusterProfile, where: str) -> dict[str, Any]:
+    """sbatch parameters of the evaluation job that follows a multi-task training job of `params`."""
+    if params.get("gpus_per_node"):
+        res = Resources(gpus=cluster.eval_gpus, time_min=cluster.eval_time_min)
+    else:  # CPU tasks: one of them, with its CPUs and memory
+        per_task_gb = int(str(params["mem"]).removesuffix("GB")) / params["ntasks_per_node"]
+        res = Resources(cpus=params["cpus_per_task"], mem_gb=per_task_gb, time_min=cluster.eval_time_min)
+    return slurm_parameters(res, cluster, where)
 
 
 def signature(params: dict[str, Any]) -> tuple:

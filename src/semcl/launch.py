@@ -20,7 +20,15 @@ from pathlib import Path
 
 import submitit
 
-from semcl.cluster import ClusterProfile, Resources, max_array_size, signature, slurm_parameters
+from semcl.cluster import (
+    ClusterProfile,
+    Resources,
+    evaluation_parameters,
+    max_array_size,
+    separate_evaluation,
+    signature,
+    slurm_parameters,
+)
 from semcl.errors import ResultsError, SemclError
 from semcl.runlock import RunOwned, owner, run_lock
 from semcl.runs import Run, Store, estimated_minutes, waves
@@ -273,8 +281,9 @@ class RunJob(submitit.helpers.Checkpointable):
     resumes from the checkpoint. A rank whose peer died (a collective failed or timed out) requeues
     the job, at most `cluster.max_fault_requeues` times, instead of failing it."""
 
-    def __init__(self, run: Run, store_root: Path, data_root: Path, cluster: ClusterProfile | None = None):
-        self.run, self.store_root, self.data_root = run, store_root, data_root
+    def __init__(self, run: Run, store_root: Path, data_root: Path, cluster: ClusterProfile | None = None,
+                 stage: str = "all"):
+        self.run, self.store_root, self.data_root, self.stage = run, store_root, data_root, stage
         self.cluster = cluster or ClusterProfile(name="default")
 
     def __call__(self) -> str:
@@ -299,7 +308,7 @@ class RunJob(submitit.helpers.Checkpointable):
             try:
                 # rank 0 owns the run (a requeued job takes over its own earlier lock)
                 with run_lock(folder) if distributed.rank() == 0 else contextlib.nullcontext():
-                    execute_run(self.run, store, self.data_root, device)
+                    execute_run(self.run, store, self.data_root, device, stage=self.stage)
             except Exception as err:
                 if distributed.is_distributed() and distributed.is_peer_fault(err):
                     requeue_after_fault(err, self.cluster.max_fault_requeues)
@@ -409,23 +418,58 @@ def describe_arrays(runs: list[tuple[Run, Resources]], cluster: ClusterProfile, 
     for k, (params, chunk) in enumerate(array_chunks(unique, [], res_of, cluster, max_array_size() - 1)):
         after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
         ex = array_executor(root, params, cluster, chunk, setup, after, PreviewExecutor)
-        for i, run in enumerate(chunk):
-            job_of[run.run_id] = f"<array{k + 1}>_{i}" if len(chunk) > 1 else f"<job{k + 1}>"
+        ids = [f"<array{k + 1}>_{i}" if len(chunk) > 1 else f"<job{k + 1}>" for i in range(len(chunk))]
         lines.append(f"# array of {len(chunk)} runs: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
         lines.append(sbatch_script(ex, len(chunk)).rstrip("\n"))
+        if separate_evaluation(params):  # the evaluations: their own array on one GPU, task by task after training
+            ev = evaluation_executor(root, params, cluster, chunk, setup, ids, PreviewExecutor)
+            eparams = {k: v for k, v in ev.parameters.items() if k not in ("setup", "job_name", "array_parallelism")}
+            lines.append(f"# evaluation array of {len(chunk)} runs (after <array{k + 1}>'s tasks): "
+                         + ", ".join(f"{k}={v}" for k, v in sorted(eparams.items())))
+            lines.append(sbatch_script(ev, len(chunk)).rstrip("\n"))
+            ids = [i.replace(f"<array{k + 1}>", f"<array{k + 1}-eval>").replace(f"<job{k + 1}>", f"<job{k + 1}-eval>")
+                   for i in ids]
+        for run, job in zip(chunk, ids, strict=True):
+            job_of[run.run_id] = job
     return "\n".join(lines)
+
+
+def evaluation_dependency(training_ids: list[str]) -> str:
+    """Each evaluation task waits for its own training task: aftercorr between two arrays of the same
+    size, afterok on a plain job."""
+    first = training_ids[0]
+    return f"aftercorr:{first.split('_')[0]}" if "_" in first else f"afterok:{first}"
+
+
+def evaluation_executor(root: Path, params: dict, cluster: ClusterProfile, chunk: list[Run], setup: list[str],
+                        training_ids: list[str], cls: type[submitit.SlurmExecutor] = submitit.SlurmExecutor
+                        ) -> submitit.SlurmExecutor:
+    """The executor of the evaluation array that follows a multi-task training array."""
+    eparams = evaluation_parameters(params, cluster, f"{chunk[0].table_id} ({chunk[0].profile})")
+    ex = slurm_executor(root / "submitit", eparams, cluster, len(chunk), setup,
+                        f"semcl-{chunk[0].table_id.replace('/', '-')}-eval", cls)
+    ex.update_parameters(dependency=evaluation_dependency(training_ids),
+                         additional_parameters={**eparams.get("additional_parameters", {}), "kill-on-invalid-dep": "yes"})
+    return ex
+
+
+def submit_evaluations(root: Path, params: dict, cluster: ClusterProfile, chunk: list[Run], setup: list[str],
+                       training: list, data_root: Path) -> list:
+    ex = evaluation_executor(root, params, cluster, chunk, setup, [j.job_id for j in training])
+    with ex.batch():
+        return [ex.submit(RunJob(r, root, data_root.resolve(), cluster, "evaluate")) for r in chunk]
 
 
 def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Path, cluster: ClusterProfile,
                  *, retry_failed: bool = False) -> Path | None:
     """Submit the missing runs as job arrays and return at once; the manifest records job <-> run."""
-    from semcl.manifest import latest_jobs, run_state, sacct_states, write_manifest
+    from semcl.manifest import job_ids, latest_jobs, run_state, sacct_states, write_manifest
     from semcl.snapshot import job_setup_lines, make_snapshot
 
     res_of = {r.run_id: res for r, res in runs}
     todo = select([r for r, _ in runs], store, retry_failed)
     jobs = latest_jobs(store)
-    states = sacct_states([jobs[r.run_id]["job_id"] for r in todo if r.run_id in jobs])
+    states = sacct_states(job_ids([jobs[r.run_id] for r in todo if r.run_id in jobs]))
     queued = [r for r in todo if run_state(store, r.run_id, jobs.get(r.run_id), states)[0]
               in ("pending", "running", "requeued")]
     todo = [r for r in todo if r not in queued]
@@ -437,18 +481,25 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     prepare_synthetic_data(todo, store)
     snap = make_snapshot(root)
     entries = []
-    # job of each run that is queued or submitted now: second stages wait for them (afterok)
-    job_of = {r.run_id: jobs[r.run_id]["job_id"] for r in queued}
+    # job of each run that is queued or submitted now (its evaluation job where it has one): second
+    # stages wait for them (afterok)
+    job_of = {r.run_id: jobs[r.run_id].get("eval_job_id", jobs[r.run_id]["job_id"]) for r in queued}
     for params, chunk in array_chunks(todo, queued, res_of, cluster, max_array_size() - 1):
         after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
+        split = separate_evaluation(params)
         ex = array_executor(root, params, cluster, chunk, job_setup_lines(snap), after)
         with ex.batch():
-            submitted = [ex.submit(RunJob(r, root, data_root.resolve(), cluster)) for r in chunk]
-        for run, job in zip(chunk, submitted, strict=True):
-            job_of[run.run_id] = job.job_id
+            submitted = [ex.submit(RunJob(r, root, data_root.resolve(), cluster, "train" if split else "all"))
+                         for r in chunk]
+        evaluations = submit_evaluations(root, params, cluster, chunk, job_setup_lines(snap), submitted,
+                                         data_root) if split else [None] * len(chunk)
+        for run, job, ev in zip(chunk, submitted, evaluations, strict=True):
+            job_of[run.run_id] = ev.job_id if ev is not None else job.job_id
             entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
                             "row": run.row_label, "seed": run.seed, "profile": run.profile,
                             "folder": str(root / "submitit" / job.job_id),
+                            **({"eval_job_id": ev.job_id, "eval_folder": str(root / "submitit" / ev.job_id)}
+                               if ev is not None else {}),
                             **({"after": after} if after else {})})
     info = json.loads((snap / "snapshot.json").read_text())
     path = write_manifest(store, {"executor": "slurm", "cluster": cluster.name, "snapshot": str(snap),

@@ -28,6 +28,23 @@ def latest_jobs(store: Store) -> dict[str, dict]:
     return out
 
 
+def job_ids(entries: list[dict]) -> list[str]:
+    """Every SLURM job id of these manifest entries: the training job and, where the evaluation is its
+    own stage, the evaluation job."""
+    return [i for e in entries for i in (e["job_id"], e.get("eval_job_id")) if i]
+
+
+def current_job(store: Store, run_id: str, job: dict, states: dict[str, str]) -> tuple[dict, str]:
+    """The job a run waits on now, and its label: the evaluation job once the training stage is over
+    (trained.json written, or the training job ended), else the training job."""
+    if "eval_job_id" not in job:
+        return job, ""
+    train_state = states.get(job["job_id"])
+    if (store.run_dir(run_id) / "trained.json").exists() or (train_state is not None and train_state not in ACTIVE):
+        return {**job, "job_id": job["eval_job_id"], "folder": job.get("eval_folder", job["folder"])}, "evaluation "
+    return job, ""
+
+
 def _tail(path: Path, n: int = 3) -> str:
     if not path.exists():
         return ""
@@ -40,14 +57,15 @@ def run_state(store: Store, run_id: str, job: dict | None, states: dict[str, str
     status, detail = store.status(run_id)
     if status == "done" or job is None:
         return status, detail
+    job, stage = current_job(store, run_id, job, states)
     state = states.get(job["job_id"])
     if state in ACTIVE:
         kind = ACTIVE[state]
         if kind == "pending" and status == "partial":
             kind = "requeued"  # waiting again, with a checkpoint to resume from
-        return kind, f"job {job['job_id']} {state}"
+        return kind, f"{stage}job {job['job_id']} {state}"
     err = Path(job["folder"]) / f"{job['job_id']}_0_log.err"
     if state is None and status != "failed":
-        return status, f"job {job['job_id']}: no accounting record"
-    why = detail if status == "failed" else f"job {job['job_id']} ended {state} without metrics"
+        return status, f"{stage}job {job['job_id']}: no accounting record"
+    why = detail if status == "failed" else f"{stage}job {job['job_id']} ended {state} without metrics"
     return "failed", f"{why}; log: {err}; last lines: {_tail(err)}"

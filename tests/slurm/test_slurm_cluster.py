@@ -233,3 +233,19 @@ def test_two_task_job_trains_data_parallel_like_two_processes_by_hand(tmp_path):
     assert got["world_size"] == 2 and got["threads"] == 1
     assert got["metrics"] == want["metrics"]
     assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]
+    # the evaluation ran as its own one-task job, started once training had ended (aftercorr / afterok)
+    entry = latest_jobs(store)[run.run_id]
+    assert "evaluated_on" in got and entry["eval_job_id"] != entry["job_id"]
+
+    def spans() -> dict | None:
+        ids = [entry["job_id"], entry["eval_job_id"]]
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End,NTasks,AllocCPUS", "-j", ",".join(ids)],
+                             capture_output=True, text=True).stdout
+        got = {ln.split("|")[0]: ln.split("|")[1:] for ln in out.splitlines() if ln}
+        return got if set(ids) <= set(got) and all(v[1] not in ("", "Unknown") for v in got.values()) else None
+
+    span = _wait_for(spans, 60, "sacct to record both jobs")
+    assert span[entry["eval_job_id"]][0] >= span[entry["job_id"]][1]
+    assert span[entry["job_id"]][3] == "2" and span[entry["eval_job_id"]][3] == "1"
+    status = _state(store, run)
+    assert status[0] == "done"

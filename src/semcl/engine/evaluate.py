@@ -40,10 +40,13 @@ def select_on_validation(method: Method, cfg: RunConfig, train: ImageSet, val: I
 
 @torch.no_grad()
 def evaluate(method: Method, cfg: RunConfig, train: ImageSet, test: ImageSet, data_root: Path | None, seed: int,
-             logits_path: Path | None = None) -> dict[str, float]:
-    """{metric key: value} of every enabled evaluation (see module docstring)."""
+             logits_path: Path | None = None, checkpoint_dir: Path | None = None) -> dict[str, float]:
+    """{metric key: value} of every enabled evaluation (see module docstring); long evaluations (the
+    augmented linear probe) keep their state in `checkpoint_dir` after each epoch, so a requeued
+    evaluation resumes there."""
     method.eval()
-    ctx = EvalContext(method, cfg, train, test, data_root, seed, logits_path, save=save_atomic)
+    ctx = EvalContext(method, cfg, train, test, data_root, seed, logits_path, save=save_atomic,
+                      checkpoint_dir=checkpoint_dir)
     metrics: dict[str, float] = {}
     for spec in EVALUATIONS.values():
         if spec.run is not None and spec.enabled(cfg, method):

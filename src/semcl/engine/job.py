@@ -1,5 +1,9 @@
 """One run, start to finish: data -> method -> train (resumable) -> evaluate -> metrics.json.
 
+A run is two stages. `train` ends with the final checkpoint and trained.json (how it was trained:
+ranks, threads, device, time); `evaluate` rebuilds the method from that checkpoint and evaluates. On
+SLURM a multi-GPU run sends them as two jobs (the evaluation on one GPU, after the training job);
+`all` (the local executors, and single-GPU jobs) runs both in one process, in the same order.
 metrics.json is written atomically, and only once the run is complete; a failure writes
 failed.json (error + traceback) instead and leaves any checkpoint for the next attempt.
 """
@@ -27,12 +31,15 @@ from semcl.engine.checkpoint import seed_everything
 from semcl.engine.dependencies import LOGITS_FILE, dependencies
 from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.train import train
+from semcl.errors import ResultsError
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_spec
 from semcl.models.layout import apply_memory_format
 from semcl.runs import Run, Store, write_json_atomic
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
+TRAINED_FILE = "trained.json"  # the training stage's record, beside the final checkpoint
+STAGES = ("all", "train", "evaluate")
 
 
 def synthetic_root(store: Store, run: Run) -> Path:
@@ -95,17 +102,47 @@ def _file_logger(path: Path) -> logging.Handler:
     return handler
 
 
-def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.device) -> dict:
+def _training(device: torch.device, t0: float) -> dict:
+    """How this process trains: what the record keeps of the training stage."""
+    return {"device": device_name(device), "threads": torch.get_num_threads(), "world_size": distributed.world_size(),
+            "train_time_s": round(time.time() - t0, 2)}
+
+
+def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.device,
+            trained: dict | None = None) -> dict:
+    """The run's record; `trained` is the training stage's (trained.json) when it ran as its own job."""
+    training = trained or {}
     return {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
             **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
-            "git": git_state(), "versions": _versions(), "device": device_name(device),
-            "threads": torch.get_num_threads(), "world_size": distributed.world_size(), "wall_time_s": round(time.time() - t0, 2),
+            "git": git_state(), "versions": _versions(), "device": training.get("device", device_name(device)),
+            "threads": training.get("threads", torch.get_num_threads()),
+            "world_size": training.get("world_size", distributed.world_size()),
+            **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
+            "wall_time_s": round(time.time() - t0, 2) + (trained or {}).get("train_time_s", 0.0),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None) -> dict:
-    """Train, evaluate, write metrics.json. With several ranks, rank 0 alone evaluates and writes."""
+def _read_trained(folder: Path) -> dict:
+    """trained.json of a run whose training stage finished; ResultsError naming the file otherwise."""
+    path = folder / TRAINED_FILE
+    if not path.exists():
+        raise ResultsError(f"{path}: the run's training stage has not finished (no {TRAINED_FILE}); "
+                           "its training job runs first")
+    try:
+        doc = json.loads(path.read_text())
+        return {k: doc[k] for k in ("device", "threads", "world_size", "train_time_s")}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ResultsError(f"{path}: unreadable ({type(err).__name__}: {err}); delete it to retrain") from None
+
+
+def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None,
+                stage: str = "all") -> dict:
+    """Train, evaluate, write metrics.json (`stage` all); or only train, up to the final checkpoint and
+    trained.json (`train`: returns {}); or only evaluate a trained run (`evaluate`). With several ranks,
+    rank 0 alone evaluates and writes."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     folder = store.run_dir(run.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     cfg_path = folder / "config.yaml"
@@ -120,7 +157,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         spec = method_spec(cfg.method.name)
         cls = spec.load()
         deps = dependencies(run, store, spec.depends)
-        computed = cls.metrics_from_dependencies(cfg, deps)
+        computed = None if stage == "train" else cls.metrics_from_dependencies(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
             store.write_record(run.run_id, record)
@@ -149,8 +186,15 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             method.load_dependencies(deps)
         if distributed.is_distributed() and method.rank_seeded:  # one process keeps the plain stream
             torch.manual_seed(run.seed + distributed.rank())
-        history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device, data_root=root)
+        ckpt = folder / "checkpoints" / "last.pt"
+        trained = None
+        if stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
+            trained = _read_trained(folder)
+        history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root)
         if distributed.rank() != 0:
+            return {}
+        if stage == "train":
+            write_json_atomic(folder / TRAINED_FILE, {"run_id": run.run_id, **_training(device, t0)})
             return {}
         chosen = {}
         if method.validation_grid:  # e.g. tau-norm's tau, chosen on val as Kang et al.
@@ -159,9 +203,10 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":
                 raise ValueError(f"{d.name}: the val split is the test split here; choosing on it would tune on test")
             chosen = select_on_validation(method, cfg, train_set, val_set)
-        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE),
+        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE,
+                              checkpoint_dir=folder / "checkpoints"),
                    **chosen}
-        record = _record(run, metrics, history, t0, device)
+        record = _record(run, metrics, history, t0, device, trained)
         store.write_record(run.run_id, record)
         (folder / "failed.json").unlink(missing_ok=True)
         return record

@@ -77,7 +77,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         if "scaler" in state:
             scaler.load_state_dict(state["scaler"])
         ranks = state.get("rng_ranks")
-        if ranks is not None and len(ranks) != distributed.world_size():
+        if ranks is not None and len(ranks) != distributed.world_size() and state["epoch"] < cfg.schedule.epochs:
             log.warning("checkpoint from %d ranks resumed on %d: RNG states of rank 0 for all", len(ranks),
                         distributed.world_size())
         exact = ranks is not None and len(ranks) == distributed.world_size()

@@ -121,6 +121,7 @@ def linear_probe(
     train_feats: torch.Tensor | None = None,
     train_views_from: Any = None,
     init: str = "uniform",
+    checkpoint: Any = None,
 ) -> ProbeResult:
     """Train a linear classifier on frozen features and track test top-1 per epoch.
 
@@ -201,7 +202,18 @@ def linear_probe(
     n_train = train_images.shape[0]
     history: list[float] = []
     lr_history: list[float] = []
-    for epoch in range(epochs):
+    first = 0
+    if checkpoint is not None and (state := checkpoint.load()) is not None:
+        # a requeued evaluation: the classifier, optimiser and generator after its last finished epoch
+        if tuple(state["weight"].shape) != tuple(weight.shape) or int(state["epochs"]) != epochs:
+            raise ValueError(f"{checkpoint.path}: a probe checkpoint of another shape or schedule; delete it")
+        with torch.no_grad():
+            weight.copy_(state["weight"].to(device))
+            bias.copy_(state["bias"].to(device))
+        optimizer.load_state_dict(state["optimizer"])
+        gen.set_state(state["generator"])
+        first, history, lr_history = int(state["epoch"]), list(state["history"]), list(state["lr_history"])
+    for epoch in range(first, epochs):
         epoch_lr = lr_at_epoch(epoch, lr, milestones, gamma)
         for group in optimizer.param_groups:
             group["lr"] = epoch_lr
@@ -219,5 +231,9 @@ def linear_probe(
             optimizer.step()
         history.append(_top1(test_feats, y_test, weight, bias, eval_batch_size))
         lr_history.append(epoch_lr)
+        if checkpoint is not None and epoch + 1 < epochs:
+            checkpoint.save({"epoch": epoch + 1, "epochs": epochs, "weight": weight.detach().cpu(),
+                             "bias": bias.detach().cpu(), "optimizer": optimizer.state_dict(),
+                             "generator": gen.get_state(), "history": history, "lr_history": lr_history})
 
     return ProbeResult(top1_last=history[-1], top1_best=max(history), history=history, lr_history=lr_history)

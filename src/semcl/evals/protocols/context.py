@@ -27,6 +27,23 @@ def outputs(fn, images, transform, batch_size: int = 256) -> torch.Tensor:
                       for i in range(0, images.shape[0], batch_size)])
 
 
+class EvalCheckpoint:
+    """One evaluation's state file: written atomically, read with weights_only (semcl.engine.checkpoint)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def load(self) -> dict | None:
+        from semcl.engine.checkpoint import safe_load
+
+        return safe_load(self.path) if self.path.exists() else None
+
+    def save(self, state: dict) -> None:
+        from semcl.engine.checkpoint import save_atomic
+
+        save_atomic(state, self.path)
+
+
 @dataclass
 class EvalContext:
     """One run's evaluation inputs. The method is in eval mode; `run` functions are called under
@@ -41,6 +58,11 @@ class EvalContext:
     logits_path: Path | None = None  # where the classifier's test logits go (ensembles sum them)
     save: Any = None  # save(tensors, path): the engine's atomic writer for files such as the logits
     shared: dict[str, Any] = field(default_factory=dict)  # results one evaluation leaves for a later one
+    checkpoint_dir: Path | None = None  # where long evaluations keep their state between epochs (a requeue resumes)
+
+    def checkpoint(self, name: str) -> EvalCheckpoint | None:
+        """The resumable state of one evaluation (None: this evaluation keeps none, e.g. the preflight)."""
+        return EvalCheckpoint(self.checkpoint_dir / f"eval-{name}.pt") if self.checkpoint_dir is not None else None
 
     @property
     def size(self) -> int:

@@ -42,7 +42,7 @@ def run(ctx) -> dict[str, float]:
             train_views_from=getattr(ctx.train, "train_images", None), init=p.init or "uniform",
             test_transform=ctx.test_transform, epochs=p.epochs, lr=p.lr, batch_size=p.batch_size,
             momentum=p.momentum, weight_decay=p.weight_decay, milestones=tuple(p.milestones), gamma=p.gamma,
-            augment=p.augment, seed=ctx.seed,
+            augment=p.augment, seed=ctx.seed, checkpoint=ctx.checkpoint("probe"),
             # the shared feature passes (retrieval, kNN and OOD read the same ones): one pass per split
             test_feats=ctx.test_features if isinstance(ctx.test.images, torch.Tensor) else None,
             train_feats=ctx.train_features if not p.augment and isinstance(ctx.train.images, torch.Tensor) else None)

@@ -35,12 +35,11 @@ def job_ids(entries: list[dict]) -> list[str]:
 
 
 def current_job(store: Store, run_id: str, job: dict, states: dict[str, str]) -> tuple[dict, str]:
-    """The job a run waits on now, and its label: the evaluation job once the training stage is over
-    (trained.json written, or the training job ended), else the training job."""
+    """The job a run waits on now, and its label: the evaluation job once training is over (trained.json
+    written, or the training job completed), else the training job (also when it failed: its log says why)."""
     if "eval_job_id" not in job:
         return job, ""
-    train_state = states.get(job["job_id"])
-    if (store.run_dir(run_id) / "trained.json").exists() or (train_state is not None and train_state not in ACTIVE):
+    if (store.run_dir(run_id) / "trained.json").exists() or states.get(job["job_id"]) == "COMPLETED":
         return {**job, "job_id": job["eval_job_id"], "folder": job.get("eval_folder", job["folder"])}, "evaluation "
     return job, ""
 
@@ -61,7 +60,7 @@ def run_state(store: Store, run_id: str, job: dict | None, states: dict[str, str
     state = states.get(job["job_id"])
     if state in ACTIVE:
         kind = ACTIVE[state]
-        if kind == "pending" and status == "partial":
+        if kind == "pending" and status == "partial" and not stage:
             kind = "requeued"  # waiting again, with a checkpoint to resume from
         return kind, f"{stage}job {job['job_id']} {state}"
     err = Path(job["folder"]) / f"{job['job_id']}_0_log.err"

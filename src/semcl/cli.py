@@ -27,6 +27,19 @@ def _results_root(args) -> Path:
     return Path(args.results) if args.results else Path(from_env)
 
 
+def _set_precision(args) -> None:
+    """--precision, else the cluster profile's `precision`, is what every command plans runs with."""
+    from semcl.engine.precision import ENV
+
+    chosen = args.precision
+    if chosen is None and getattr(args, "cluster", None) and getattr(args, "executor", "slurm") == "slurm":
+        from semcl.cluster import load_cluster_profile
+
+        chosen = load_cluster_profile(args.cluster).precision
+    if chosen is not None:
+        os.environ[ENV] = chosen
+
+
 def get_table(table_id: str):
     from semcl.registry import get_table as get
 
@@ -401,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
     p.add_argument("--version", action="version", version=f"semcl {__version__}")
     p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
+    p.add_argument("--precision", choices=("official", "fast"), default=None,
+                   help="the runs' arithmetic, part of their ids: official (default: what each paper's code did) or "
+                        "fast (bf16 autocast, channels_last, cudnn.benchmark); default: the cluster profile's, else official")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_profile(sp, default="paper"):
@@ -496,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _set_precision(args)
         args.func(args)
     except SemclError as err:
         print(f"semcl: error: {err}", file=sys.stderr)
@@ -503,6 +520,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command without its own signal handling (run has one)
         print("semcl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `semcl list | head` (before OSError, of which it is one)
+        # the reader is gone: point stdout at /dev/null so the interpreter's final flush cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as err:
         if err.errno not in WRITE_ERRNOS:
             raise
@@ -510,9 +531,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"semcl: error: {where}cannot write ({err.strerror or err}); free space or fix the "
               "permissions of the results folder (--results / $SEMCL_RESULTS)", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `semcl list | head`
-        sys.stderr.close()
-        return 0
     return 0
 
 

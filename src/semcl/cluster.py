@@ -70,6 +70,7 @@ class ClusterProfile:
     # a multi-GPU run's evaluations go out as their own job (after training) on this many GPUs, this long
     eval_gpus: int = 1
     eval_time_min: int = 720
+    precision: str | None = None  # `fast` plans this cluster's runs with bf16 + channels_last (semcl.engine.precision)
     array_parallelism: int = 64
     signal_delay_s: int = 120  # the requeue signal comes this long before the time limit
     max_requeues: int = 3  # time-outs that are requeued (preemptions are always requeued)

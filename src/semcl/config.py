@@ -80,6 +80,9 @@ class OptimConfig:
     # mixed precision of the forward pass (official Places-LT / ResNet-200 scripts: fp16 with loss
     # scaling); None = float32 throughout
     amp: str | None = None
+    # the run's arithmetic as a named setting (semcl.engine.precision): None = official (what the paper's code
+    # did), "fast" = bf16 autocast + channels_last + cudnn.benchmark; set by `semcl --precision`, not by rows
+    precision: str | None = None
 
 
 @dataclass
@@ -141,6 +144,7 @@ CHOICES: dict[str, set[str]] = {
     "data.test_split": {"test", "val"},
     "optim.shape": {"paco", "mae", "plateau"},
     "optim.amp": {"fp16", "bf16"},
+    "optim.precision": {"fast"},  # official is no value
     "model.memory_format": {"channels_last"},
     "eval.accuracy": {"paco", "oltr"},
     "eval.retrieval": {"fine", "coarse"},

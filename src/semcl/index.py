@@ -13,6 +13,7 @@ call). This module imports only the standard library.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from semcl.index_store import cache_file, read_index, registry_root, source_key, table_meta, write_index
@@ -31,17 +32,19 @@ def load_index(profile: str, registry: Path | None = None) -> dict:
     (runs only for tables that have it). Rebuilt from the registry when any source file changed;
     a registry error raises exactly as `load_registry` does (nothing is cached then)."""
     reg = registry or registry_root()
+    # runs planned under `semcl --precision fast` have ids of their own ($SEMCL_PRECISION, semcl.engine.precision)
+    slot = profile if os.environ.get("SEMCL_PRECISION") in (None, "", "official") else f"{profile}@fast"
     key = source_key(reg)
     path = cache_file(reg)
     data = read_index(path, key)
     if data is None:
         data = {"key": key, "tables": None, "profiles": {}}
-    if data["tables"] is None or profile not in data["profiles"]:
+    if data["tables"] is None or slot not in data["profiles"]:
         from semcl.registry import load_registry
 
         tables = load_registry(reg if registry else None)
         data["tables"] = [table_meta(t) for t in tables.values()]
-        data["profiles"][profile] = {t.id: _profile_runs(t, profile) for t in tables.values()
-                                     if profile in t.profiles}
+        data["profiles"][slot] = {t.id: _profile_runs(t, profile) for t in tables.values()
+                                  if profile in t.profiles}
         write_index(path, data)
-    return {"tables": data["tables"], "runs": data["profiles"][profile]}
+    return {"tables": data["tables"], "runs": data["profiles"][slot]}

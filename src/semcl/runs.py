@@ -65,9 +65,13 @@ def member_seeds(row_deps: tuple[str, ...], seeds: list[int], seed: int) -> list
     return out
 
 
-def plan_runs(table: Table, profile: str, rows: list[str] | None = None) -> list[Run]:
+def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precision: str | None = None) -> list[Run]:
     """Every implemented row x seed of a table under one profile, in table order. Selecting rows
-    also brings in the runs they build on (bases first)."""
+    also brings in the runs they build on (bases first). `precision` (default: $SEMCL_PRECISION, which
+    `semcl --precision` sets; unset = official) is part of every run's config and id."""
+    from semcl.engine.precision import planned, stored
+
+    precision = stored(precision) if precision is not None else planned()
     seeds = table.seeds_for(profile)
     made: dict[tuple[str, int], Run] = {}
     by_row: dict[str, tuple[RunConfig, dict]] = {}  # a row's config (and its hashed part) is the same for every seed
@@ -77,6 +81,8 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None) -> list
             row = table.row(label)
             if label not in by_row:
                 resolved = table.resolve(row, profile)
+                if precision is not None:
+                    resolved.optim.precision = precision
                 by_row[label] = (resolved, hashable_config(resolved))
             cfg, hashed = by_row[label]
             deps = tuple(make(d, s).run_id for d, s in member_seeds(row.depends_on, seeds, seed))

@@ -30,6 +30,7 @@ from semcl.engine import distributed
 from semcl.engine.checkpoint import seed_everything
 from semcl.engine.dependencies import LOGITS_FILE, dependencies
 from semcl.engine.evaluate import evaluate, select_on_validation
+from semcl.engine.precision import configure_backend, effective_config
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.methods.base import DataInfo
@@ -153,7 +154,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     handler = _file_logger(folder / "log.txt")
     t0 = time.time()
     try:
-        cfg = run.config
+        cfg = effective_config(run.config)  # `fast`: bf16 + channels_last; official: as the row says
         spec = method_spec(cfg.method.name)
         cls = spec.load()
         deps = dependencies(run, store, spec.depends)
@@ -181,6 +182,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts,
                         tuple(train_set.class_names))
         device = device or pick_device()
+        configure_backend(cfg, device)
         method = apply_memory_format(cls(cfg, info).to(device), cfg.model.memory_format)
         if deps:  # a second stage's base run, a teacher (same seed)
             method.load_dependencies(deps)

@@ -193,6 +193,10 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
         "Epoch rule: every number reads the final training checkpoint; "
         + "; ".join(f"{c.label}: {describe(c)}" for c in table.columns) + ".",
     ]
+    from semcl.engine.precision import FAST_NOTE, planned
+
+    if planned() == "fast":  # every row of this rendering is a fast run (its own run ids)
+        lines.insert(0, f"Precision of every row: {FAST_NOTE} (semcl --precision fast), not the papers' own arithmetic.")
     for out, sub in prof.substitute.items():
         lines.append(f"Profile {profile}: OOD set {out} " + (f"replaced by {sub}." if sub else "not measured."))
     if prof.note:

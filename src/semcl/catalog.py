@@ -46,3 +46,12 @@ BACKBONE_GFLOPS: dict[str, float] = {
     "ShuffleV1": 0.6111,  # fwd 0.07738
     "ShuffleV2": 0.5458,  # fwd 0.08901
 }
+
+# Networks a row names in its method config rather than in model.backbone, in GMACs of one forward at
+# their reference input (the unit of the ResNet entries above: torchvision's and timm's "GFLOPS" columns
+# count multiply-adds), so the estimate costs the network the row really trains.
+# ViTs at 224 px (timm's model table: ViT-B/16 17.6, ViT-L/16 61.6 GMACs); the test ViT is negligible.
+VIT_GMACS: dict[str, float] = {"vit_base_patch16": 17.6, "vit_large_patch16": 61.6, "vit_tiny_test": 0.01}
+# 3-D ResNets per 16-frame clip at 112 px (torchvision's R3D_18 weights table: 40.7); scaled by frames and
+# pixels to the row's clip
+VIDEO_GMACS: dict[str, float] = {"r3d_18": 40.7, "r3d_small": 0.5}

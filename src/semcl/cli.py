@@ -177,9 +177,13 @@ def cmd_plan(args) -> None:
 
     index = load_index(args.profile)
     runs_dir, store = _results_root(args) / "runs", None
+    unit = "GPU-h" if args.profile == "paper" else "CPU-min"
+    totals = {"tables": 0, "runs": 0, "todo": 0, "all": 0.0, "left": 0.0}
+    counted: set[str] = set()  # a run two tables share counts once in the overall total
     for table in _index_tables(args, index):
         runs = index["runs"][table["id"]]
         print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
+        todo, cost_all, cost_left = 0, 0.0, 0.0
         for run_id, label, seed, cost, deps in runs:
             if not (runs_dir / run_id).exists():  # never started: no record, lock or checkpoint to read
                 status, detail = "missing", ""
@@ -189,8 +193,24 @@ def cmd_plan(args) -> None:
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(deps)}" if deps else ""
             print(f"{run_id}  {label:<24} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            amount = float(cost.split()[0])
+            cost_all += amount
+            if status != "done":
+                todo, cost_left = todo + 1, cost_left + amount
         if table["not_implemented"]:
             print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+        print(f"# {table['id']} total: {len(runs)} runs, {cost_all:.4g} {unit}; not done: {todo} runs, {cost_left:.4g} {unit}")
+        totals["tables"] += 1
+        for run_id, _, _, cost, _ in runs:
+            if run_id not in counted:
+                counted.add(run_id)
+                done = (runs_dir / run_id / "metrics.json").exists()
+                totals["runs"], totals["all"] = totals["runs"] + 1, totals["all"] + float(cost.split()[0])
+                if not done:
+                    totals["todo"], totals["left"] = totals["todo"] + 1, totals["left"] + float(cost.split()[0])
+    if totals["tables"] > 1:
+        print(f"# all {totals['tables']} tables: {totals['runs']} runs, {totals['all']:.4g} {unit}; "
+              f"not done: {totals['todo']} runs, {totals['left']:.4g} {unit} (estimates: semcl.runs.estimated_minutes)")
 
 
 def _plan_slurm(args) -> None:

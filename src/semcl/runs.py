@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from semcl.catalog import BACKBONE_GFLOPS
+from semcl.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
 from semcl.config import RunConfig, hashable_config
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
@@ -126,6 +126,24 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
     return f"{minutes / 60:.2g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
 
 
+def network_gflops(cfg: RunConfig) -> float:
+    """Forward + backward cost of one training sample of the network the row trains (catalog units): a ViT
+    row's `method.arch` at its image size, a video row's `method.backbone` per clip (frames x pixels), a KD
+    teacher row's `method.teacher_arch`, a student's own network plus its teacher's forward (a third of a
+    forward + backward); else `model.backbone`."""
+    m = cfg.method
+    arch, video = getattr(m, "arch", None), getattr(m, "backbone", None)
+    if arch in VIT_GMACS:
+        return 3 * VIT_GMACS[arch] * ((cfg.data.image_size or 224) / 224) ** 2
+    if video in VIDEO_GMACS:
+        return 3 * VIDEO_GMACS[video] * getattr(m, "num_frames", 16) / 16 * ((cfg.data.image_size or 112) / 112) ** 2
+    teacher = getattr(m, "teacher_arch", None)
+    if teacher in BACKBONE_GFLOPS and m.name == "kd_teacher":
+        return BACKBONE_GFLOPS[teacher]
+    own = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0)
+    return own + (BACKBONE_GFLOPS[teacher] / 3 if teacher in BACKBONE_GFLOPS else 0.0)
+
+
 def estimated_minutes(cfg: RunConfig, profile: str) -> float:
     """The estimate in minutes of one GPU (paper profile) or one CPU core (others)."""
     info = DATASETS.get(cfg.data.name)
@@ -139,7 +157,7 @@ def estimated_minutes(cfg: RunConfig, profile: str) -> float:
         n_max = getattr(cfg.data, "lt_max_per_class", None) or n_train // info.num_classes
         c = info.num_classes
         n_train = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
-    per_image = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) * 1e9
+    per_image = network_gflops(cfg) * 1e9
     # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
     train = cfg.schedule.epochs * n_train * per_image * METHODS[cfg.method.name].cost(cfg.method)
     probe_passes = cfg.probe.epochs if cfg.probe.augment else 1

@@ -83,3 +83,24 @@ def test_step_schedule_variant():
     cos = build_config({"optim": {"lr": 0.5, "warmup_epochs": 0}}, where="x")
     assert lr_at(cos.optim, 10, 9, 0, 5) == pytest.approx(0.5 * 1e-3)
     assert make_run_id(build_config({"method": {"name": "ce"}}, where="x"), 123) == PINNED_CE_ID
+
+
+def test_estimate_costs_the_network_the_row_trains():
+    """ViT rows by method.arch, video rows per clip of method.backbone, KD rows with their teacher: each
+    against the catalog arithmetic (forward + backward = 3 forwards)."""
+    from semcl.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
+    from semcl.runs import network_gflops
+
+    def row(table, label):
+        return next(r for r in plan_runs(get_table(table), "paper") if r.row_label == label).config
+
+    assert network_gflops(row("gpaco/mae-robustness", "GPaCo ViT-L")) == 3 * VIT_GMACS["vit_large_patch16"]
+    assert network_gflops(row("gpaco/tab13-vit", "GPaCo ViT-B")) == 3 * VIT_GMACS["vit_base_patch16"]
+    # 16 frames at 128 px: (128 / 112)^2 of the 112-px clip
+    assert network_gflops(row("rince/tab4", "RINCE")) == pytest.approx(3 * VIDEO_GMACS["r3d_18"] * (128 / 112) ** 2)
+    kd = row("scns/kd-cifar100", "KD resnet110 to resnet20")
+    assert network_gflops(kd) == pytest.approx(BACKBONE_GFLOPS["resnet20"] + BACKBONE_GFLOPS["resnet110"] / 3)
+    teacher = next(r for r in plan_runs(get_table("scns/kd-cifar100"), "paper")
+                   if r.config.method.name == "kd_teacher" and r.config.method.teacher_arch == "resnet110").config
+    assert network_gflops(teacher) == BACKBONE_GFLOPS["resnet110"]
+    assert network_gflops(row("rince/tab2", "Cross-entropy")) == BACKBONE_GFLOPS["resnet50_cifar"]

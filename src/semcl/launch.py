@@ -332,7 +332,8 @@ def requeue_after_fault(err: BaseException, max_requeues: int) -> None:
           f"(restart {restarts + 1} of at most {max_requeues}), it resumes from its last checkpoint",
           file=sys.stderr, flush=True)
     done = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
-    if done.returncode != 0 and "pending" not in done.stderr.lower():  # another rank requeued it first
+    # a job another rank has requeued already answers that it is pending: wait for the end as well
+    if done.returncode != 0 and "pending" not in done.stderr.lower():
         print(f"scontrol requeue {job_id}: {done.stderr.strip()}", file=sys.stderr, flush=True)
         return
     time.sleep(300)  # SLURM ends this step now; exiting first could record the job as failed

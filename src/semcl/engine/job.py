@@ -120,7 +120,7 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
             **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
-            "wall_time_s": round(time.time() - t0, 2) + (trained or {}).get("train_time_s", 0.0),
+            "wall_time_s": round(time.time() - t0, 2) + training.get("train_time_s", 0.0),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 

@@ -215,8 +215,8 @@ def cmd_plan(args) -> None:
 
 def _plan_slurm(args) -> None:
     from semcl.cluster import load_cluster_profile
-    from semcl.launch import describe_arrays
     from semcl.runs import estimate_cost, plan_runs
+    from semcl.slurm_submit import describe_arrays
 
     store = _store(args)
     for table in _tables(args):
@@ -265,7 +265,8 @@ def _runs_with_resources(args) -> list:
 
 
 def cmd_run(args) -> None:
-    from semcl.launch import check_data_root, submit_runs, submit_slurm
+    from semcl.launch import check_data_root, submit_runs
+    from semcl.slurm_submit import submit_slurm
 
     store = _store(args)
     pairs = _runs_with_resources(args)

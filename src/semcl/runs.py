@@ -128,9 +128,9 @@ def estimate_cost(cfg: RunConfig, profile: str) -> str:
 
 def network_gflops(cfg: RunConfig) -> float:
     """Forward + backward cost of one training sample of the network the row trains (catalog units): a ViT
-    row's `method.arch` at its image size, a video row's `method.backbone` per clip (frames x pixels), a KD
-    teacher row's `method.teacher_arch`, a student's own network plus its teacher's forward (a third of a
-    forward + backward); else `model.backbone`."""
+    row's `method.arch` at its image size, a video row's `method.backbone` per clip (frames x pixels), a
+    row's `method.teacher_arch` where it trains that network (no teacher run to read), a student's own
+    network plus its teacher's forward (a third of a forward + backward); else `model.backbone`."""
     m = cfg.method
     arch, video = getattr(m, "arch", None), getattr(m, "backbone", None)
     if arch in VIT_GMACS:
@@ -138,10 +138,11 @@ def network_gflops(cfg: RunConfig) -> float:
     if video in VIDEO_GMACS:
         return 3 * VIDEO_GMACS[video] * getattr(m, "num_frames", 16) / 16 * ((cfg.data.image_size or 112) / 112) ** 2
     teacher = getattr(m, "teacher_arch", None)
-    if teacher in BACKBONE_GFLOPS and m.name == "kd_teacher":
+    if teacher not in BACKBONE_GFLOPS:
+        return BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0)
+    if METHODS[m.name].depends != "teacher":  # the teacher row itself: teacher_arch is what it trains
         return BACKBONE_GFLOPS[teacher]
-    own = BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0)
-    return own + (BACKBONE_GFLOPS[teacher] / 3 if teacher in BACKBONE_GFLOPS else 0.0)
+    return BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) + BACKBONE_GFLOPS[teacher] / 3
 
 
 def estimated_minutes(cfg: RunConfig, profile: str) -> float:

@@ -26,7 +26,8 @@ from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "semcl"
-SPINE = ["cli.py", "registry.py", "config.py", "runs.py", "launch.py", "manifest.py", "cluster.py", "engine", "report"]
+SPINE = ["cli.py", "registry.py", "config.py", "runs.py", "launch.py", "slurm_job.py", "slurm_submit.py", "manifest.py",
+         "cluster.py", "engine", "report"]
 
 
 def _spine_files() -> list[Path]:

@@ -19,10 +19,10 @@ import torch
 
 from semcl.cluster import load_cluster_profile
 from semcl.engine.job import execute_run
-from semcl.launch import submit_slurm
 from semcl.manifest import latest_jobs, run_state, sacct_states
 from semcl.registry import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
+from semcl.slurm_submit import submit_slurm
 
 SEMCL = [sys.executable, "-m", "semcl.cli"]
 HAVE_SLURM = shutil.which("sbatch") is not None and subprocess.run(["sinfo"], capture_output=True).returncode == 0
@@ -155,9 +155,9 @@ def test_cancelled_job_shows_failed_not_running(tmp_path):
 
 
 def test_arrays_larger_than_max_array_size_are_chunked(tmp_path, monkeypatch):
-    import semcl.launch
+    import semcl.slurm_submit
 
-    monkeypatch.setattr(semcl.launch, "max_array_size", lambda: 3)  # task ids 0..1 per array
+    monkeypatch.setattr(semcl.slurm_submit, "max_array_size", lambda: 3)  # task ids 0..1 per array
     runs = [_run("Cross-entropy", seed=s, schedule__epochs=1) for s in (123, 546, 937)]
     store = Store(tmp_path / "results")
     jobs = _submit(runs, store)

@@ -89,8 +89,12 @@ def cmd_list(args) -> None:
 
     index = load_index(args.profile)
     runs_dir = _results_root(args) / "runs"
-    kept = [t for t in index["tables"] if t["id"] in index["runs"]]
-    _say_skipped([t["id"] for t in index["tables"] if t["id"] not in index["runs"]], args.profile)
+    papers = sorted({t["paper"] for t in index["tables"]})
+    if args.paper and args.paper not in papers:
+        raise ConfigError(f"unknown paper {args.paper!r} (papers: {', '.join(papers)})")
+    tables = [t for t in index["tables"] if not args.paper or t["paper"] == args.paper]
+    kept = [t for t in tables if t["id"] in index["runs"]]
+    _say_skipped([t["id"] for t in tables if t["id"] not in index["runs"]], args.profile)
     try:
         started = set(os.listdir(runs_dir))  # one directory read instead of a stat per planned run
     except OSError:
@@ -446,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(synthetic data, seconds); default: {default}")
 
     sp = sub.add_parser("list", help="every registry entry with its status")
+    sp.add_argument("paper", nargs="?", default=None, help="only this paper's entries (rince, gpaco, paco, hsa, scns)")
     with_profile(sp)
     sp.set_defaults(func=cmd_list)
     sp = sub.add_parser("show", help="rows, columns, protocols and reported numbers of a table")

@@ -129,7 +129,9 @@ def load_cluster_profile(name: str) -> ClusterProfile:
     path = profiles_root() / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in profiles_root().glob("*.yaml"))
-        raise ConfigError(f"{path}: no cluster profile {name!r} (known: {', '.join(known)})")
+        raise ConfigError(f"{path}: no cluster profile {name!r} (known: {', '.join(known)}; copy "
+                          f"{profiles_root() / 'example-a100.yaml'} to {path.name} there and edit it, or point "
+                          "$SEMCL_CLUSTER_PROFILES at a folder of your own)")
     doc = yaml.safe_load(path.read_text()) or {}
     names = {f.name for f in dataclasses.fields(ClusterProfile)} - {"name"}
     unknown = sorted(set(doc) - names)

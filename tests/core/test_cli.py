@@ -98,3 +98,13 @@ def test_plan_prints_totals_per_table_and_overall(capsys):
     assert m and float(m.group(1)) == pytest.approx(tab2, rel=1e-3) and m.group(1) == m.group(2)
     overall = lines[-1]
     assert overall.startswith("# all 2 tables: ") and f"{len({ln.split()[0] for ln in runs})} runs" in overall
+
+
+def test_list_one_paper(capsys):
+    from semcl.cli import main
+
+    assert main(["list", "hsa", "--profile", "smoke"]) == 0
+    rows = [ln.split()[0] for ln in capsys.readouterr().out.splitlines()[1:-1]]
+    assert rows and all(r.startswith("hsa/") for r in rows) and "hsa/linear" in rows
+    assert main(["list", "nope"]) == 2
+    assert "unknown paper 'nope' (papers: gpaco, hsa, paco, rince, scns)" in capsys.readouterr().err

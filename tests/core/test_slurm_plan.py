@@ -52,7 +52,8 @@ def test_multi_gpu_run_asks_one_task_per_gpu():
 
 
 def test_unknown_cluster_profile_names_the_file():
-    with pytest.raises(ConfigError, match=r"slurm/profiles/nope.yaml: no cluster profile 'nope' \(known: example-a100, local\)"):
+    with pytest.raises(ConfigError, match=r"slurm/profiles/nope.yaml: no cluster profile .nope. \(known: example-a100, local; copy "
+                                          r".*example-a100.yaml to nope.yaml there and edit it, or point \$SEMCL_CLUSTER_PROFILES"):
         load_cluster_profile("nope")
 
 

@@ -38,7 +38,7 @@ def test_smoke_table_three_seeds_through_local_executor(tmp_path):
                      *pick)
     assert code == 0 and "12 runs to submit" in out and "12 of 12 runs done" in out
     code, out = _cli("--results", res, "plan", "rince/tab2", "--profile", "smoke")
-    fields = [re.split(r"\s{2,}", ln.strip()) for ln in out.splitlines()[1:]]
+    fields = [re.split(r"\s{2,}", ln.strip()) for ln in out.splitlines() if not ln.startswith("#")]
     assert {(f[1], f[3]) for f in fields if f[1] in rows} == {(r, "done") for r in rows}
     # a second invocation submits nothing
     code, out = _cli("--results", res, "run", "rince/tab2", "--profile", "smoke", "--executor", "local", *pick)

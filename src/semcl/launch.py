@@ -35,9 +35,9 @@ class RunBatch:
         import torch
 
         from semcl.engine import interrupt
-        from semcl.engine.job import execute_run
+        from semcl.engine.job import arithmetic_threads, execute_run
 
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(arithmetic_threads(self.threads))
         store = Store(self.store_root)
         outcome: dict[str, str] = {}
         with interrupt.stop_on_signals():
@@ -203,7 +203,7 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
             shares = _split(wave, n_workers) if executor == "local" else [wave]
             jobs = [stop.submit(ex, RunBatch(share, store.root, data_root, threads)) for share in shares]
             stage = f" (stage {k + 1} of {len(stages)})" if len(stages) > 1 else ""
-            print(f"submitted {len(wave)} runs as {len(jobs)} {executor} job(s), {threads} thread(s) each{stage}")
+            print(f"submitted {len(wave)} runs as {len(jobs)} {executor} job(s){stage}")
             failed += wait(jobs, wave, store, in_process=executor == "debug", raise_on_failure=False,
                            stop=stop)
             if stop.signum is not None:

@@ -32,7 +32,7 @@ class RunJob(submitit.helpers.Checkpointable):
         import torch
 
         from semcl.engine import distributed, interrupt
-        from semcl.engine.job import execute_run
+        from semcl.engine.job import arithmetic_threads, execute_run
         from semcl.engine.train import CHECKPOINT_EVERY_ENV
 
         interrupt.defer_signal()
@@ -44,7 +44,7 @@ class RunJob(submitit.helpers.Checkpointable):
         if holder is not None:
             print(f"{self.run.run_id}: running ({holder.describe()}); skipped", file=sys.stderr)
             return self.run.run_id
-        torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+        torch.set_num_threads(arithmetic_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))))
         device = distributed.init_from_slurm()  # several tasks: one process per GPU
         if store.status(self.run.run_id)[0] != "done":
             try:

@@ -61,6 +61,13 @@ def pick_device() -> torch.device:
     return torch.device(name)
 
 
+def arithmetic_threads(cpus: int) -> int:
+    """Intra-op threads of a run's arithmetic: one where it runs on the CPU, whose results depend on the
+    thread count (reduction order) and so must not depend on how many runs share the machine or what a job
+    was given; all `cpus` where the arithmetic is on a GPU and the CPU only feeds it. Recorded as `threads`."""
+    return max(1, cpus) if pick_device().type == "cuda" else 1
+
+
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"

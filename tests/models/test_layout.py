@@ -35,8 +35,18 @@ def test_channels_last_weights_give_the_same_outputs_and_gradients(build, shape,
     w = torch.randn(out_p.shape, generator=torch.Generator().manual_seed(2))  # not |out|^2: BN makes it flat
     (out_p * w).sum().backward()
     (out_c * w).sum().backward()
-    for (name, a), (_, b) in zip(plain.named_parameters(), cl.named_parameters(), strict=True):
-        assert (b.grad - a.grad).norm() <= 1e-4 * a.grad.norm(), name
+    # gradients against a float64 copy of the default layout: behind BN the stem's weight gradient is a sum
+    # with heavy cancellation (float32 error ~3e-3 relative for the 3-D net on some CPUs, in both layouts), so
+    # channels-last must be as close to the float64 truth as the default layout is, not within a fixed 1e-4
+    ref = copy.deepcopy(plain).double()
+    for p in ref.parameters():
+        p.grad = None
+    (ref(x.double()) * w.double()).sum().backward()
+    for (name, a), (_, b), (_, r) in zip(plain.named_parameters(), cl.named_parameters(), ref.named_parameters(),
+                                         strict=True):
+        err_plain, err_cl = ((g.grad.double() - r.grad).norm() for g in (a, b))
+        assert err_cl <= max(2 * err_plain, 1e-5 * r.grad.norm()), name
+        assert err_plain <= 1e-2 * r.grad.norm(), name  # float32 itself stays close to the truth
 
 
 def test_checkpoints_move_between_layouts_unchanged():

@@ -1,4 +1,4 @@
-"""The registry: one YAML file per paper table under experiments/, loaded with yaml.safe_load.
+"""The registry: one YAML file per paper table under experiments/, loaded safely and strictly (semcl.yaml_strict).
 
 Each entry says what the paper reported (with provenance) and how to rerun it (rows x
 profiles). Loading validates everything, including every implemented row's resolved config
@@ -14,10 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
 from semcl.config import build_config, merge
+from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
 from semcl.evals.protocols import gain as gain_column
@@ -27,9 +26,11 @@ from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.registry_schema import DEFAULT_SEEDS, ProfileEntry, parse_entry  # noqa: F401  (DEFAULT_SEEDS re-exported)
 from semcl.schema import NON_NEGATIVE, build
+from semcl.yaml_strict import StrictLoader
+from semcl.yaml_strict import load_file as load_yaml_file
 
-# the C (libyaml) safe loader where PyYAML was built with it: same safe subset, several times faster
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# the strict safe loader (duplicate keys and alias bombs refused; libyaml's parser where PyYAML has it)
+SafeLoader = StrictLoader
 
 PROVENANCE_TAGS = {
     "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
@@ -213,8 +214,22 @@ def _validate(table: Table, row: Row, profile: str) -> None:
     tree = table.config_tree(row, profile)
     key = json.dumps(tree, sort_keys=True, default=repr)
     if key not in _VALIDATED:
-        build_config(tree, where=f"{table.path}: row {row.label!r}, profile {profile!r}")
+        where = f"{table.path}: row {row.label!r}, profile {profile!r}"
+        _check_dataset(build_config(tree, where=where), where)
         _VALIDATED.add(key)
+
+
+def _check_dataset(cfg: Any, where: str) -> None:
+    """The method's own check of what its dataset's class count can serve (MethodSpec.check_dataset)."""
+    data = DATASETS.get(cfg.data.name)
+    if data is None:  # an unknown dataset is reported where the data are read
+        return
+    num_classes = data.synthetic_classes if cfg.data.synthetic else data.num_classes
+    try:
+        METHODS[cfg.method.name].check_dataset(cfg.method, num_classes)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err} ({cfg.data.name}{' synthetic' if cfg.data.synthetic else ''} "
+                          f"has {num_classes} classes)") from None
 
 
 def _link_rows(rows: list[Row], where: str) -> list[Row]:
@@ -347,17 +362,12 @@ def _preset(path: Path) -> dict:
 @cache
 def _parse_preset(path: Path, mtime_ns: int) -> dict:
     """Presets are shared by many tables: parse each once (per modification)."""
-    return yaml.load(path.read_text(), Loader=SafeLoader) or {}
+    return load_yaml_file(path) or {}
 
 
 def load_table(path: Path, presets: Path) -> Table:
     where = str(path)
-    try:
-        doc = yaml.load(path.read_text(), Loader=SafeLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{where}:{line} invalid YAML ({getattr(err, 'problem', err)})") from None
+    doc = load_yaml_file(path)  # one line naming the file: invalid YAML, duplicate keys, alias bombs
     entry = parse_entry(doc, where)  # types, unknown keys, seeds, safe id and labels
     preset: dict = {}
     if entry.preset:

@@ -16,6 +16,10 @@ from typing import Any
 DEPENDENCY_KINDS = {"init_from": "base run", "ensemble": "ensemble member", "teacher": "teacher run"}
 
 
+def serves_any_dataset(method_cfg: Any, num_classes: int) -> None:
+    """The default `check_dataset`: the method works with any class count."""
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """One method as the spine sees it; registered by one line in semcl.methods.registry.METHODS."""
@@ -30,6 +34,10 @@ class MethodSpec:
     # allowed values of the schema's string fields (`method.<field>`), checked when a config is built
     choices: dict[str, frozenset[str]] = field(default_factory=dict)
     summary: str = ""
+    # check_dataset(method_cfg, num_classes): raises semcl.errors.ConfigError ("method.<key> = ...: why") when
+    # the run's dataset (its class count; the synthetic stand-in's under data.synthetic) cannot serve the
+    # config; the registry calls it for every row under every profile, so such a run fails at load, not at start
+    check_dataset: Callable[[Any, int], None] = serves_any_dataset
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:

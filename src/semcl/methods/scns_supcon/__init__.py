@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from semcl.errors import ConfigError
 from semcl.methods.spec import MethodSpec
 
 
@@ -59,7 +60,21 @@ class SCNSSupConInstanceMethod:
             raise ValueError("scns_supcon_instance: num_negatives, k >= 1, temperature > 0, 0 <= bank_momentum < 1")
 
 
+def check_top_k_classes(method_cfg: SCNSSupConMethod, num_classes: int) -> None:
+    """SCNS-class draws from the top-k of each class's C - 1 other classes (semcl.data.negatives)."""
+    if method_cfg.negatives == "class" and not 1 <= method_cfg.k <= num_classes - 1:
+        raise ConfigError(f"'method.k' = {method_cfg.k}: SCNS-class needs 1 <= k <= {num_classes - 1} "
+                          f"(the other classes of each class)")
+
+
+def check_instance_classes(method_cfg: SCNSSupConInstanceMethod, num_classes: int) -> None:
+    """SCNS-instance pools hold other-class images: a dataset of one class has none."""
+    if num_classes < 2:
+        raise ConfigError(f"'method.name' = {method_cfg.name!r}: SCNS-instance needs at least 2 classes")
+
+
 SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.method:SCNSSupCon", train_cost=2.0,
+                  check_dataset=check_top_k_classes,
                   choices={"negatives": frozenset({"uniform", "class"}),
                            "weighting": frozenset({"similarity", "softmax"}),
                            "vectors": frozenset({"glove", "vectors", "sentence"})},
@@ -67,6 +82,7 @@ SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.me
 
 INSTANCE_SPEC = MethodSpec("scns_supcon_instance", SCNSSupConInstanceMethod,
                            "semcl.methods.scns_supcon.method:SCNSSupConInstance", train_cost=2.0, depends="teacher",
+                           check_dataset=check_instance_classes,
                            choices={"weighting": frozenset({"uniform", "similarity"})},
                            summary="supervised contrastive loss over bank negatives drawn by SCNS-instance (pools "
                                    "from a finished run's features)")

@@ -156,7 +156,9 @@ CHOICES: dict[str, set[str]] = {
 # any recipe with a random crop takes "-c<percent>" for the crop's minimum area (e.g. -c20 = 0.2).
 # _timm: the official (timm) RandAugment; without it: torchvision's (the named variant)
 RANDAUG_RECIPES = {"randcls", "randclsstack", "randcls_timm", "randclsstack_timm"}
-AUGMENT_RECIPES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "autoaug_cutout", *RANDAUG_RECIPES}
+# mae: MAE's timm create_transform (fixed arguments); aug_cifar: sim_cifar with blur p 0.2 (GPaCo's CIFAR-LT view 2)
+AUGMENT_RECIPES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "aug_cifar", "autoaug_cutout", "mae",
+                   *RANDAUG_RECIPES}
 _RANDAUG = re.compile(r"^(?P<base>[a-z_]+?)(?:-n(?P<n>\d+)-m(?P<m>\d+))?(?:-c(?P<c>\d+))?$")
 
 

@@ -11,7 +11,7 @@ from semcl.data import build_augment, stats
 from semcl.data.tvaugment import PerImageAugment, ViewCycle
 from semcl.errors import ConfigError
 
-RECIPES = ["sim", "randcls-n2-m10", "randclsstack-n3-m10", "sim_cifar", "autoaug_cutout", "sim-c20"]
+RECIPES = ["sim", "randcls-n2-m10", "randclsstack-n3-m10", "sim_cifar", "aug_cifar", "autoaug_cutout", "sim-c20"]
 
 
 def _images(c: int = 3) -> torch.Tensor:
@@ -59,3 +59,11 @@ def test_the_probe_recipe_and_init_are_checked_with_their_keys():
         build_config({"probe": {"recipe": "nope"}}, where="x.yaml")
     with pytest.raises(ConfigError, match="x.yaml: 'probe.init' = 'zeros' is not one of"):
         build_config({"probe": {"init": "zeros"}}, where="x.yaml")
+
+
+def test_gpacos_cifar_lt_view_2_blurs_at_p_0_2_and_pacos_at_0_5():
+    from semcl.data.tvaugment import image_transform
+
+    blur = {name: image_transform(name, 32).transforms[-1] for name in ("aug_cifar", "sim_cifar")}
+    assert {name: b.p for name, b in blur.items()} == {"aug_cifar": 0.2, "sim_cifar": 0.5}
+    assert all(type(b.transforms[0]).__name__ == "GaussianBlur" for b in blur.values())

@@ -17,9 +17,15 @@ Recipes (../shared/papers/paco.md d.1, d.2; official `--aug view1_view2`):
   chosen op always applied, fixed magnitude, no Invert / SolarizeAdd) -- a named variant.
 * `randclsstack`: `randcls` with grayscale p 0.2 and blur p 0.5 before RandAugment.
 * `sim_cifar`: RandomResizedCrop(scale 0.2-1) -> flip -> ColorJitter(0.4, 0.4, 0.4, 0.1) p 0.8
-  -> grayscale p 0.2 -> blur p 0.5 (the CIFAR view 2).
+  -> grayscale p 0.2 -> blur p 0.5 (the CIFAR view 2 of PaCo and of GPaCo's full CIFAR-100).
+* `aug_cifar`: `sim_cifar` with blur p 0.2 (GPaCo/LT/paco_cifar.py `augmentation_aug_cifar`: view 2 of
+  GPaCo's long-tailed CIFAR branch, imb_factor != 1).
 * `autoaug_cutout`: RandomCrop(pad 4) -> flip -> AutoAugment(CIFAR-10 policy) -> Cutout (one
   size/2 square zeroed before normalisation, 16 px at 32 px) (the CIFAR view 1).
+* `mae`: MAE's fine-tuning transform (its util/datasets.py `build_transform`, also GPaCo's
+  MAE-ViTs copy): timm `create_transform(is_training=True, color_jitter=None, auto_augment=
+  "rand-m9-mstd0.5-inc1", interpolation="bicubic", re_prob=0.25, re_mode="pixel", re_count=1)` --
+  bicubic RandomResizedCrop, flip, RandAugment, normalise, RandomErasing; no colour jitter (`MAETransform`).
 Names joined by "+" give one recipe per view (`ViewCycle`); see semcl.config.parse_augment.
 """
 
@@ -39,11 +45,11 @@ from semcl.data.augment import RECIPES, Augment
 ImageTransform = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _blur(size: int) -> v2.Transform:
+def _blur(size: int, p: float = 0.5) -> v2.Transform:
     # the official code blurs with PIL's radius-only GaussianBlur; torchvision needs a kernel:
     # 2 * ceil(3 * sigma_max) + 1 = 13 covers sigma 2, capped to an odd size within the image
     k = min(13, size - 1 if size % 2 == 0 else size)
-    return v2.RandomApply([v2.GaussianBlur(k, sigma=(0.1, 2.0))], p=0.5)
+    return v2.RandomApply([v2.GaussianBlur(k, sigma=(0.1, 2.0))], p=p)
 
 
 def _tv_randaugment(n: int, m: int) -> v2.Transform:
@@ -117,7 +123,7 @@ def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: flo
         base, randaugment = base[:-5], TimmRandAugment(n, m, size=size, mean=mean)
     elif base in ("randcls", "randclsstack"):
         randaugment = _tv_randaugment(n, m)
-    rrc = v2.RandomResizedCrop(size, scale=(crop_min or (0.2 if base == "sim_cifar" else 0.08), 1.0), antialias=True)
+    rrc = v2.RandomResizedCrop(size, scale=(crop_min or (0.2 if base in ("sim_cifar", "aug_cifar") else 0.08), 1.0), antialias=True)
     jitter = v2.ColorJitter(0.4, 0.4, 0.4, 0.0)
     gray = v2.RandomGrayscale(p=0.2)
     if base == "sim":
@@ -126,15 +132,64 @@ def image_transform(base: str, size: int, n: int = 2, m: int = 10, crop_min: flo
         steps = [rrc, v2.RandomHorizontalFlip(), jitter, randaugment]
     elif base == "randclsstack":
         steps = [rrc, v2.RandomHorizontalFlip(), jitter, gray, _blur(size), randaugment]
-    elif base == "sim_cifar":
+    elif base in ("sim_cifar", "aug_cifar"):
         steps = [rrc, v2.RandomHorizontalFlip(), v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
-                 gray, _blur(size)]
+                 gray, _blur(size, 0.5 if base == "sim_cifar" else 0.2)]
     elif base == "autoaug_cutout":
         steps = [v2.Resize(size, antialias=True), v2.RandomCrop(size, padding=round(size / 8)),
                  v2.RandomHorizontalFlip(), v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10), Cutout(round(size / 2))]
     else:
         raise ValueError(f"unknown per-image recipe {base!r}")
     return v2.Compose(steps)
+
+
+# MAE's fine-tuning arguments (main_finetune.py defaults and sh/finetune_*_mae.sh: --reprob 0.25)
+MAE_TRANSFORM_ARGS = {"is_training": True, "color_jitter": None, "auto_augment": "rand-m9-mstd0.5-inc1",
+                      "interpolation": "bicubic", "re_prob": 0.25, "re_mode": "pixel", "re_count": 1}
+
+
+def mae_create_transform(size: int, mean: Sequence[float], std: Sequence[float]):
+    """timm's create_transform with MAE's arguments: the PIL -> normalised tensor pipeline MAE trains with."""
+    try:
+        from timm.data import create_transform
+    except ImportError:
+        raise ImportError("the mae recipe needs timm: pip install 'semcl[timm]'") from None
+    return create_transform(input_size=size, mean=tuple(mean), std=tuple(std), **MAE_TRANSFORM_ARGS)
+
+
+class MAETransform:
+    """Batch callable running MAE's timm pipeline per image: PIL in, normalised float out (RandomErasing
+    acts after normalisation, so it cannot be a PerImageAugment step). timm draws from Python's `random`,
+    NumPy's global stream and torch's; each image seeds the first two from torch's stream, which runs
+    under a seed drawn from the batch generator, and every global stream is restored afterwards.
+    One-channel images go through as grey RGB (timm's fill colours are RGB) and come back as channel 0."""
+
+    def __init__(self, size: int, *, mean: Sequence[float], std: Sequence[float]) -> None:
+        self.channels = len(mean)
+        rgb = (lambda v: tuple(v) * 3) if self.channels == 1 else tuple
+        self.transform = mae_create_transform(size, rgb(mean), rgb(std))
+
+    def _one(self, img: torch.Tensor) -> torch.Tensor:
+        seed = int(torch.randint(0, 2**31 - 1, (1,)))
+        arr = img.permute(1, 2, 0).numpy()
+        pil = Image.fromarray(np.repeat(arr, 3, axis=2) if arr.shape[2] == 1 else arr)
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            random.seed(seed)
+            np.random.seed(seed)
+            out = self.transform(pil)
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        return out[:1] if self.channels == 1 else out
+
+    def __call__(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        device = images[0].device
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            out = torch.stack([self._one(img.cpu()) for img in images])
+        return out.float().to(device)
 
 
 class PerImageAugment:
@@ -179,7 +234,11 @@ def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[fl
     """The augmentation `semcl.data.views.build_augment` names: a batched recipe, a per-image one, or a "+" pair."""
     views = []
     for base, n, m, crop_min in parse_augment(name):
-        if base in RECIPES:
+        if base == "mae":
+            if crop_min is not None:
+                raise ValueError("the mae recipe is MAE's fixed transform: no -c crop scale")
+            views.append(MAETransform(size, mean=mean, std=std))
+        elif base in RECIPES:
             recipe = RECIPES[base]
             if crop_min is not None and recipe.crop_scale is not None:
                 recipe = type(recipe)(**{**recipe.__dict__, "crop_scale": (crop_min, recipe.crop_scale[1])})

@@ -13,10 +13,10 @@ from semcl.registry import get_table, load_registry
 def test_rince_tab2_lists_every_method_of_the_paper_table():
     t = get_table("rince/tab2")
     assert [r.label for r in t.rows] == [
-        "Cross-entropy", "Cross-entropy s.a.", "Label smoothing (superclass)", "Two heads", "SCL two heads",
-        "Triplet", "Hierarchical triplet", "FastAP", "SCL-in", "SCL-out", "RINCE-out", "RINCE-in", "RINCE-out-in",
-        "SCL-in (official code)", "SCL-out (official code)", "RINCE-out (official code)", "RINCE-in (official code)",
-        "RINCE-out-in (official code)"]
+        "Cross-entropy", "Cross-entropy s.a.", "Label smoothing (superclass)", "Two heads", "Two heads (lambda = 0.1)",
+        "SCL two heads", "Triplet", "Hierarchical triplet", "FastAP", "SCL-in", "SCL-out", "RINCE-out", "RINCE-in",
+        "RINCE-out-in", "SCL-in (paper text)", "SCL-out (paper text)", "RINCE-out (summed, paper text)",
+        "RINCE-in (summed, paper text)", "RINCE-out-in (summed, paper text)"]
     assert [r.label for r in t.rows if not r.implemented] == []
     # no RINCE number is known: every reported cell is null
     assert all(v is None for r in t.rows for v in r.reported.values())
@@ -28,7 +28,10 @@ def test_paper_profile_resolves_the_paper_hyperparameters():
     cfg = t.resolve(t.row("RINCE-in"), "paper")
     assert isinstance(cfg.method, RinceMethod)
     assert (cfg.method.form, cfg.method.taus, cfg.method.bank_size, cfg.method.momentum) == ("in", [0.1, 0.225], 4096, 0.99)
-    assert (cfg.method.positives, cfg.method.rank_reduction, cfg.method.key_first_rank_only) == ("rank", "sum", False)
+    # the default row runs the official CIFAR code's loss (issue 23); the paper text's sum is a named row
+    assert (cfg.method.positives, cfg.method.rank_reduction, cfg.method.key_first_rank_only) == ("cumulative", "mean", True)
+    summed = t.resolve(t.row("RINCE-in (summed, paper text)"), "paper").method
+    assert (summed.positives, summed.rank_reduction, summed.key_first_rank_only) == ("rank", "sum", False)
     assert (cfg.optim.lr, cfg.optim.batch_size, cfg.schedule.epochs, cfg.model.backbone) == (0.5, 512, 1000, "resnet50_cifar")
     ce = t.resolve(t.row("Cross-entropy"), "paper")
     assert (ce.optim.lr, ce.schedule.epochs, ce.data.augment) == (0.8, 500, "crop_flip")
@@ -74,8 +77,9 @@ def _edit(root, old, new):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("method.tau: 0.1, method.bank_size: 4096}", "method.tua: 0.1}", "row 'SCL-in', profile 'paper': unknown key 'method.tua'"),
-    ("    method: fastap", "    method: fastapp", "rows[7]: unknown method 'fastapp'"),
+    ("method.tau: 0.1, method.bank_size: 4096}", "method.tua: 0.1}",
+     "row 'SCL-in (paper text)', profile 'paper': unknown key 'method.tua'"),
+    ("    method: fastap", "    method: fastapp", "rows[8]: unknown method 'fastapp'"),
     ("title: CIFAR", "titel: CIFAR", "unknown key 'titel'"),
     ("      schedule.epochs: 6", "      schedule.epochs: eight", "profile 'mini': 'schedule.epochs' must be an integer"),
     ("eval: ood, out: cifar10}", "eval: odd, out: cifar10}", "'eval' = 'odd' is not one of"),

@@ -1,5 +1,5 @@
 """RINCE / SCL official-code variants (rince.md §c.8, §g): the schema knobs, the tab2 rows, and one training
-step of "RINCE-out-in (official code)" against a float64 brute force written from the formula."""
+step of the default "RINCE-out-in" (the official code) against a float64 brute force written from the formula."""
 
 from __future__ import annotations
 
@@ -44,18 +44,19 @@ def test_variants_fill_the_official_knobs_and_keep_unset_floors_out_of_the_id():
     assert scl.method.prob_floor is None and "prob_floor" not in hashable_config(scl)["method"]
 
 
-def test_tab2_official_code_rows():
+def test_tab2_default_rows_run_the_official_code():
     table = get_table("rince/tab2")
-    expect = {"SCL-in (official code)": ("scl", "in"), "SCL-out (official code)": ("scl", "out"),
-              "RINCE-out (official code)": ("rince", "out"), "RINCE-in (official code)": ("rince", "in"),
-              "RINCE-out-in (official code)": ("rince", "out_in")}
+    expect = {"SCL-in": ("scl", "in"), "SCL-out": ("scl", "out"), "RINCE-out": ("rince", "out"),
+              "RINCE-in": ("rince", "in"), "RINCE-out-in": ("rince", "out_in")}
     for label, (name, form) in expect.items():
         m = table.resolve(table.row(label), "paper").method
         assert (m.name, m.form, m.prob_floor) == (name, form, 1e-7), label
         if name == "rince":
             assert (m.variant, m.positives, m.rank_reduction, m.key_first_rank_only) == (
                 "official_code", "cumulative", "mean", True)
-    assert table.resolve(table.row("RINCE-in"), "paper").method.prob_floor is None
+    for label in ("SCL-in (paper text)", "RINCE-in (summed, paper text)"):
+        assert table.resolve(table.row(label), "paper").method.prob_floor is None, label
+    assert table.resolve(table.row("RINCE-in (summed, paper text)"), "paper").method.rank_reduction == "sum"
 
 
 def _brute_force(q, k, bank, q_labels, bank_labels, floor):

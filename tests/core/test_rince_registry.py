@@ -53,7 +53,8 @@ def test_ablation_grids():
 
 def test_shared_configs_with_tab2():
     for profile in ("paper", "mini"):
-        for label in ("SCL-in", "SCL-out", "RINCE-in", "RINCE-out", "RINCE-out-in"):
+        for label in ("SCL-in", "SCL-out", "RINCE-in", "RINCE-out", "RINCE-out-in", "SCL-in (paper text)",
+                      "RINCE-in (summed, paper text)", "RINCE-out-in (summed, paper text)"):
             assert hashable_config(_method("tab1", label, profile)) == hashable_config(_method("tab2", label, profile))
         # Table 2's Label smoothing / Two heads rows select the best-Top-1 row of Tables 9 / 10 (their runs)
         tab2 = get_table("rince/tab2")
@@ -62,3 +63,8 @@ def test_shared_configs_with_tab2():
         assert {tab2.row("Two heads").select.column, tab2.row("Two heads").select.best} == {"top1", "max"}
         assert hashable_config(_method("tab8", "tau2 = 0.225", profile)) == hashable_config(
             _method("tab2", "RINCE-in", profile))
+        assert hashable_config(_method("tab7", "Bank 4096 (summed, paper text)", profile)) == hashable_config(
+            _method("tab2", "RINCE-in (summed, paper text)", profile))
+        # the claim's lambda = 0.1 row of Table 2 is Table 10's run
+        assert hashable_config(_method("tab10", "lambda = 0.1", profile)) == hashable_config(
+            _method("tab2", "Two heads (lambda = 0.1)", profile))

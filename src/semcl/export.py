@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from semcl.engine.checkpoint import safe_load
 from semcl.errors import DataError
 
 FORMATS = ("torchvision", "detectron2")
@@ -114,7 +115,8 @@ def export_checkpoint(checkpoint: Path, out: Path, fmt: str, *, key: str = "meth
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise DataError(f"{checkpoint}: checkpoint not found")
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    # weights_only (the engine's safe load): a crafted checkpoint is refused, nothing in it runs
+    state = safe_load(checkpoint, remedy="export only checkpoints semcl wrote")
     if not isinstance(state, Mapping) or not isinstance(state.get(key), Mapping):
         raise DataError(f"{checkpoint}: no state dict under key {key!r}")
     try:

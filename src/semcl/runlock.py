@@ -4,7 +4,8 @@ The process that trains a run holds its lock: host, pid, SLURM job id, start tim
 heartbeat that the training loop refreshes at step boundaries (`heartbeat()`, rate-limited).
 A lock is stale, and may be taken over, when its owner is provably gone:
 
-1. same host: the pid is not alive (or is a different process than the one that took the lock);
+1. same host: the pid is not alive (a zombie, exited but not reaped, counts as dead) or is a
+   different process than the one that took the lock;
 2. a SLURM job id that `sacct`/`squeue` report as no longer queued or running, or our own job id
    (a requeued job resuming its run);
 3. otherwise (another host, no job state to ask): the heartbeat is older than
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from semcl.errors import ResultsError
+from semcl.errors import ConfigError, ResultsError
 
 LOCK_FILE = "lock.json"
 HEARTBEAT_EVERY_S = 30.0
@@ -59,7 +60,14 @@ class LockInfo:
 
 
 def stale_after_s() -> float:
-    return float(os.environ.get("SEMCL_LOCK_STALE_S", "1800"))
+    text = os.environ.get("SEMCL_LOCK_STALE_S", "1800")
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):  # NaN fails this too: a lock must be able to go stale
+        raise ConfigError(f"$SEMCL_LOCK_STALE_S = {text!r}: expected a positive number of seconds (default 1800)")
+    return value
 
 
 def slurm_job_id() -> str | None:
@@ -70,11 +78,42 @@ def slurm_job_id() -> str | None:
     return os.environ.get("SLURM_JOB_ID")
 
 
-def _proc_start(pid: int) -> str | None:
-    try:  # field 22 of /proc/<pid>/stat; the command name (field 2) may hold spaces, hence rsplit on ')'
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+PROC = Path("/proc")
+
+
+def _proc_fields(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state first); the command name (field 2) may hold spaces,
+    hence rsplit on ')'. None where unreadable."""
+    try:
+        return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _proc_start(pid: int) -> str | None:
+    fields = _proc_fields(pid)  # field 22: start time in clock ticks since boot
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def _ps_state(pid: int) -> str | None:
+    """The process state letter from `ps` (no /proc, e.g. macOS); None when ps cannot tell."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()[:1] or None
+
+
+def _is_zombie(pid: int) -> bool:
+    """A zombie (exited, not yet reaped by its parent) still answers kill(pid, 0) but is gone."""
+    fields = _proc_fields(pid)
+    if fields is not None:
+        return fields[0] in ("Z", "X")
+    if (PROC / "self" / "stat").exists():  # /proc works, this pid has no entry: it exited meanwhile
+        return not (PROC / str(pid)).exists()
+    return _ps_state(pid) in ("Z", "X")  # no /proc; a ps that cannot tell leaves it alive
 
 
 def _pid_alive(pid: int) -> bool:
@@ -84,7 +123,7 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # exists, owned by someone else
         return True
-    return True
+    return not _is_zombie(pid)
 
 
 def _me() -> LockInfo:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 
 from semcl.data.hierarchy import rank_matrix, threshold_similarity
+from semcl.data.safe_pickle import load_npy
 from semcl.errors import ConfigError, DataError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -148,10 +148,7 @@ def load_similarity(path: str | Path, names: Sequence[str] | None = None,
 
 
 def _load_npy(path: Path, names: Sequence[str] | None) -> tuple[list[str], torch.Tensor]:
-    try:
-        arr = np.load(path, allow_pickle=True)  # the official file is a pickle: load only trusted files
-    except (OSError, ValueError, pickle.UnpicklingError, EOFError) as err:
-        raise DataError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    arr = load_npy(path)  # the official file is a pickle: the restricted unpickler runs nothing from it
     if arr.dtype == object and arr.shape == ():
         table = arr.item()
         if not isinstance(table, dict) or not table:

@@ -19,6 +19,7 @@ from semcl.data.imageset import ImageSet
 from semcl.data.layout import require
 from semcl.data.procedural import Splits
 from semcl.data.registry import DatasetSpec
+from semcl.data.safe_pickle import load_pickle
 from semcl.errors import DataError
 
 
@@ -26,16 +27,11 @@ def _load_pickle(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
     """Unpickle a CIFAR batch file and check it has ``keys``.
 
     ``latin1`` is needed because the official files were pickled by Python 2. Keys are
-    normalised to ``str`` so files re-pickled with bytes keys also load. (Unpickling runs
-    code from the file: only point the data root at files you trust, as with any
-    pickle-based dataset.)
+    normalised to ``str`` so files re-pickled with bytes keys also load. The restricted
+    unpickler (semcl.data.safe_pickle) admits only what the format holds, so a crafted file
+    is refused and runs nothing.
     """
-    try:
-        with open(path, "rb") as f:
-            obj = pickle.load(f, encoding="latin1")
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
-            IndexError, ValueError, TypeError) as err:
-        raise DataError(f"{path}: malformed pickle ({type(err).__name__}: {err})") from None
+    obj = load_pickle(path, encoding="latin1")
     if not isinstance(obj, dict):
         raise DataError(f"{path}: malformed pickle (expected a dict, got {type(obj).__name__})")
     obj = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in obj.items()}

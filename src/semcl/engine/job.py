@@ -15,6 +15,7 @@ import logging
 import os
 import platform
 import subprocess
+import sys
 import time
 import traceback
 from importlib import metadata
@@ -144,6 +145,20 @@ def _read_trained(folder: Path) -> dict:
         raise ResultsError(f"{path}: unreadable ({type(err).__name__}: {err}); delete it to retrain") from None
 
 
+def _finished_record(run: Run, store: Store, device: torch.device | None) -> dict | None:
+    """The run's record if it is finished, asked again once the caller holds the run's lock (every
+    rank agrees). An unreadable record counts as not finished: the run goes ahead, and writing its
+    record refuses to overwrite the file, as before."""
+    try:
+        record = store.read_record(run.run_id)
+    except ResultsError:
+        record = None
+    if not distributed.any_rank(record is not None, device or torch.device("cpu")):
+        return None
+    print(f"{run.run_id}: finished by another process meanwhile; skipped", file=sys.stderr, flush=True)
+    return record or {}
+
+
 def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None,
                 stage: str = "all") -> dict:
     """Train, evaluate, write metrics.json (`stage` all); or only train, up to the final checkpoint and
@@ -151,6 +166,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     rank 0 alone evaluates and writes."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+    finished = _finished_record(run, store, device)
+    if finished is not None:  # finished by its owner after the caller's check, before the caller's lock
+        return {} if stage == "train" or distributed.rank() != 0 else finished
     folder = store.run_dir(run.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     cfg_path = folder / "config.yaml"

@@ -359,7 +359,8 @@ def cmd_report(args) -> None:
     from semcl.report.reproduction import build_report
 
     try:
-        text, path = build_report(args.paper, args.profile, _store(args), Path(args.out))
+        out = Path(args.out) if args.out else _results_root(args) / "reports"  # never the tracked reproduce/ by default
+        text, path = build_report(args.paper, args.profile, _store(args), out)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     print(text, end="")
@@ -518,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
     sp.add_argument("paper", help="rince | gpaco | paco | ...")
     with_profile(sp)
-    sp.add_argument("--out", default="reproduce", help="folder for <paper>.<profile>.md (default: reproduce/)")
+    sp.add_argument("--out", default=None, help="folder for <paper>.<profile>.md (default: <results>/reports/; "
+                                                "the curated pages are reproduce/)")
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")
@@ -529,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--video", action="store_true",
                     help="also render moving-MNIST clips (rince/tab4 mini; synthetic motion of real digits)")
     sp.set_defaults(func=cmd_prepare)
+    from semcl import cli_data
+
+    cli_data.add_parser(sub, with_profile)
     sp = sub.add_parser("completion", help="print a bash completion script: source <(semcl completion bash)")
     sp.add_argument("shell", choices=("bash",), help="bash (zsh: after autoload bashcompinit; bashcompinit)")
     sp.set_defaults(func=cmd_completion)

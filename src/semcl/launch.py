@@ -79,12 +79,17 @@ def checkpoint_position(store: Store, run_id: str) -> str:
 
 def check_data_root(runs: list[Run], data_root: Path) -> None:
     """Fail before submitting anything if a dataset a run needs is missing or truncated under the
-    data root (cheap header and size checks, semcl.data.check)."""
-    from semcl.data.check import check_dataset
+    data root (cheap header and size checks, semcl.data.check); then the report of every dataset the
+    runs need (`semcl data check`'s, without checksums) goes to stderr before the one-line error."""
+    from semcl.data.check_report import check_all, failure, needed_datasets, render
 
-    needed = sorted({n for r in runs if not r.config.data.synthetic for n in (r.config.data.name, *r.config.eval.ood)})
-    for name in needed:
-        check_dataset(name, data_root)
+    need = needed_datasets(runs)
+    checks = check_all(need, data_root)
+    err = failure(checks, data_root)
+    if err is not None:
+        profiles = "/".join(sorted({r.profile for r in runs}))
+        print(render(checks, need, data_root, profiles), end="", file=sys.stderr)
+        raise err
 
 
 def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:

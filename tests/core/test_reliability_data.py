@@ -82,6 +82,11 @@ def test_run_stops_once_before_submitting(tmp_path):
     with redirect_stdout(out), redirect_stderr(err):
         code = main(["--results", str(tmp_path / "results"), "run", "rince/tab2", "--profile", "mini",
                      "--data-root", str(tmp_path / "data"), "--executor", "debug"])
-    assert code == 2 and out.getvalue() == "" and err.getvalue().count("\n") == 1
-    assert err.getvalue().startswith(f"semcl: error: {path}: malformed IDX file")
+    # the data report of every dataset the runs need (semcl data check's), then one error line naming the file
+    report, last = err.getvalue().rstrip("\n").rsplit("\n", 1)
+    assert code == 2 and out.getvalue() == ""
+    assert last.startswith(f"semcl: error: {path}: malformed IDX file")
+    assert report.startswith(f"data root {tmp_path / 'data'}, profile mini: 2 dataset(s): 1 present, 0 missing, "
+                             "1 incomplete\n")
+    assert f"    problem  {path}: malformed IDX file" in report
     assert not (tmp_path / "results" / "runs").exists()

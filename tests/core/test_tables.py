@@ -36,8 +36,9 @@ def test_mean_std_n_and_missing_seed(tmp_path):
     assert scl["n"] == 2 and scl["mean"] == pytest.approx(61.0) and scl["std"] == pytest.approx(math.sqrt(2))
     assert math.isnan(ce["paper"]) and math.isnan(ce["delta"])
     md = render(t, "paper", summ, "md")
-    assert "| Cross-entropy | 63.00 ± 3.61 (n=3) / — / — |" in md
-    assert "61.00 ± 1.41 (n=2) / — / —" in md
+    assert "| Cross-entropy | 63.00 ± 3.61 (n=3) |" in md  # no paper value in the table: ours alone
+    assert "61.00 ± 1.41 (n=2) |" in md and "/ — / —" not in md
+    assert "Cell: ours mean ± sample std (ddof=1) over seeds (n); no paper value is known for this table." in md
     # a row without training code shows as such, with the paper's value where one is known
     seg = get_table("gpaco/seg")  # its UperNet / Swin rows go through exported MMSegmentation configs
     md_seg = render(seg, "paper", summary(seg, "paper", long_table(seg, "paper", store)), "md")
@@ -55,8 +56,9 @@ def test_delta_against_a_reported_value_and_flag(tmp_path):
     try:
         summ = summary(t, "paper", long_table(t, "paper", store))
         md = render(t, "paper", summ, "md")
-        assert "63.00 ± 3.61 (n=3) / 70.00 / -7.00 |" in md
-        assert "64.00 ± 3.61 (n=3) / 75.00 / -11.00* |" in md
+        assert "63.00 ± 3.61 (n=3) / 70.00† / -7.00 |" in md  # † = user-supplied
+        assert "64.00 ± 3.61 (n=3) / 75.00† / -11.00* |" in md
+        assert "| Cross-entropy | 63.00 ± 3.61 (n=3) / — / — | 64.00 ± 3.61 (n=3) / — / — | 31.50" in md
         assert "user-supplied" in md
     finally:
         row.reported["top1"] = row.reported["top1_best"] = None

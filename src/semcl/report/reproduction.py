@@ -1,4 +1,5 @@
-"""Per-paper reproduction reports: reproduce/<paper>.<profile>.md, rebuilt from the results store.
+"""Per-paper reproduction reports: <out>/<paper>.<profile>.md (`semcl report`: results/reports/ unless
+--out says otherwise; the curated, tracked pages live in reproduce/), rebuilt from the results store.
 
 One page per paper and profile: an overview (every registry entry of the paper with rows implemented,
 runs done / planned and how many cells differ from the paper by more than twice the seed spread),
@@ -49,7 +50,8 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
 
     lines = [f"# Reproduction report: {paper} (profile `{profile}`)", "",
              f"Rebuilt by `semcl report {paper} --profile {profile}` on {time.strftime('%Y-%m-%d %H:%M %Z')} from "
-             f"`{store.root}`. Cells: ours mean ± sample std (n) / paper / Δ; * = |Δ| > 2 std.", "",
+             f"`{store.root}`. Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper "
+             "value; * = |Δ| > 2 std.", "",
              "| Table | Source | Rows implemented | Runs done | Cells with a paper value | Cells flagged * |",
              "|---|---|---|---|---|---|"]
     sections = []

@@ -1,7 +1,9 @@
 """Paper-vs-ours tables: all run records -> one long pandas table -> Markdown / LaTeX / CSV.
 
-Per cell: ours as mean ± sample std (ddof=1) with n seeds, the paper's value ("—" when
-unknown), and the difference. A missing seed lowers n; it never breaks the table.
+Per cell: ours as mean ± sample std (ddof=1) with n seeds, then, in a column where the paper gives
+at least one value, the paper's value ("—" when unknown for that row) and the difference; a column
+(or a whole table) without any paper value shows ours alone. A missing seed lowers n; it never
+breaks the table.
 
 A derived row (registry `derived: {pairs: [[A, B], ...]}`, e.g. the SCNS gains the paper reports
 as "+1.72 over KD") gets, per seed s and column c, d_s = (1/P) Σ_p (A_p[s, c] − B_p[s, c]) over
@@ -150,20 +152,52 @@ def _ours(mean: float, std: float, n: int) -> str:
     return f"{mean:.2f}{spread} (n={n})"
 
 
+USER = "†"  # marks a paper value the user supplied (semcl numbers), never the registry's
+
+
 def _paper(s: pd.Series) -> str:
-    """The paper value; cross-check-only provenances are marked in the cell itself."""
-    mark = f" ({s['provenance']})" if s["provenance"] in ("secondary", "derived") else ""
-    return _num(s["paper"]) + ("" if math.isnan(s["paper"]) else mark)
+    """The paper value; cross-check-only and user-supplied provenances are marked in the cell itself."""
+    if math.isnan(s["paper"]):
+        return DASH
+    mark = (f" ({s['provenance']})" if s["provenance"] in ("secondary", "derived")
+            else USER if s["provenance"] == "user-supplied" else "")
+    return _num(s["paper"]) + mark
 
 
-def _cell(s: pd.Series) -> str:
+def paper_columns(summ: pd.DataFrame) -> set[str]:
+    """The column keys with at least one paper value: only their cells show "/ paper / Δ"."""
+    if not len(summ) or "paper" not in summ:
+        return set()
+    return set(summ.loc[~summ["paper"].isna(), "column"])
+
+
+def _cell(s: pd.Series, with_paper: bool = True) -> str:
+    """ours, plus " / paper / Δ" where the column has any paper value (`with_paper`)."""
     if not s["implemented"]:
         return "not implemented" + ("" if math.isnan(s["paper"]) else f" / {_paper(s)}")
+    ours = _ours(s["mean"], s["std"], s["n"])
+    if not with_paper:
+        return ours
     delta = _num(s["delta"])
     # flag a gap larger than twice the seed spread
     if not math.isnan(s["delta"]) and s["n"] > 1 and abs(s["delta"]) > 2 * s["std"]:
         delta += "*"
-    return f"{_ours(s['mean'], s['std'], s['n'])} / {_paper(s)} / {delta}"
+    return f"{ours} / {_paper(s)} / {delta}"
+
+
+def cell_legend(table: Table, summ: pd.DataFrame | None) -> str:
+    """What a cell holds, for the parts this rendering shows (`paper_columns`)."""
+    ours = "ours mean ± sample std (ddof=1) over seeds (n)"
+    known = paper_columns(summ) if summ is not None else {
+        c.key for row in table.rows for c in table.columns if row.reported.get(c.key)}
+    if not known:
+        return f"Cell: {ours}; no paper value is known for this table. — = not run."
+    full = f"{ours} / paper / Δ = ours − paper; * marks |Δ| > 2 std"
+    labels = [c.label for c in table.columns if c.key in known]
+    if len(labels) == len(table.columns):
+        return f"Cell: {full}. — = unknown or not run."
+    return (f"Cell: {full}, in the columns with a paper value ({', '.join(labels)}); {ours} alone in the "
+            "others (no paper value known). — = unknown or not run.")
 
 
 def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
@@ -188,8 +222,7 @@ def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None
 def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
     prof = table.profile(profile)
     lines = [
-        "Cell: ours mean ± sample std (ddof=1) over seeds (n) / paper / Δ = ours − paper; "
-        "* marks |Δ| > 2 std. — = unknown or not run.",
+        cell_legend(table, summ),
         "Epoch rule: every number reads the final training checkpoint; "
         + "; ".join(f"{c.label}: {describe(c)}" for c in table.columns) + ".",
     ]
@@ -216,7 +249,9 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
 
 def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
     labels = {c.key: c.label for c in table.columns}
-    wide = summ.assign(cell=summ.apply(_cell, axis=1)).pivot(index="row", columns="column", values="cell")
+    known = paper_columns(summ)
+    cells = summ.apply(lambda s: _cell(s, s["column"] in known), axis=1) if len(summ) else []
+    wide = summ.assign(cell=cells).pivot(index="row", columns="column", values="cell")
     wide = wide.loc[[r.label for r in table.rows], [c.key for c in table.columns]]
     title = f"{table.id} ({table.source}): {table.title} — profile {profile}"
     if fmt == "csv":

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from semcl.errors import ConfigError
 from semcl.schema import NON_NEGATIVE, POSITIVE, build
+from semcl.yaml_strict import load_file as load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -52,30 +52,43 @@ TIME_LADDER_MIN = (15, 30, 60, 120, 240, 480, 720, 1440, 2160, 2880, 4320, 5760,
 
 @dataclass(frozen=True)
 class ClusterProfile:
+    """One cluster's profile (slurm/profiles/<name>.yaml), checked strictly by `load_cluster_profile`:
+    known keys, types, positive counts and durations, and sbatch values that stay on their #SBATCH line."""
+
     name: str
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
-    gpus_per_node: int = 8
-    cpus_per_gpu: int = 8
-    mem_per_gpu_gb: float = 32.0
-    gpu_mem_gb: float | None = None  # memory of one GPU (semcl check holds its estimate against it)
-    max_time_min: int = 72 * 60  # the partition's limit; longer runs requeue from their checkpoints
-    min_time_min: int = 60  # the shortest limit asked for (evaluation and start-up fit in it)
-    time_margin: float = 2.0  # time limit = estimated wall time x this margin
-    checkpoint_every_min: float = 30.0  # step-boundary checkpoints inside an epoch, this often
-    collective_timeout_s: int = 1800  # a collective waits this long for a dead or stuck peer, then the job requeues
-    max_fault_requeues: int = 2  # requeues after a rank died (time-outs and preemptions: max_requeues)
+    gpus_per_node: int = field(default=8, metadata=NON_NEGATIVE)  # 0: a CPU-only cluster
+    cpus_per_gpu: int = field(default=8, metadata=POSITIVE)
+    mem_per_gpu_gb: float = field(default=32.0, metadata=POSITIVE)
+    # memory of one GPU (semcl check holds its estimate against it)
+    gpu_mem_gb: float | None = field(default=None, metadata=POSITIVE)
+    # the partition's limit; longer runs requeue from their checkpoints
+    max_time_min: int = field(default=72 * 60, metadata=POSITIVE)
+    min_time_min: int = field(default=60, metadata=POSITIVE)  # the shortest limit asked for (evaluation and start-up fit in it)
+    time_margin: float = field(default=2.0, metadata=POSITIVE)  # time limit = estimated wall time x this margin
+    # step-boundary checkpoints inside an epoch, this often
+    checkpoint_every_min: float = field(default=30.0, metadata=POSITIVE)
+    # a collective waits this long for a dead or stuck peer, then the job requeues
+    collective_timeout_s: int = field(default=1800, metadata=POSITIVE)
+    # requeues after a rank died (time-outs and preemptions: max_requeues)
+    max_fault_requeues: int = field(default=2, metadata=NON_NEGATIVE)
     # a multi-GPU run's evaluations go out as their own job (after training) on this many GPUs, this long
-    eval_gpus: int = 1
-    eval_time_min: int = 720
+    eval_gpus: int = field(default=1, metadata=POSITIVE)
+    eval_time_min: int = field(default=720, metadata=POSITIVE)
     precision: str | None = None  # `fast` plans this cluster's runs with bf16 + channels_last (semcl.engine.precision)
-    array_parallelism: int = 64
-    signal_delay_s: int = 120  # the requeue signal comes this long before the time limit
-    max_requeues: int = 3  # time-outs that are requeued (preemptions are always requeued)
-    extra_sbatch: dict[str, Any] = field(default_factory=dict)  # e.g. {mail-type: FAIL}
-    setup: list[str] = field(default_factory=list)  # shell lines before the job (module load ...)
+    array_parallelism: int = field(default=64, metadata=POSITIVE)
+    signal_delay_s: int = field(default=120, metadata=NON_NEGATIVE)  # the requeue signal comes this long before the time limit
+    max_requeues: int = field(default=3, metadata=NON_NEGATIVE)  # time-outs that are requeued (preemptions are always requeued)
+    # e.g. {mail-type: FAIL}; a value `true` is a bare flag (--exclusive)
+    extra_sbatch: dict[str, str | int | float | bool] = field(default_factory=dict)
+    setup: list[str] = field(default_factory=list)  # shell lines before the job (module load ...), one per entry
+
+    def __post_init__(self):
+        if self.min_time_min > self.max_time_min:
+            raise ValueError(f"'min_time_min' ({self.min_time_min}) is above 'max_time_min' ({self.max_time_min})")
 
 
 def parse_resources(value: Any, where: str) -> dict[str, Resources]:
@@ -125,19 +138,61 @@ def profiles_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "slurm" / "profiles"
 
 
+# what may stand in an #SBATCH line: SLURM names (partition, account, qos: comma-separated lists), constraint
+# expressions (a100&ib, [rack1|rack2]*2), option names; nothing that ends the line or the shell word
+SLURM_NAMES = re.compile(r"[A-Za-z0-9_.@+-]+(,[A-Za-z0-9_.@+-]+)*")
+SLURM_CONSTRAINT = re.compile(r"[A-Za-z0-9_.,:@+&|*!()\[\]-]+")
+SBATCH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+PROFILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # newline, carriage return, tab, NUL ...
+PRECISIONS = {"official", "fast"}
+
+
 def load_cluster_profile(name: str) -> ClusterProfile:
+    if not PROFILE_NAME.fullmatch(name):
+        raise ConfigError(f"--cluster {name!r}: not a profile name (letters, digits, _ . -; a file "
+                          f"{profiles_root()}/<name>.yaml)")
     path = profiles_root() / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in profiles_root().glob("*.yaml"))
         raise ConfigError(f"{path}: no cluster profile {name!r} (known: {', '.join(known)}; copy "
                           f"{profiles_root() / 'example-a100.yaml'} to {path.name} there and edit it, or point "
                           "$SEMCL_CLUSTER_PROFILES at a folder of your own)")
-    doc = yaml.safe_load(path.read_text()) or {}
-    names = {f.name for f in dataclasses.fields(ClusterProfile)} - {"name"}
-    unknown = sorted(set(doc) - names)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key '{unknown[0]}' (known: {', '.join(sorted(names))})")
-    return ClusterProfile(name=name, **doc)
+    return parse_cluster_profile(load_yaml_file(path), name, str(path))
+
+
+def parse_cluster_profile(doc: Any, name: str, where: str) -> ClusterProfile:
+    """A profile's parsed YAML, checked (ClusterProfile's docstring); one ConfigError naming `where` and the key."""
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: a cluster profile must be a mapping of keys (partition: gpu, ...), "
+                          f"got {type(doc).__name__}")
+    if "name" in doc:  # the file's name is the profile's
+        raise ConfigError(f"{where}: unknown key 'name' (a profile is named by its file)")
+    profile = build(ClusterProfile, {**doc, "name": name}, "", where,
+                    {"precision": PRECISIONS})
+    for key, pattern, what in (("partition", SLURM_NAMES, "a SLURM name (or comma-separated names)"),
+                               ("account", SLURM_NAMES, "a SLURM name"), ("qos", SLURM_NAMES, "a SLURM name"),
+                               ("constraint", SLURM_CONSTRAINT, "a SLURM constraint expression")):
+        value = getattr(profile, key)
+        if value is not None and not pattern.fullmatch(value):
+            raise ConfigError(f"{where}: '{key}' = {value!r} is not {what} (letters, digits, _ . @ + - ,"
+                              f"{' & | * ! ( ) [ ] :' if key == 'constraint' else ''}; no spaces, quotes or newlines)")
+    for option, value in profile.extra_sbatch.items():
+        if not SBATCH_OPTION.fullmatch(option):
+            raise ConfigError(f"{where}: 'extra_sbatch' key {option!r} is not an sbatch option name "
+                              "(letters, digits, - and _, e.g. mail-type)")
+        if value is False:
+            raise ConfigError(f"{where}: 'extra_sbatch.{option}' is false: leave the option out instead")
+        if isinstance(value, str) and (not value or CONTROL.search(value)):
+            raise ConfigError(f"{where}: 'extra_sbatch.{option}' = {value!r} must be one non-empty line "
+                              "(no newline or control character)")
+    for i, line in enumerate(profile.setup):
+        if not line.strip() or CONTROL.search(line.replace("\t", " ")):
+            raise ConfigError(f"{where}: 'setup[{i}]' = {line!r} must be one non-empty shell line "
+                              "(one list entry per line)")
+    return profile
 
 
 def layout(res: Resources, cluster: ClusterProfile, where: str) -> tuple[int, int]:

@@ -18,33 +18,44 @@ from typing import Any
 
 from semcl.errors import ConfigError
 from semcl.methods.registry import DEFAULT_METHOD, METHODS, PLANNED_METHODS
-from semcl.schema import NON_NEGATIVE, POSITIVE, build, check_type, type_hints
+from semcl.schema import NON_NEGATIVE, POSITIVE, SEED, at_most, build, check_type, type_hints
+
+# upper bounds of the sized knobs: far above any paper's value, low enough that a typo of a few zeros is one
+# line at load instead of an allocation (or a months-long job) that dies after submission
+PER_CLASS = {**POSITIVE, **at_most(100_000)}  # images per class (ImageNet has ~1,300)
+SYNTHETIC_PER_CLASS = {**POSITIVE, **at_most(1_000, "synthetic sets are for smoke runs")}
+IMAGES = {**POSITIVE, **at_most(10_000_000)}  # images of a test set
+SIDE = {**POSITIVE, **at_most(4_096)}  # pixels
+WIDTH = {**POSITIVE, **at_most(65_536)}  # features of a layer
+BATCH = {**POSITIVE, **at_most(65_536)}
+EPOCHS = at_most(100_000)  # epochs, and epoch numbers (milestones, warm-up, patience)
+TOP_K = {**POSITIVE, **at_most(100_000)}  # k of retrieval R@k and k-NN
 
 
 @dataclass
 class DataConfig:
     name: str = "cifar100"
-    train_per_class: int | None = field(default=None, metadata=POSITIVE)  # balanced subset for small profiles
-    test_limit: int | None = field(default=None, metadata=POSITIVE)  # first N test images (fixed, seed-independent)
+    train_per_class: int | None = field(default=None, metadata=PER_CLASS)  # balanced subset for small profiles
+    test_limit: int | None = field(default=None, metadata=IMAGES)  # first N test images (fixed, seed-independent)
     augment: str = "supcon"  # view recipe, see semcl.data.augment.RECIPES
     synthetic: bool = False  # write synthetic data in the real format (smoke profile)
-    synthetic_train_per_class: int = field(default=10, metadata=POSITIVE)
-    synthetic_test_per_class: int = field(default=5, metadata=POSITIVE)
+    synthetic_train_per_class: int = field(default=10, metadata=SYNTHETIC_PER_CLASS)
+    synthetic_test_per_class: int = field(default=5, metadata=SYNTHETIC_PER_CLASS)
     # Long-tailed training subset by the CIFAR-LT rule n_i = int(n_max * IF**(-i / (C - 1)))
     # (semcl.data.longtail); None = the full training set.
     imbalance_factor: float | None = field(default=None, metadata=POSITIVE)
-    lt_max_per_class: int | None = field(default=None, metadata=POSITIVE)  # n_max; None = the training set's images per class
-    lt_seed: int | None = field(default=None, metadata=NON_NEGATIVE)  # seed of the per-class selection; None = 0 (official code)
+    lt_max_per_class: int | None = field(default=None, metadata=PER_CLASS)  # n_max; None = the training set's images per class
+    lt_seed: int | None = field(default=None, metadata=SEED)  # seed of the per-class selection; None = 0 (official code)
     test_split: str | None = None  # split the test metrics read (None = "test"; "val" for Places-LT code)
-    image_size: int | None = field(default=None, metadata=POSITIVE)  # file-backed sets: side of the decoded image (None = 224)
+    image_size: int | None = field(default=None, metadata=SIDE)  # file-backed sets: side of the decoded image (None = 224)
 
 
 @dataclass
 class ModelConfig:
     backbone: str = "resnet50_cifar"
-    head_hidden: int = field(default=2048, metadata=POSITIVE)
-    head_dim: int = field(default=128, metadata=POSITIVE)
-    head_layers: int = field(default=2, metadata=POSITIVE)
+    head_hidden: int = field(default=2048, metadata=WIDTH)
+    head_dim: int = field(default=128, metadata=WIDTH)
+    head_layers: int = field(default=2, metadata={**POSITIVE, **at_most(64)})
     pretrained: str | None = None  # torchvision-format state dict (.pth) to start the backbone from
     train_only: str | None = None  # train only the convolutions under this prefix (BN, heads always train)
     # "channels_last": 4-D weights (and so every conv activation) in NHWC; about 1.5x faster for the small CPU
@@ -57,13 +68,13 @@ class OptimConfig:
     lr: float = field(default=0.5, metadata=NON_NEGATIVE)
     momentum: float = field(default=0.9, metadata=NON_NEGATIVE)
     weight_decay: float = field(default=1e-4, metadata=NON_NEGATIVE)
-    batch_size: int = field(default=512, metadata=POSITIVE)
+    batch_size: int = field(default=512, metadata=BATCH)
     cosine: bool = True
     lr_decay_rate: float = field(default=0.1, metadata=NON_NEGATIVE)  # cosine floor = lr * rate**3 (SupCon-style schedule)
-    warmup_epochs: int = field(default=10, metadata=NON_NEGATIVE)  # linear warm-up from warmup_from; 0 disables it
+    warmup_epochs: int = field(default=10, metadata={**NON_NEGATIVE, **EPOCHS})  # linear warm-up from warmup_from; 0 disables it
     warmup_from: float = field(default=0.01, metadata=NON_NEGATIVE)
     # step schedule (used when cosine is false): lr x step_gamma at each epoch in step_milestones
-    step_milestones: list[int] | None = field(default=None, metadata=NON_NEGATIVE)
+    step_milestones: list[int] | None = field(default=None, metadata={**NON_NEGATIVE, **EPOCHS})
     step_gamma: float | None = field(default=None, metadata=POSITIVE)
     # None: SupCon/RINCE scripts (per-iteration warm-up from warmup_from, cosine floor lr * rate**3);
     # "paco": the official PaCo/GPaCo per-epoch rule (semcl.engine.schedule; warmup_from, rate unused)
@@ -73,10 +84,10 @@ class OptimConfig:
     shape: str | None = None
     min_lr: float | None = field(default=None, metadata=NON_NEGATIVE)  # floor of shapes "mae" and "plateau" (None = 0)
     plateau_factor: float | None = field(default=None, metadata=POSITIVE)  # None = 0.1
-    plateau_patience: int | None = field(default=None, metadata=NON_NEGATIVE)  # None = 10
+    plateau_patience: int | None = field(default=None, metadata={**NON_NEGATIVE, **EPOCHS})  # None = 10
     # gradient accumulation: the optimiser steps every accum_steps batches of batch_size (MAE
     # --accum_iter; effective batch = accum_steps x batch_size); None = 1, every batch
-    accum_steps: int | None = field(default=None, metadata=POSITIVE)
+    accum_steps: int | None = field(default=None, metadata={**POSITIVE, **at_most(4_096)})
     # mixed precision of the forward pass (official Places-LT / ResNet-200 scripts: fp16 with loss
     # scaling); None = float32 throughout
     amp: str | None = None
@@ -88,19 +99,19 @@ class OptimConfig:
 @dataclass
 class ScheduleConfig:
     # 0 is allowed: rows that train nothing (Decouple tau-norm on a base run, ensembles) run no epoch
-    epochs: int = field(default=1000, metadata=NON_NEGATIVE)
+    epochs: int = field(default=1000, metadata={**NON_NEGATIVE, **EPOCHS})
 
 
 @dataclass
 class ProbeConfig:
     """Linear probe on the frozen backbone (RINCE protocol)."""
 
-    epochs: int = field(default=100, metadata=POSITIVE)
+    epochs: int = field(default=100, metadata={**POSITIVE, **EPOCHS})
     lr: float = field(default=5.0, metadata=NON_NEGATIVE)
-    batch_size: int = field(default=512, metadata=POSITIVE)
+    batch_size: int = field(default=512, metadata=BATCH)
     momentum: float = field(default=0.9, metadata=NON_NEGATIVE)
     weight_decay: float = field(default=0.0, metadata=NON_NEGATIVE)
-    milestones: list[int] = field(default_factory=lambda: [60, 75, 90], metadata=NON_NEGATIVE)
+    milestones: list[int] = field(default_factory=lambda: [60, 75, 90], metadata={**NON_NEGATIVE, **EPOCHS})
     gamma: float = field(default=0.2, metadata=POSITIVE)
     augment: bool = True  # False: cached features of un-augmented images (fast variant)
     # the training crops when augmenting: a single-view data.augment recipe (None = crop_flip,
@@ -113,17 +124,17 @@ class ProbeConfig:
 class EvalConfig:
     linear_probe: bool = True
     retrieval: list[str] = field(default_factory=list)  # label sets: fine, coarse
-    retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20], metadata=POSITIVE)
+    retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20], metadata=TOP_K)
     ood: list[str] = field(default_factory=list)  # out-of-distribution dataset names
-    ood_limit: int | None = field(default=None, metadata=POSITIVE)  # first N images of each OOD test set
+    ood_limit: int | None = field(default=None, metadata=IMAGES)  # first N images of each OOD test set
     # classifier top-1 split by training-class size; threshold conventions: paco (>100, <20), oltr
     accuracy: list[str] | None = None
     # time method.classify on one test batch (GPaCo Fig. 1(a)); the paper's batch size and GPU are
     # unknown, so latency_batch None = 64 is our choice
     latency: bool | None = None
-    latency_batch: int | None = field(default=None, metadata=POSITIVE)
+    latency_batch: int | None = field(default=None, metadata=BATCH)
     # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
-    knn: list[int] | None = field(default=None, metadata=POSITIVE)
+    knn: list[int] | None = field(default=None, metadata=TOP_K)
     knn_temperature: float | None = field(default=None, metadata=POSITIVE)
     # robustness test sets to score the classifier on (imagenet_c, imagenet_r, imagenet_sketch; None = off)
     robustness: list[str] | None = None
@@ -133,8 +144,8 @@ class EvalConfig:
     stage_probe: list[str] | None = None
     # video (RINCE Tab. 4): fine-tuned top-1 and retrieval R@k over clip-averaged outputs; None = off
     video_accuracy: bool | None = None
-    video_retrieval: list[int] | None = field(default=None, metadata=POSITIVE)
-    video_clips: int | None = field(default=None, metadata=POSITIVE)  # clips per test video (None = 10)
+    video_retrieval: list[int] | None = field(default=None, metadata=TOP_K)
+    video_clips: int | None = field(default=None, metadata={**POSITIVE, **at_most(1_000)})  # clips per test video (None = 10)
     # write the test features (float16) into the run folder for the feature figures (None = off)
     save_features: bool | None = None
 

@@ -2,8 +2,9 @@
 
 `parse_entry(doc, where)` checks a parsed YAML document against `EntrySpec` with the run config's
 checker (semcl.schema): unknown keys, wrong types (`seeds: many`), missing keys, negative or
-repeated seeds, non-finite numbers, and ids or row labels outside the safe patterns all raise one
-ConfigError naming the file and the key. Columns are validated by their evaluation
+repeated seeds, seeds of 2**32 or more (numpy would refuse them after submission), non-finite
+numbers, and ids or row labels outside the safe patterns all raise one ConfigError naming the
+file and the key. Columns are validated by their evaluation
 (semcl.evals.protocols), rows' methods and links by semcl.registry. torch-free.
 """
 
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.schema import NON_EMPTY, NON_NEGATIVE, UNIQUE, build
+from semcl.schema import NON_EMPTY, SEED, UNIQUE, build
 
 DEFAULT_SEEDS = [123, 546, 937]
-SEEDS_RULE = {**NON_NEGATIVE, **UNIQUE, **NON_EMPTY}
+SEEDS_RULE = {**SEED, **UNIQUE, **NON_EMPTY}  # 0 <= seed < 2**32: numpy seeds every run
 
 # A table id becomes a results folder, a SLURM job name and part of log lines: lower-case path parts.
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*")

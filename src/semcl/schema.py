@@ -11,7 +11,10 @@ schema states its own limits instead of a list of names elsewhere:
     NON_NEGATIVE every number >= 0 (seeds, warm-up epochs, weight decay)
     UNIQUE       a list without repeats (seeds)
     NON_EMPTY    a list with at least one item
-Rules combine: `metadata={**NON_NEGATIVE, **UNIQUE}`. For a list they apply to every item.
+    SEED         0 <= seed < 2**32 (numpy seeds its generators with 32 bits)
+    at_most(n)   every number <= n: sizes (images per class, batch sizes, epochs), so a typo of a
+                 few zeros is one line at load, not an allocation that dies after submission
+Rules combine: `metadata={**POSITIVE, **at_most(10_000)}`. For a list they apply to every item.
 Nothing here imports torch.
 """
 
@@ -31,6 +34,13 @@ POSITIVE: Mapping[str, Any] = types.MappingProxyType({"min": 0, "min_exclusive":
 NON_NEGATIVE: Mapping[str, Any] = types.MappingProxyType({"min": 0, "min_exclusive": False})
 UNIQUE: Mapping[str, Any] = types.MappingProxyType({"unique": True})
 NON_EMPTY: Mapping[str, Any] = types.MappingProxyType({"non_empty": True})
+SEED: Mapping[str, Any] = types.MappingProxyType({"min": 0, "min_exclusive": False, "max": 2**32 - 1,
+                                                  "max_why": "numpy seeds are 32-bit"})
+
+
+def at_most(limit: int | float, why: str = "") -> Mapping[str, Any]:
+    """The rule `every number <= limit` (module docstring); `why` is said in the error."""
+    return types.MappingProxyType({"max": limit, "max_why": why})
 
 MISSING = dataclasses.MISSING
 
@@ -118,6 +128,12 @@ def check_range(value: Any, meta: Mapping[str, Any], key: str, where: str) -> No
             if isinstance(v, int | float) and not isinstance(v, bool) and (v <= lo if strict else v < lo):
                 need = f"> {lo}" if strict else f">= {lo}"
                 raise ConfigError(f"{where}: '{key}' must be {need}, got {v!r}")
+    if "max" in meta:
+        hi = meta["max"]
+        for v in items:
+            if isinstance(v, int | float) and not isinstance(v, bool) and v > hi:
+                why = f" ({meta['max_why']})" if meta.get("max_why") else ""
+                raise ConfigError(f"{where}: '{key}' must be <= {hi}{why}, got {v!r}")
 
 
 def build(cls: type, values: Mapping[str, Any], prefix: str, where: str,

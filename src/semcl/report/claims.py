@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from semcl.errors import ConfigError
-from semcl.registry import CLAIMS_FILE, PROVENANCE_TAGS, SafeLoader, Table, load_registry, registry_root
+from semcl.registry import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry, registry_root
 from semcl.report.claim_stats import DIRECTIONS
+from semcl.yaml_strict import load_file as load_yaml_file
 
 NUMBER = (int, float)
 
@@ -190,12 +189,7 @@ def load_claims_file(path: Path, registry: dict[str, Table] | None = None) -> Cl
     """Parse and validate one claims file against the registry (default: the loaded registry)."""
     where = str(path)
     registry = load_registry() if registry is None else registry
-    try:
-        doc = yaml.load(path.read_text(), Loader=SafeLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{where}:{line} invalid YAML ({getattr(err, 'problem', err)})") from None
+    doc = load_yaml_file(path)  # one line naming the file: invalid YAML, duplicate keys, alias bombs
     doc = _checked(doc, _TOP_KEYS, where)
     pending = {}
     for tid, spec in (doc.get("unregistered_tables") or {}).items():

@@ -111,7 +111,7 @@ def test_draw_fig4_writes_the_plotted_maps(tmp_path):
 
 
 def test_draw_fig5_csv_has_empty_cells_where_no_zero(tmp_path):
-    png, table = draw_fig5(tmp_path, settings=((0.1, 0.2), (0.2, 0.1)), grid=5)
+    png, table = draw_fig5(tmp_path, settings=((0.1, 0.2), (0.2, 0.1)), grid=5, n_negatives=4096)
     assert png.exists() and table.name == "rince_fig5.csv"
     with table.open() as f:
         rows = list(csv.DictReader(f))

@@ -14,7 +14,9 @@ The two RINCE-out rank terms (one positive each, so "out" = "in"):
 K > 0: ℓ1 wins and pushes p2 away; K < 0: ℓ2 wins and pulls p2 in; K = 0 is the equilibrium line
 (Fig. 5 plots s2 at K = 0 against s1). The default is "exclusive" (the ImageNet branch; the only
 variant that reproduces the paper's five observations, §c.9); the number of negatives is unknown
-for the paper's figure and shifts the lines strongly, so it is a parameter (default 4096).
+for the paper's figure and shifts the lines strongly, so it is a parameter. The figures default to
+FIGURE_NEGATIVES = 16, inside the band (8-48) where check_observations finds all five observations;
+with 4096 (the CIFAR bank) the τ1 > τ2 lines have no zero in [-1, 1].
 
 K is computed by autograd in float64; the negatives enter only through logsumexp_n(s_n/τ),
 a constant per τ, so the grid costs O(G1·G2), not O(G1·G2·M).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +38,11 @@ FIG4_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1))  # panels (a)-(c), rince.md
 # Fig. 5 has four coloured settings, two with τ1 < τ2 and two with τ1 > τ2; the fourth is unknown
 # (rince.md §b.2), assumed here to be the mirror of (0.1, 0.7).
 FIG5_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1), (0.7, 0.1))
+# the paper's colours: "blue and orange" for τ1 < τ2, "green and red" for τ1 > τ2 (§c.9 observations 2, 5)
+FIG5_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+# The number of negatives of the registered figures: the paper's five observations all hold for
+# 8 to 48 negatives and fail from 64 on (check_observations; docs/papers/rince.md §c.9).
+FIGURE_NEGATIVES = 16
 
 
 def sample_negatives(n_negatives: int = 4096, mean: float = 0.1, std: float = 0.1, seed: int = 0) -> torch.Tensor:
@@ -121,11 +129,55 @@ def equilibrium_line(tau1: float, tau2: float, s1_grid: Sequence[float] | np.nda
     return torch.where(found, root, torch.nan).numpy()
 
 
+def check_observations(n_negatives: int, *, positives: str = "exclusive", seed: int = 0,
+                       grid: int = 201) -> dict[str, bool]:
+    """The paper's five observations on Fig. 4/5 (docs/papers/rince.md §c.9), each decided on the
+    equilibrium lines of FIG5_SETTINGS at ``n_negatives``; True where it holds.
+
+    1 ``flat_start``: for s1 <= 0 every line is constant within 0.02;
+    2 ``rising``: the τ1 < τ2 lines exist on all of [-1, 1], never fall, and rise by > 0.2;
+    3 ``ranked``: the τ1 < τ2 lines end below the identity (s2_eq(1) < 1), and the larger τ2 crosses
+      the identity at a smaller s1 (τ2 sets the minimal s1 for ranking);
+    4 ``lower_with_tau2``: at τ1 = 0.1 the τ2 = 0.7 line lies below the τ2 = 0.2 line everywhere;
+    5 ``flat_when_tau1_larger``: the τ1 > τ2 lines exist on all of [-1, 1], each rises less than half
+      of the least-rising τ1 < τ2 line, and the larger τ1 rises less (the curvature decreases).
+    """
+    s1 = np.linspace(-1.0, 1.0, grid)
+    # a coarser bracket and tolerance than the figure's: the criteria need 1e-9, not 1e-12
+    lines = {t: equilibrium_line(*t, s1, n_negatives=n_negatives, positives=positives, seed=seed,
+                                 n_bracket=201, tol=1e-9) for t in FIG5_SETTINGS}
+    below, above = [t for t in FIG5_SETTINGS if t[0] < t[1]], [t for t in FIG5_SETTINGS if t[0] > t[1]]
+
+    def rise(t):
+        return float(lines[t][-1] - lines[t][0])
+
+    def crossing(t):  # smallest s1 from which the line stays below the identity
+        under = lines[t] < s1
+        return float(s1[np.argmax(under)]) if under.any() and under[np.argmax(under):].all() else math.inf
+
+    complete = {t: bool(np.isfinite(lines[t]).all()) for t in FIG5_SETTINGS}
+    start = s1 <= 0
+    flat = all(np.nanmax(lines[t][start]) - np.nanmin(lines[t][start]) < 0.02 for t in FIG5_SETTINGS if complete[t])
+    rising = all(complete[t] and (np.diff(lines[t]) >= -1e-9).all() and rise(t) > 0.2 for t in below)
+    by_tau2 = sorted(below, key=lambda t: t[1])
+    ranked = all(complete[t] and lines[t][-1] < 1.0 for t in below) and all(
+        crossing(hi) < crossing(lo) for lo, hi in pairwise(by_tau2))
+    lower = complete[(0.1, 0.2)] and complete[(0.1, 0.7)] and bool((lines[(0.1, 0.7)] < lines[(0.1, 0.2)]).all())
+    by_tau1 = sorted(above, key=lambda t: t[0])
+    flat_above = all(complete[t] for t in above) and all(
+        rise(t) < 0.5 * min(rise(b) for b in below) for t in above) and all(
+        rise(hi) < rise(lo) for lo, hi in pairwise(by_tau1))
+    return {"flat_start": bool(flat), "rising": bool(rising), "ranked": bool(ranked),
+            "lower_with_tau2": bool(lower), "flat_when_tau1_larger": bool(flat_above)}
+
+
 def draw_fig4(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = FIG4_SETTINGS, grid: int = 101,
-              n_negatives: int = 4096, positives: str = "exclusive", stem: str = "rince_fig4") -> list[Path]:
+              n_negatives: int = FIGURE_NEGATIVES, positives: str = "exclusive", stem: str = "rince_fig4",
+              variant_negatives: Sequence[int] = ()) -> list[Path]:
     """K maps over (s1, s2) ∈ [-1, 1]², one panel per (τ1, τ2): red K < 0, green K > 0, black K = 0.
 
-    Writes ``<stem>.png`` and ``<stem>.csv`` (columns tau1,tau2,s1,s2,K); returns both paths.
+    Writes ``<stem>.png`` and ``<stem>.csv`` (columns tau1,tau2,s1,s2,K), and the same pair as
+    ``<stem>_n<N>.*`` for each N of ``variant_negatives``; returns the paths, the main PNG first.
     """
     plt = _pyplot()
     out_dir = Path(out_dir)
@@ -151,17 +203,22 @@ def draw_fig4(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
     fig.savefig(png)
     plt.close(fig)
     _write_csv(table, ("tau1", "tau2", "s1", "s2", "K"), rows)
-    return [png, table]
+    variants = [p for n in variant_negatives for p in draw_fig4(
+        out_dir, settings=settings, grid=grid, n_negatives=n, positives=positives, stem=f"{stem}_n{n}")]
+    return [png, table, *variants]
 
 
 def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = FIG5_SETTINGS, grid: int = 201,
-              n_negatives: int = 4096, positives: str = "exclusive", s2_range: tuple[float, float] = (-1.0, 1.0),
-              stem: str = "rince_fig5") -> list[Path]:
+              n_negatives: int = FIGURE_NEGATIVES, positives: str = "exclusive",
+              s2_range: tuple[float, float] = (-1.0, 1.0), stem: str = "rince_fig5",
+              variant_negatives: Sequence[int] = ()) -> list[Path]:
     """Equilibrium lines s2_eq(s1) per (τ1, τ2) and the identity s2 = s1 (grey).
 
     Writes ``<stem>.png`` and ``<stem>.csv`` (columns tau1,tau2,s1,s2_eq; s2_eq empty where K
-    has no zero in ``s2_range``); returns both paths. A setting without any zero is still listed
-    in the legend, marked "no zero".
+    has no zero in ``s2_range``), and the same pair as ``<stem>_n<N>.*`` for each N of
+    ``variant_negatives``; returns the paths, the main PNG first. A setting without any zero is
+    still listed in the legend, marked "no zero". Lines take the paper's colours in FIG5_SETTINGS
+    order (blue, orange: τ1 < τ2; green, red: τ1 > τ2).
     """
     plt = _pyplot()
     out_dir = Path(out_dir)
@@ -170,11 +227,11 @@ def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
     rows: list[tuple] = []
     fig, ax = plt.subplots(figsize=(5.0, 4.4), dpi=120)
     ax.plot(s1, s1, color="grey", lw=1, label="h(q,p2) = h(q,p1)")
-    for tau1, tau2 in settings:
+    for i, (tau1, tau2) in enumerate(settings):
         line = equilibrium_line(tau1, tau2, s1, n_negatives=n_negatives, positives=positives, s2_range=s2_range)
         rows.extend((tau1, tau2, a, "" if math.isnan(b) else b) for a, b in zip(s1, line, strict=True))
         none = " (no zero in range)" if np.isnan(line).all() else ""
-        ax.plot(s1, line, label=f"τ1 = {tau1:g}, τ2 = {tau2:g}{none}")
+        ax.plot(s1, line, color=FIG5_COLOURS[i % len(FIG5_COLOURS)], label=f"τ1 = {tau1:g}, τ2 = {tau2:g}{none}")
     ax.set_xlim(-1, 1)
     ax.set_ylim(*s2_range)
     ax.set_xlabel("h(q, p1)")
@@ -187,7 +244,10 @@ def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
     fig.savefig(png)
     plt.close(fig)
     _write_csv(table, ("tau1", "tau2", "s1", "s2_eq"), rows)
-    return [png, table]
+    variants = [p for n in variant_negatives for p in draw_fig5(
+        out_dir, settings=settings, grid=grid, n_negatives=n, positives=positives, s2_range=s2_range,
+        stem=f"{stem}_n{n}")]
+    return [png, table, *variants]
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: list[tuple]) -> None:

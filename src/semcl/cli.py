@@ -84,6 +84,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
 def cmd_list(args) -> None:
     from semcl.index import load_index
 
@@ -470,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="slurm: also show the job arrays that `run --executor slurm` would submit")
             sp.add_argument("--cluster", default="local", help="cluster profile slurm/profiles/<name>.yaml")
         if name == "wait":
-            sp.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
-            sp.add_argument("--poll", type=float, default=10.0, help="seconds between status checks (default 10)")
+            sp.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
+            sp.add_argument("--poll", type=positive_float, default=10.0,
+                            help="seconds between status checks (default 10)")
         sp.set_defaults(func=func)
     sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
     sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
@@ -543,6 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
+            raise SemclError(f"--results {args.results}: is a file, not a results folder")
         _set_precision(args)
         args.func(args)
     except SemclError as err:
@@ -556,13 +570,29 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
-        if err.errno not in WRITE_ERRNOS:
+        line = os_error_line(err)
+        if line is None:
             raise
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"semcl: error: {where}cannot write ({err.strerror or err}); free space or fix the "
-              "permissions of the results folder (--results / $SEMCL_RESULTS)", file=sys.stderr)
+        print(f"semcl: error: {line}", file=sys.stderr)
         return 2
     return 0
+
+
+def os_error_line(err: OSError) -> str | None:
+    """One line for a failed read or write of a named file (None: no file named, a bug to show whole)."""
+    from semcl.files import DISK_FULL
+
+    where = f"{err.filename}: " if err.filename else ""
+    why = err.strerror or str(err)
+    if err.errno in DISK_FULL:
+        return (f"{where}cannot write: the disk is full or over quota ({why}); free space on it, or point "
+                "--results / $SEMCL_RESULTS at another disk")
+    if err.errno in WRITE_ERRNOS:
+        return (f"{where}cannot write ({why}); fix the permissions of the results folder "
+                "(--results / $SEMCL_RESULTS)")
+    if err.errno == errno.EFBIG:
+        return f"{where}cannot write: the file would exceed this process's file-size limit (ulimit -f) ({why})"
+    return f"{where}{why}" if err.filename else None
 
 
 if __name__ == "__main__":

@@ -1,8 +1,18 @@
-"""File permissions shared by every writer of the results store."""
+"""Writers shared by every file the tool writes for users (run configs, tables, claims, reports,
+figures, README blocks) and the file permissions of the results store.
+
+Every writer goes temp-then-rename: a temp file unique to the writer in the target's folder, fsync,
+the mode a plain file would get, then os.replace. A reader (or a crash, or a full disk) sees the old
+file or the new one, never an empty or cut one; a failed write leaves the old file as it was."""
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
 
 
 def file_mode() -> int:
@@ -11,3 +21,62 @@ def file_mode() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call `write(f)` on a binary temp file beside `path`, fsync, chmod, rename over `path`. An
+    OSError without a file name (a full disk mid-write) is raised again naming `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, file_mode())
+        os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None:  # f.write / fsync name no file: say which one could not be written
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+        raise
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after the rename; a failed write's leftover otherwise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    write_atomic(path, lambda f: f.write(data))
+
+
+def write_text_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
+    write_bytes_atomic(path, text.encode(encoding))
+
+
+def write_csv_atomic(path: Path, frame, **to_csv: Any) -> None:
+    """A pandas DataFrame as CSV (`to_csv`'s keyword arguments), written atomically."""
+    write_text_atomic(path, frame.to_csv(**to_csv))
+
+
+def save_figure_atomic(fig, path: Path, **savefig: Any) -> None:
+    """A matplotlib figure saved atomically, in the format of `path`'s suffix."""
+    fmt = savefig.pop("format", None) or Path(path).suffix.lstrip(".") or None
+    write_atomic(path, lambda f: fig.savefig(f, format=fmt, **savefig))
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_message(path: Path, detail: str = "") -> str:
+    """What a write of `path` that ran out of space says (the OSError's strerror; its filename names
+    `path`): the disk (or quota) is full, where, and how much is left."""
+    import shutil
+
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    extra = f"; {detail}" if detail else ""
+    return f"the disk holding {folder} is full or over quota ({free}{extra}); free space and rerun"

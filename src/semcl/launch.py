@@ -106,7 +106,53 @@ def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:
             print(f"{run.run_id} {run.row_label} seed={run.seed}: running {detail}: skipped")
         if status in ("missing", "partial") or (status == "failed" and retry_failed):
             todo.append(run)
-    return todo
+    by_id, retrain = {r.run_id: r for r in unique}, []
+    while True:  # a base retrained may itself build on a done run whose file is gone
+        more = [by_id[d] for d in dict.fromkeys(d for r in todo + retrain for d in r.depends_on)
+                if d in by_id and by_id[d] not in todo + retrain
+                and missing_dependency_file(by_id[d], store, todo + retrain)]
+        if not more:
+            break
+        retrain += more
+    for base in retrain:
+        kept = set_aside_record(store, base.run_id)
+        print(f"{base.run_id} {base.row_label} seed={base.seed}: done, but the file its dependent runs read is gone: "
+              f"retraining it (its record is kept as {kept})")
+    return retrain + todo
+
+
+def missing_dependency_file(base: Run, store: Store, todo: list[Run]) -> Path | None:
+    """The file of done run `base` that a run of `todo` building on it reads (its final checkpoint; an
+    ensemble member's test logits) when that file is gone; None when it is there or `base` is not done."""
+    from semcl.methods.registry import METHODS
+
+    if not store.metrics_path(base.run_id).exists():
+        return None
+    for run in todo:
+        if base.run_id in run.depends_on:
+            if METHODS[run.config.method.name].depends == "ensemble":
+                from semcl.engine.dependencies import LOGITS_FILE
+
+                path = store.run_dir(base.run_id) / LOGITS_FILE
+            else:
+                path = store.run_dir(base.run_id) / "checkpoints" / "last.pt"
+            if not path.exists():
+                return path
+    return None
+
+
+def set_aside_record(store: Store, run_id: str) -> Path:
+    """Rename a done run's metrics.json (and trained.json) to *.replaced-<time>.json, so that the run
+    trains again; nothing is deleted. Returns the record's new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = store.run_dir(run_id)
+    kept = folder / f"metrics.replaced-{stamp}.json"
+    for name in ("metrics.json", "trained.json"):
+        try:
+            os.replace(folder / name, folder / name.replace(".json", f".replaced-{stamp}.json"))
+        except FileNotFoundError:  # another `semcl run` set it aside first, or it never had one
+            pass
+    return kept
 
 
 def prepare_synthetic_data(runs: list[Run], store: Store) -> None:

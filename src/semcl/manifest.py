@@ -4,9 +4,11 @@ of submitted runs, read back from the results store and `sacct`, without blockin
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
+from semcl.errors import ResultsError
 from semcl.runs import Store, write_json_atomic
 from semcl.slurm_state import ACTIVE, sacct_states  # noqa: F401  (re-exported)
 
@@ -19,13 +21,43 @@ def write_manifest(store: Store, meta: dict, jobs: list[dict]) -> Path:
 
 
 def latest_jobs(store: Store) -> dict[str, dict]:
-    """run id -> its most recent job entry over all manifests."""
+    """run id -> its most recent job entry over all manifests. A manifest that is not one of ours
+    (torn, foreign, hand-edited) is skipped with one warning naming it: the other tables' jobs stay in view."""
     out: dict[str, dict] = {}
     folder = store.root / "manifests"
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
-        for job in json.loads(path.read_text())["jobs"]:
+        try:
+            jobs = manifest_jobs(path)
+        except ResultsError as err:
+            if str(path) not in _WARNED:
+                _WARNED.add(str(path))
+                print(f"semcl: warning: {err}; skipped (the runs it submitted show without their SLURM jobs)",
+                      file=sys.stderr)
+            continue
+        for job in jobs:
             out[job["run_id"]] = {**job, "manifest": str(path)}
     return out
+
+
+_WARNED: set[str] = set()  # a manifest is warned about once per process (`wait` reads them every poll)
+ENTRY_KEYS = ("job_id", "run_id", "folder")  # what status reads of each entry
+
+
+def manifest_jobs(path: Path) -> list[dict]:
+    """The job entries of one manifest; ResultsError (one line naming the file) if it is not a manifest."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{path}: unreadable manifest ({type(err).__name__}: {err})") from None
+    except json.JSONDecodeError as err:
+        raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        raise ResultsError(f"{path}: not a semcl manifest (no 'jobs' list)")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, dict) or not all(isinstance(job.get(k), str) for k in ENTRY_KEYS):
+            raise ResultsError(f"{path}: key 'jobs[{i}]' is not a job entry (needs string {', '.join(ENTRY_KEYS)})")
+    return jobs
 
 
 def job_ids(entries: list[dict]) -> list[str]:

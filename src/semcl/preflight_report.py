@@ -89,12 +89,14 @@ def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:
 
 
 def require_passed(path: Path, table, run_ids: set[str]) -> str | None:
-    """None when the table's last preflight passed for exactly these runs, else why not (one line)."""
+    """None when the table's last preflight passed for exactly these runs, else why not (one line). The
+    advice names the profile of `path` (results/preflight/<profile>.json), the file `semcl check` writes."""
+    check = f"`semcl check {table.id} --profile {path.stem}`"
     info = read_status(path).get(table.id)
     if info is None:
-        return f"{table.id}: no preflight on record ({path}); run `semcl check {table.id} --profile paper`"
+        return f"{table.id}: no preflight on record ({path}); run {check}"
     if not info["ok"]:
-        return f"{table.id}: its preflight failed ({info['errors'][0]}); fix it or pass --no-check"
+        return f"{table.id}: its preflight failed ({info['errors'][0]}); fix it and rerun {check}, or pass --no-check"
     if not run_ids <= set(info["run_ids"]):
-        return f"{table.id}: its config changed since the last preflight; rerun `semcl check {table.id}`"
+        return f"{table.id}: its config changed since the last preflight; rerun {check}"
     return None

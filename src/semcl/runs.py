@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -198,6 +199,18 @@ def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
+    """(dotted key, value) of the first NaN or infinite float in a metrics tree, None if there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = non_finite(v, f"{key}.{k}" if key else str(k))
+        if found:
+            return found
+    return None
+
+
 class Store:
     """The results store: one folder per run id."""
 
@@ -217,6 +230,8 @@ class Store:
             return None
         try:
             record = json.loads(path.read_text())
+        except OSError as err:  # e.g. a folder named metrics.json
+            raise ResultsError(f"{path}: unreadable ({err.strerror or err}); move it away to rerun this run") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ResultsError(f"{path}: truncated or invalid JSON ({err}); move the file away to rerun this run") from None
         if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
@@ -226,7 +241,13 @@ class Store:
         return record
 
     def write_record(self, run_id: str, record: dict) -> None:
-        """Write the finished record; a finished metrics.json is never rewritten (ResultsError)."""
+        """Write the finished record; a finished metrics.json is never rewritten (ResultsError). A
+        non-finite metric (NaN, inf) is refused naming its key: no table could average it."""
+        bad = non_finite(record.get("metrics", {}))
+        if bad:
+            key, value = bad
+            raise ResultsError(f"{self.metrics_path(run_id)}: key 'metrics.{key}' is {value!r}, not a finite number: "
+                               "the run's evaluation diverged or divided by zero; nothing recorded (its log says more)")
         try:
             write_json_atomic(self.metrics_path(run_id), record, exclusive=True)
         except FileExistsError:

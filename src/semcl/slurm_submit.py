@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import submitit
+from submitit.core.utils import FailedJobError
 
 from semcl.cluster import (
     ClusterProfile,
@@ -20,6 +21,7 @@ from semcl.cluster import (
     signature,
     slurm_parameters,
 )
+from semcl.errors import SemclError
 from semcl.launch import prepare_synthetic_data, select
 from semcl.runs import Run, Store, estimated_minutes, waves
 from semcl.slurm_job import RunJob
@@ -170,15 +172,23 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     # job of each run that is queued or submitted now (its evaluation job where it has one): second
     # stages wait for them (afterok)
     job_of = {r.run_id: jobs[r.run_id].get("eval_job_id", jobs[r.run_id]["job_id"]) for r in queued}
+    refused = None
     for params, chunk in array_chunks(todo, queued, res_of, cluster, max_array_size() - 1):
         after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
         split = separate_evaluation(params)
         ex = array_executor(root, params, cluster, chunk, job_setup_lines(snap), after)
-        with ex.batch():
-            submitted = [ex.submit(RunJob(r, root, data_root.resolve(), cluster, "train" if split else "all"))
-                         for r in chunk]
-        evaluations = submit_evaluations(root, params, cluster, chunk, job_setup_lines(snap), submitted,
-                                         data_root) if split else [None] * len(chunk)
+        try:
+            with ex.batch():
+                submitted = [ex.submit(RunJob(r, root, data_root.resolve(), cluster, "train" if split else "all"))
+                             for r in chunk]
+        except FailedJobError as err:  # sbatch said no: what went out before is still recorded below
+            refused = sbatch_refusal(err, chunk, "")
+            break
+        try:
+            evaluations = submit_evaluations(root, params, cluster, chunk, job_setup_lines(snap), submitted,
+                                             data_root) if split else [None] * len(chunk)
+        except FailedJobError as err:  # the training array is queued: record it without its evaluations
+            refused, evaluations = sbatch_refusal(err, chunk, "evaluation "), [None] * len(chunk)
         for run, job, ev in zip(chunk, submitted, evaluations, strict=True):
             job_of[run.run_id] = ev.job_id if ev is not None else job.job_id
             entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
@@ -187,10 +197,23 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
                             **({"eval_job_id": ev.job_id, "eval_folder": str(root / "submitit" / ev.job_id)}
                                if ev is not None else {}),
                             **({"after": after} if after else {})})
+        if refused:
+            break
+    if not entries:
+        raise SemclError(refused)
     info = json.loads((snap / "snapshot.json").read_text())
     path = write_manifest(store, {"executor": "slurm", "cluster": cluster.name, "snapshot": str(snap),
                                   "commit": info["commit"], "dirty": info["dirty"],
                                   "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, entries)
     arrays = sorted({e["job_id"].split("_")[0] for e in entries})
     print(f"submitted {len(entries)} runs as {len(arrays)} array(s): {', '.join(arrays)}; manifest {path}")
+    if refused:
+        raise SemclError(f"{refused}; the {len(entries)} run(s) queued before it are recorded in {path}")
     return path
+
+
+def sbatch_refusal(err: Exception, chunk: list[Run], what: str) -> str:
+    """One line: which array sbatch refused, and sbatch's own last words."""
+    said = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return (f"sbatch refused the {what}array of {len(chunk)} run(s) of {chunk[0].table_id} ({chunk[0].profile}): "
+            f"{said[-1] if said else type(err).__name__}; nothing of it was queued")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import io
-import pathlib
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
@@ -79,10 +78,10 @@ def test_slurm_preview_is_the_whole_script_that_would_be_submitted(tmp_path, mon
 
 @pytest.mark.parametrize("code_", [errno.ENOSPC, errno.EACCES])
 def test_unwritable_results_is_one_line(tmp_path, monkeypatch, code_):
-    def refuse(self, *a, **k):
-        raise OSError(code_, "No space left on device" if code_ == errno.ENOSPC else "Permission denied", str(self))
+    def refuse(*a, dir=None, **k):  # every user-facing file is written through a temp file beside it
+        raise OSError(code_, "No space left on device" if code_ == errno.ENOSPC else "Permission denied", str(dir))
 
-    monkeypatch.setattr(pathlib.Path, "write_text", refuse)
+    monkeypatch.setattr("semcl.files.tempfile.mkstemp", refuse)
     code, _, err = _cli("--results", str(tmp_path), "table", "rince/tab2", "--profile", "smoke")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"semcl: error: {tmp_path}") and "cannot write" in err

@@ -25,6 +25,7 @@ a constant per τ, so the grid costs O(G1·G2), not O(G1·G2·M).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from itertools import pairwise
@@ -32,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from semcl.files import save_figure_atomic, write_text_atomic
 
 POSITIVES = ("exclusive", "cumulative")
 FIG4_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1))  # panels (a)-(c), rince.md §b.2
@@ -200,7 +203,7 @@ def draw_fig4(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
                  fontsize=9)
     fig.tight_layout()
     png, table = out_dir / f"{stem}.png", out_dir / f"{stem}.csv"
-    fig.savefig(png)
+    save_figure_atomic(fig, png)
     plt.close(fig)
     _write_csv(table, ("tau1", "tau2", "s1", "s2", "K"), rows)
     variants = [p for n in variant_negatives for p in draw_fig4(
@@ -241,7 +244,7 @@ def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     png, table = out_dir / f"{stem}.png", out_dir / f"{stem}.csv"
-    fig.savefig(png)
+    save_figure_atomic(fig, png)
     plt.close(fig)
     _write_csv(table, ("tau1", "tau2", "s1", "s2_eq"), rows)
     variants = [p for n in variant_negatives for p in draw_fig5(
@@ -251,10 +254,11 @@ def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: list[tuple]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows([v if isinstance(v, str) else repr(float(v)) for v in row] for row in rows)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows([v if isinstance(v, str) else repr(float(v)) for v in row] for row in rows)
+    write_text_atomic(path, buf.getvalue())
 
 
 def _pyplot():

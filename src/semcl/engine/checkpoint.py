@@ -11,6 +11,7 @@ hand out.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import random
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from semcl.errors import ResultsError
-from semcl.files import file_mode
+from semcl.files import DISK_FULL, disk_full_message, file_mode
 
 RESTART = "delete it to restart the run from scratch"
 
@@ -38,8 +39,15 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, file_mode())  # mkstemp makes 0600; a run's files all get the umask's mode
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        full = isinstance(err, OSError) and err.errno in DISK_FULL
+        # torch's zip writer reports a short write (a full disk) as "unexpected pos N vs M"
+        if full or (isinstance(err, RuntimeError) and "unexpected pos" in str(err)):
+            raise OSError(errno.ENOSPC, disk_full_message(path, f"saving the checkpoint: {_first_line(err)}"),
+                          str(path)) from None
+        if isinstance(err, OSError) and err.filename is None:
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from None
         raise
 
 
@@ -71,6 +79,27 @@ def load(path: Path) -> dict[str, Any] | None:
     if not isinstance(state, dict) or "method" not in state:
         raise ResultsError(f"{path}: not a training checkpoint (no 'method' key); {RESTART}")
     return state
+
+
+def restore(module: Any, state: dict[str, Any], path: Path) -> None:
+    """`module.load_state_dict(state)` (a model or an optimiser); a checkpoint of another model, which torch
+    reports in one line per key, is one line naming the file, how it differs and the remedy."""
+    try:
+        module.load_state_dict(state)
+        return
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        differs = _first_line(err)
+        own = module.state_dict()
+        if isinstance(state, dict) and not ("state" in own and "param_groups" in own):  # a model: count keys
+            missing = [k for k in own if k not in state]
+            unexpected = [k for k in state if k not in own]
+            shapes = [k for k in own if k in state and hasattr(own[k], "shape") and hasattr(state[k], "shape")
+                      and tuple(own[k].shape) != tuple(state[k].shape)]
+            parts = [f"{len(keys)} {what} (e.g. {keys[0]!r})"
+                     for keys, what in ((missing, "missing keys"), (unexpected, "unexpected keys"),
+                                        (shapes, "shape mismatches")) if keys]
+            differs = ", ".join(parts) or differs
+    raise ResultsError(f"{path}: a checkpoint of another model or config ({differs}); {RESTART}")
 
 
 def rng_state() -> dict[str, Any]:

@@ -18,12 +18,15 @@ def _finished(store: Store, run_id: str, what: str) -> None:
         raise ResultsError(f"{store.run_dir(run_id)}: {what} {run_id} is not finished (status: {status})")
 
 
-def _load(path, what: str, run_id: str, keys: set[str]) -> dict:
+def _load(path, what: str, run_id: str, keys: set[str], rerun: str = "") -> dict:
     """The file's dict, loaded with weights_only (a shared results folder never runs code);
-    ResultsError naming the file and what to do when it is missing, refused or not what it should be."""
+    ResultsError naming the file and what to do when it is missing, refused or not what it should be.
+    `rerun`: the command that retrains a finished run whose file is gone (semcl.launch.select does)."""
     remedy = f"delete it and rerun {what} {run_id}"
     if not path.exists():
-        raise ResultsError(f"{path}: {what} {run_id} has no such file; rerun it")
+        way_out = (f"`{rerun}` retrains it (its record is kept aside) and then this run" if rerun
+                   else f"move {what} {run_id}'s metrics.json away and rerun it")
+        raise ResultsError(f"{path}: missing, though {what} {run_id} is done; {way_out}")
     content = safe_load(path, remedy=remedy)
     if not isinstance(content, dict) or not keys <= set(content):
         raise ResultsError(f"{path}: not the expected file (keys {', '.join(sorted(keys))}); {remedy}")
@@ -35,16 +38,17 @@ def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
     finished before it loads anything from it."""
     out = []
     what = DEPENDENCY_KINDS.get(kind or "", "run")
+    rerun = f"semcl run {run.table_id} --profile {run.profile} --retry-failed"
     for rid in run.depends_on:
         folder = store.run_dir(rid)
 
         def state(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / "checkpoints" / "last.pt", what, rid, {"method"})["method"]
+            return _load(folder / "checkpoints" / "last.pt", what, rid, {"method"}, rerun)["method"]
 
         def logits(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / LOGITS_FILE, what, rid, {"logits", "labels", "train_counts"})
+            return _load(folder / LOGITS_FILE, what, rid, {"logits", "labels", "train_counts"}, rerun)
 
         def metrics(rid=rid) -> dict:
             _finished(store, rid, what)

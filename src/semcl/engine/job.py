@@ -34,6 +34,7 @@ from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.precision import configure_backend, effective_config
 from semcl.engine.train import train
 from semcl.errors import ResultsError
+from semcl.files import write_text_atomic
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_spec
 from semcl.models.layout import apply_memory_format
@@ -173,9 +174,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     folder.mkdir(parents=True, exist_ok=True)
     cfg_path = folder / "config.yaml"
     if not cfg_path.exists():
-        cfg_path.write_text(yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
-                                            "row": run.row_label, "profile": run.profile,
-                                            "config": config_to_dict(run.config)}, sort_keys=False))
+        write_text_atomic(cfg_path, yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
+                                                    "row": run.row_label, "profile": run.profile,
+                                                    "config": config_to_dict(run.config)}, sort_keys=False))
     handler = _file_logger(folder / "log.txt")
     t0 = time.time()
     try:

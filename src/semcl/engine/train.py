@@ -25,7 +25,7 @@ from semcl.data import ImageSet, build_augment, stats
 from semcl.data.file_views import loader_workers, step_views
 from semcl.data.fileset import WholeImages
 from semcl.engine import distributed, interrupt
-from semcl.engine.checkpoint import load, rng_state, save_atomic, set_rng_state
+from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
 from semcl.engine.schedule import lr_at
 from semcl.methods.base import Batch, Method, TrainContext, training_images
 from semcl.runlock import heartbeat
@@ -72,8 +72,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     start, start_step, history, resume_gen, total0 = 0, 0, [], None, 0.0
     state = load(ckpt)
     if state is not None:
-        method.load_state_dict(state["method"])  # before the optimiser: its state follows the params
-        opt.load_state_dict(state["optimizer"])
+        restore(method, state["method"], ckpt)  # before the optimiser: its state follows the params
+        restore(opt, state["optimizer"], ckpt)
         if "scaler" in state:
             scaler.load_state_dict(state["scaler"])
         ranks = state.get("rng_ranks")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semcl.evals.protocols import is_measured
+from semcl.files import write_text_atomic
 from semcl.registry import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
@@ -167,5 +168,5 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
     out_dir = out_dir or store.root / "claims"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.{fmt}"
-    path.write_text(text)
+    write_text_atomic(path, text)
     return text, path

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from semcl.files import save_figure_atomic, write_csv_atomic
 from semcl.registry import Table
 from semcl.runs import Store, plan_runs
 
@@ -88,8 +89,8 @@ def write_curve_figure(table: Table, profile: str, store: Store, out_dir: Path) 
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
-    data.to_csv(out_dir / f"{stem}.csv", index=False)
-    fig.savefig(out_dir / f"{stem}.png")
+    write_csv_atomic(out_dir / f"{stem}.csv", data, index=False)
+    save_figure_atomic(fig, out_dir / f"{stem}.png")
     plt.close(fig)
     return summarise(data), out_dir / f"{stem}.png"
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from semcl.evals.protocols.features import FEATURES_FILE
+from semcl.files import save_figure_atomic, write_csv_atomic
 from semcl.registry import Table
 from semcl.runs import Store, plan_runs
 
@@ -142,8 +143,8 @@ def write_feature_figure(table: Table, profile: str, store: Store, out_dir: Path
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
     data = pd.concat(frames, ignore_index=True)
-    data.to_csv(out_dir / f"{stem}.csv", index=False)
-    fig.savefig(out_dir / f"{stem}.png")
+    write_csv_atomic(out_dir / f"{stem}.csv", data, index=False)
+    save_figure_atomic(fig, out_dir / f"{stem}.png")
     plt.close(fig)
     return summarise(data, kind), out_dir / f"{stem}.png"
 

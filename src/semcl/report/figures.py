@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from semcl.files import save_figure_atomic, write_csv_atomic
 from semcl.registry import CURVE_FIGURES, FEATURE_FIGURES, Table
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
@@ -69,7 +70,7 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure_atomic(fig, path)
     plt.close(fig)
 
 
@@ -130,7 +131,7 @@ def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> 
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure_atomic(fig, path)
     plt.close(fig)
 
 
@@ -150,6 +151,6 @@ def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None 
     points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
-    points.to_csv(out_dir / f"{stem}.csv", index=False)
+    write_csv_atomic(out_dir / f"{stem}.csv", points, index=False)
     (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png")
     return points, out_dir / f"{stem}.png"

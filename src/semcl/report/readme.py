@@ -19,11 +19,11 @@ file is written (atomically), so a bad block leaves the README as it was.
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
 from semcl.errors import ConfigError
+from semcl.files import write_text_atomic
 
 BLOCK = re.compile(r"(?P<open><!-- semcl:table (?P<table>\S+) (?P<profile>\S+)(?: rows=(?P<rows>[^\n]*?))? -->\n)"
                    r"(?P<body>.*?)(?P<close><!-- /semcl -->)", re.S)
@@ -85,7 +85,5 @@ def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
 
     new = BLOCK.sub(render, text)
     if new != text:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(new)
-        os.replace(tmp, path)
+        write_text_atomic(path, new)
     return done

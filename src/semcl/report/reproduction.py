@@ -15,6 +15,7 @@ import math
 import time
 from pathlib import Path
 
+from semcl.files import write_text_atomic
 from semcl.registry import Table, load_registry
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs
@@ -78,5 +79,5 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
     text = "\n".join(lines + sections) + "\n"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"
-    path.write_text(text)
+    write_text_atomic(path, text)
     return text, path

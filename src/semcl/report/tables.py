@@ -19,6 +19,7 @@ import pandas as pd
 
 from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
+from semcl.files import write_text_atomic
 from semcl.registry import Row, Table
 from semcl.runs import Store, plan_runs
 
@@ -28,6 +29,9 @@ DASH = "—"
 def _number(store: Store, run_id: str, key: str, value: object) -> float:
     """A metric value as a float; ResultsError naming the record and key when it is not a number."""
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):  # pandas would drop a NaN ("n=1") and show inf as "inf ± nan"
+            raise ResultsError(f"{store.metrics_path(run_id)}: key 'metrics.{key}' is {value!r}, not a finite "
+                               "number; move the file away to rerun this run")
         return float(value)
     raise ResultsError(f"{store.metrics_path(run_id)}: key 'metrics.{key}' is {value!r}, not a number; "
                        "move the file away to rerun this run")
@@ -279,5 +283,5 @@ def write_table(table: Table, profile: str, store: Store, fmt: str, out_dir: Pat
     out_dir = out_dir or store.root / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{table.id.replace('/', '_')}.{profile}.{fmt}"
-    path.write_text(text)
+    write_text_atomic(path, text)
     return text, path

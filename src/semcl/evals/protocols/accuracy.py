@@ -8,6 +8,7 @@ images per class under one of two conventions (THRESHOLDS); a column reads one g
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
@@ -50,8 +51,9 @@ def logit_metrics(logits, labels, train_counts, conventions: list[str]) -> dict[
         groups = shot_group_accuracy(logits.argmax(dim=1), labels, train_counts, convention=convention)
         suffix = "" if convention == "paco" else f"_{convention}"
         metrics["acc_overall"] = groups["overall"]
-        for g in ("many", "medium", "few"):  # NaN when a group has no class (e.g. few at IF 10)
-            metrics[f"acc_{g}{suffix}"] = groups[g]
+        for g in ("many", "medium", "few"):  # a group without a class (e.g. few at IF 10) has no accuracy:
+            # null in the record (the table shows —), never NaN, which the store refuses as a failed number
+            metrics[f"acc_{g}{suffix}"] = None if math.isnan(groups[g]) else groups[g]
         log.info("accuracy (%s): %s", convention, {k: round(v, 2) for k, v in groups.items()})
     return metrics
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from semcl.data import build_augment, stats
 from semcl.data.registry import DATASETS
+from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
 
 PASS_BATCH = 256  # images per forward of the caching pass (eval mode: the result does not depend on it)
@@ -32,7 +33,17 @@ def run_backbone(dep: Dependency) -> str | None:
     cfg_file = Path(dep.run_dir) / "config.yaml"
     if not cfg_file.exists():
         return None
-    saved = (yaml.safe_load(cfg_file.read_text()) or {}).get("config", {})
+    try:
+        doc = yaml.safe_load(cfg_file.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ResultsError(f"{cfg_file}: truncated or invalid YAML{where} ({getattr(err, 'problem', None) or err}); "
+                           f"move teacher run {dep.run_id}'s folder away to retrain it") from None
+    saved = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(saved, dict):
+        raise ResultsError(f"{cfg_file}: key 'config' missing or not a mapping; "
+                           f"move teacher run {dep.run_id}'s folder away to retrain it")
     return (saved.get("method") or {}).get("teacher_arch") or (saved.get("model") or {}).get("backbone")
 
 

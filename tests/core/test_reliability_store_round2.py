@@ -85,6 +85,21 @@ def test_every_protocol_and_the_python2_numpy_names_load():
     assert _same(loads(old), obj)
 
 
+def test_a_python2_batch_loads(tmp_path):
+    """A batch as Python 2's cPickle wrote the official files (protocol 2, numpy 1 names, byte strings
+    as SHORT_BINSTRING, the array's raw bytes a str), assembled opcode by opcode."""
+    raw = bytes([0, 1, 2, 200, 254, 255])
+    array = (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85U\x01b\x87R"  # _reconstruct(ndarray, (0,), 'b')
+             b"(K\x01K\x02K\x03\x86cnumpy\ndtype\nU\x02u1K\x00K\x01\x87R"  # state: 1, (2, 3), dtype('u1', 0, 1)
+             b"(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89U\x06" + raw + b"tb")
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(b"\x80\x02}(U\x04data" + array + b"U\x06labels](K\x01K\x00eU\x0bbatch_labelU\x03b 1u.")
+    got = load_pickle(path)
+    assert _same(got, _reference(path))
+    assert got["data"].dtype == np.uint8 and got["data"].tolist() == [[0, 1, 2], [200, 254, 255]]
+    assert got["labels"] == [1, 0] and got["batch_label"] == "b 1"
+
+
 def test_crafted_cifar_meta_is_refused_and_runs_nothing(synthetic_root, tmp_path):
     root = tmp_path / "store" / "synthetic"
     shutil.copytree(synthetic_root, root)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.schema import NON_NEGATIVE, POSITIVE, build
+from semcl.schema import NON_NEGATIVE, POSITIVE, at_most, build
 from semcl.yaml_strict import load_file as load_yaml_file
 
 
@@ -27,16 +27,18 @@ from semcl.yaml_strict import load_file as load_yaml_file
 class Resources:
     """What one run of a table needs (registry `resources.<profile>`)."""
 
-    gpus: int = field(default=0, metadata=NON_NEGATIVE)  # 0: a CPU-only run
-    cpus: int = field(default=1, metadata=POSITIVE)  # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
-    mem_gb: float = field(default=4.0, metadata=POSITIVE)  # for CPU-only runs; GPU runs get mem_per_gpu_gb
+    # bounds: far above any job here, so a typo of a few zeros is one line at load, not a job no cluster can hold
+    gpus: int = field(default=0, metadata={**NON_NEGATIVE, **at_most(4_096)})  # 0: a CPU-only run
+    # for CPU-only runs; GPU runs get cpus_per_gpu from the cluster profile
+    cpus: int = field(default=1, metadata={**POSITIVE, **at_most(1_024)})
+    mem_gb: float = field(default=4.0, metadata={**POSITIVE, **at_most(65_536)})  # for CPU-only runs; GPU runs get mem_per_gpu_gb
     # the job's time limit; None: the run's estimate x the cluster profile's time_margin
-    time_min: int | None = field(default=None, metadata=POSITIVE)
+    time_min: int | None = field(default=None, metadata={**POSITIVE, **at_most(525_600, "a year")})
     # processes of a CPU-only run (data-parallel over gloo, `cpus` each): the multi-GPU path on CPUs,
     # e.g. on the local test cluster; GPU runs get one process per GPU
-    tasks: int = field(default=1, metadata=POSITIVE)
+    tasks: int = field(default=1, metadata={**POSITIVE, **at_most(4_096)})
     # nodes a CPU-only run's tasks spread over (tasks / nodes per node); GPU runs: gpus / gpus_per_node
-    nodes: int = field(default=1, metadata=POSITIVE)
+    nodes: int = field(default=1, metadata={**POSITIVE, **at_most(1_024)})
 
 
 DEFAULT_RESOURCES = {

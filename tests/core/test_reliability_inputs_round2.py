@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from semcl.cli import main
-from semcl.cluster import Resources, load_cluster_profile, slurm_parameters
+from semcl.cluster import Resources, load_cluster_profile, parse_resources, slurm_parameters
 from semcl.config import build_config
 from semcl.errors import ConfigError, ResultsError
 from semcl.registry import load_table, registry_root
@@ -274,3 +274,11 @@ def test_recursive_alias_and_deep_nesting_are_one_line():
         "r.yaml: line 1: a recursive alias (a value that contains itself)"
     msg = _refused(load_text, "[" * 50_000 + "]" * 50_000, "deep.yaml")
     assert msg.startswith("deep.yaml:") and ("nesting depth" in msg or "nested too deeply" in msg), msg
+
+
+def test_resources_are_bounded():
+    assert parse_resources({"paper": {"gpus": 4096, "time_min": 525_600}}, "t.yaml")["paper"].gpus == 4096
+    assert _refused(parse_resources, {"paper": {"gpus": 10**6}}, "t.yaml") == \
+        "t.yaml: 'resources.paper.gpus' must be <= 4096, got 1000000"
+    assert "'resources.mini.time_min' must be <= 525600 (a year)" in \
+        _refused(parse_resources, {"mini": {"time_min": 10**9}}, "t.yaml")

@@ -94,12 +94,44 @@ def test_mmseg_export_writes_configs_and_names_the_missing_package(tmp_path: Pat
     from semcl.methods.segmentation import mmseg_export as mx
 
     paths = mx.export(tmp_path, data_root="/data/ADEChallengeData2016")
-    assert len(paths) == 8 and (tmp_path / "gpaco_mmseg_plugin.py").exists()
+    assert len(paths) == 20 and (tmp_path / "gpaco_mmseg_plugin.py").exists()
     text = (tmp_path / "gpaco_cityscapes_resnet_18_deeplabv3.py").read_text()
     assert "_base_ = ['mmseg::deeplabv3plus/deeplabv3plus_r18-d8_4xb2-80k_cityscapes-512x1024.py']" in text
     assert "type='GPaCoDepthwiseSeparableASPPHead', gpaco=dict(alpha=0.01, tau=0.07" in text
     assert "GPaCo" not in (tmp_path / "baseline_ade20k_swin_t_upernet.py").read_text().split("\n", 1)[1]
-    compile((tmp_path / "gpaco_mmseg_plugin.py").read_text(), "plugin", "exec")
+    assert "ade20k-512x512.py" in (tmp_path / "gpaco_ade20k_swin_l_upernet.py").read_text()  # official 512 crop
+    coco = (tmp_path / "gpaco_coco_stuff_10k_resnet_101_deeplabv3.py").read_text()
+    assert "'mmseg::_base_/schedules/schedule_40k.py'" in coco and "backbone=dict(depth=101)" in coco
+    assert "decode_head=dict(type='GPaCoDepthwiseSeparableASPPHead', gpaco=dict(alpha=0.01" in coco
+    assert "num_classes=171)" in coco and coco.count("decode_head=dict(") == 1
+    assert "alpha=0.03" in (tmp_path / "gpaco_cityscapes_resnet_50_deeplabv3.py").read_text()
+    plugin = (tmp_path / "gpaco_mmseg_plugin.py").read_text()
+    assert "ConvModule(c, c, 1, **conv)" in plugin and "norm_cfg=self.norm_cfg" in plugin
+    compile(plugin, "plugin", "exec")
     if importlib.util.find_spec("mmseg") is None:
         with pytest.raises(SystemExit, match="mmsegmentation is not installed: pip install"):
             mx.run(paths[0], tmp_path / "work")
+
+
+def test_segmenters_start_from_the_users_imagenet_resnet_and_refuse_a_misfit(tmp_path: Path):
+    from torchvision.models import resnet50
+
+    from semcl.config import build_config
+    from semcl.errors import ConfigError
+    from semcl.methods.base import DataInfo
+    from semcl.methods.segmentation.method import Segmenter
+
+    torch.manual_seed(0)
+    weights = resnet50().state_dict()  # a torchvision-layout file as the user would give it (fc included)
+    path = tmp_path / "resnet50.pth"
+    torch.save(weights, path)
+
+    def build(segmenter):
+        cfg = build_config({"data": {"name": "coco_stuff10k"}, "model": {"pretrained": str(path)},
+                            "method": {"name": "seg_baseline", "segmenter": segmenter}}, where="test")
+        return Segmenter(cfg, DataInfo(5, 3, None))
+
+    got = build("deeplabv3_resnet50").backbone.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in weights.items() if not k.startswith("fc."))
+    with pytest.raises(ConfigError, match="'model.pretrained' does not fit the backbone"):
+        build("deeplabv3_tiny")

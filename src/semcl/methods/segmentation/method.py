@@ -17,6 +17,7 @@ from semcl.data import stats
 from semcl.data.sets.segmentation import IGNORE
 from semcl.losses.gpaco_seg import gpaco_pixel_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.methods.paco.method import init_backbone
 
 
 class _TinyBackbone(nn.Module):
@@ -37,7 +38,7 @@ class _TinyBackbone(nn.Module):
 
 
 def build_deeplabv3(name: str, num_classes: int) -> nn.Module:
-    """torchvision DeepLabV3 (no pre-trained weights: the data root has none; a named deviation)."""
+    """torchvision DeepLabV3, randomly initialised (ImageNet weights come from `model.pretrained`)."""
     from torchvision.models import segmentation as seg
     from torchvision.models.segmentation.deeplabv3 import DeepLabHead, DeepLabV3
 
@@ -55,6 +56,9 @@ class Segmenter(Method):
         m = cfg.method
         self.net = build_deeplabv3(m.segmenter, info.num_classes)
         self.backbone = self.net.backbone
+        # ImageNet weights for the ResNet, from a torchvision/timm-layout state dict the user gives (the
+        # official runs start from ImageNet-pretrained ResNets); nothing is downloaded
+        init_backbone(self.backbone, cfg.model.pretrained, None)
         mean, std = stats(cfg.data.name)
         self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)

@@ -123,8 +123,7 @@ def test_kd_step_equals_gamma_ce_plus_alpha_kd_by_hand(tmp_path):
 
 
 def test_cached_outputs_equal_online_outputs_on_unaugmented_images(tmp_path):
-    s, _, train_set = _student(CRD, "crd", tmp_path, nce_k=4)
-    assert s.cfg.method.teacher_outputs == "cached"
+    s, _, train_set = _student(CRD, "crd", tmp_path, nce_k=4, teacher_outputs="cached")
     s.on_train_start(_ctx(train_set))
     assert s.cache["logits"].shape == (N, C)
     idx = torch.tensor([1, 4, 5, 11, 19])
@@ -167,7 +166,7 @@ def test_scns_class_draws_only_top_k_word_similar_classes_and_writes_them(tmp_pa
     negs = s.negatives(_batch(s, train_set, idx))
     assert (train_set.labels[negs] == nearest[train_set.labels][:, None]).all()
     assert "sha256" in (run_dir / "scns_negatives.json").read_text()
-    out = s.training_step(_batch(s, train_set, idx))  # LM extra negatives: a finite loss with gradients
+    out = s.training_step(_batch(s, train_set, idx))  # LM distance term: a finite loss with gradients
     out["loss"].backward()
     assert torch.isfinite(out["loss"]) and s.crd.embed_s.linear.weight.grad is not None
 

@@ -9,10 +9,13 @@ variant, which keeps a mixed point nearer its negative than its positive. The mi
 re-normalised to the unit sphere (CRD's embeddings are unit vectors and its scores are
 exp(<v, m> / T)); lam = 0 therefore gives back the plain negative.
 
-Uses: (default) the mixed teacher negatives join the negatives of the student anchor and the mixed
-student negatives those of the teacher anchor (:func:`append_negatives`); (variant ``lm_distance``)
+Uses in the KD students (semcl.methods.distill.contrast): (default, the paper's form: "a distance
+(or divergence) is minimized between both mixed representations", SCNS §1 contribution 2)
 :func:`lm_distance_loss` = mean over pairs of || n(z~S_-) - n(z~T_-) ||^2 with n the L2 normalisation,
-weight 1.
+weight 1 (the distance, its weight and that the positives are the anchors' current embeddings are
+assumptions); (variant ``extra``) the mixed teacher
+negatives join the negatives of the student anchor and the mixed student negatives those of the teacher
+anchor (:func:`append_negatives`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,15 @@ Semantics follow RepDistiller (https://github.com/HobbitLong/RepDistiller, Copyr
 BSD 2-Clause), reimplemented from the papers' formulas; where paper and code differ, see each ``variant``.
 """
 
-from semcl.losses.distill.crd import ContrastMemory, CRDLoss, Embed, infonce_loss, nce_loss, sample_uniform_negatives
+from semcl.losses.distill.crd import (
+    ContrastMemory,
+    CRDLoss,
+    Embed,
+    LinearEmbed,
+    infonce_loss,
+    nce_loss,
+    sample_uniform_negatives,
+)
 from semcl.losses.distill.feature_maps import (
     ConvRegressor,
     ab_loss,
@@ -25,7 +33,7 @@ from semcl.losses.distill.relational import cc_kernel, cc_loss, pkt_loss, rkd_lo
 from semcl.losses.distill.weights import HINT_LAYER, INIT_EPOCHS, REPDISTILLER_WEIGHTS, DistillWeights
 
 __all__ = ["DISTILL_LOSSES", "DISTILL_MODULES", "HINT_LAYER", "INIT_EPOCHS", "REPDISTILLER_WEIGHTS", "CRDLoss",
-           "ContrastMemory", "ConvRegressor", "DistillWeights", "Embed", "Paraphraser", "Translator", "VIDHead",
+           "ContrastMemory", "ConvRegressor", "DistillWeights", "Embed", "LinearEmbed", "Paraphraser", "Translator", "VIDHead",
            "ab_loss", "at_loss", "attention_map", "cc_kernel", "cc_loss", "fsp_loss", "fsp_matrix", "ft_loss",
            "ft_reconstruction_loss", "hint_loss", "infonce_loss", "kd_loss", "nce_loss", "nst_loss", "pkt_loss",
            "pool_to_match", "rkd_loss", "sample_uniform_negatives", "sp_loss", "vid_loss"]
@@ -35,4 +43,4 @@ DISTILL_LOSSES = {"kd": kd_loss, "fitnet": hint_loss, "at": at_loss, "sp": sp_lo
                   "fsp": fsp_loss, "nst": nst_loss, "crd": nce_loss, "crd_infonce": infonce_loss}
 
 DISTILL_MODULES = {"fitnet": ConvRegressor, "ab": ConvRegressor, "vid": VIDHead,
-                   "ft": (Paraphraser, Translator), "cc": Embed, "crd": CRDLoss}
+                   "ft": (Paraphraser, Translator), "cc": (LinearEmbed, Embed), "crd": CRDLoss}

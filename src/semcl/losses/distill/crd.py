@@ -80,6 +80,17 @@ class Embed(nn.Module):
         return F.normalize(self.linear(x.flatten(1)), dim=1)
 
 
+class LinearEmbed(nn.Module):
+    """Linear projection without normalisation (RepDistiller models/util.py `LinearEmbed`: CC's embedding)."""
+
+    def __init__(self, dim_in: int, dim_out: int = CRD_DIM) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim_in, dim_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear(x.flatten(1))
+
+
 class ContrastMemory(nn.Module):
     """The two memory banks as buffers (a state_dict restores them exactly)."""
 

@@ -10,7 +10,8 @@ CC (Peng et al., ICCV 2019), on linear embeddings of the penultimate features, L
     k(a, b) = exp(−γ‖a − b‖²) = exp(−2γ) exp(2γ aᵀb) ≈ Σ_{p=0}^{P} exp(−2γ) (2γ)^p / p! · (aᵀb)^p
     ψ(F) = [k(F_i, F_j)]_{ij};   L_CC = (1/B²) ‖ψ(F_T) − ψ(F_S)‖_F²,  P = 2, γ = 0.4 (paper).
     Variant "repdistiller" (the code the CC authors sent RepDistiller, which its β = 0.02 was tuned
-    for): δ_i = |s_i − t_i|, L = (1/(B−1)) Σ_{i<B−1} Σ_d δ_{i,d} δ_{i+1,d}.
+    for; the CC method's default, on un-normalised LinearEmbed outputs as RepDistiller):
+    δ_i = |s_i − t_i|, L = (1/(B−1)) Σ_{i<B−1} Σ_d δ_{i,d} δ_{i+1,d}.
 RKD (Park et al., CVPR 2019), weights w_D = 25, w_A = 50, teacher side without gradient:
     ψ_D(i, j) = ‖x_i − x_j‖ / μ,  μ = mean_{i≠j} ‖x_i − x_j‖
     ψ_A(i, j, k) = ⟨e_ji, e_ki⟩, e_ji = (x_j − x_i)/‖x_j − x_i‖ (0 when x_j = x_i)

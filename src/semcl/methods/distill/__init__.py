@@ -10,21 +10,25 @@
   the teacher row's `method.teacher_arch`: the student builds the teacher network before loading its weights.
 
 `teacher_outputs` (scns.md §g.1):
-* `cached` (the paper's statement, default of the methods whose targets are per-image vectors: kd, cc,
-  rkd, pkt, crd, crd_kd, scns_*): one eval-mode pass of the frozen teacher over the *un-augmented*
+* `online` (default, RepDistiller helper/loops.py `train_distill`, whose numbers sit beside these rows): the
+  frozen teacher runs in eval mode, without gradient, on the student's augmented batch.
+* `cached` (variant: the SCNS text's reading, "outputs ... stored after performing a single forward pass over
+  mini-batches", shared/seeds SCNS §3): one eval-mode pass of the frozen teacher over the *un-augmented*
   (test-transformed) training images before the first step; each step reads the rows of its batch's
-  indices. The student sees augmented crops, the teacher's targets do not follow them (assumption).
-* `online` (RepDistiller): the teacher runs on the student's augmented batch, no gradient, eval mode.
-  Default of the feature-map methods (fitnet, at, sp, vid, ab, ft, fsp, nst): a cached map of the
-  un-augmented image is spatially misaligned with the student's crop, and caching every stage's maps
-  of the training set costs tens of GB at CIFAR scale.
+  indices, so the student's augmented crop and the teacher's target differ. Meant for the per-image
+  vectors (kd, cc, rkd, pkt, crd, scns_*): a cached map of the un-augmented image is misaligned with the crop.
 
 Two-stage methods (ab, ft, fsp): their 30-epoch initialisation runs *inside* the run, as its first
 `init_epochs` epochs (feature-only: AB/FSP train the student's feature layers (+ AB's connectors) on the
 distillation loss alone, FT trains only its paraphraser on reconstruction); rows give them
 init_epochs + 240 epochs with the step milestones shifted by init_epochs, so the main stage is
-RepDistiller's 240-epoch schedule. In the main stage AB and FSP add no distillation term (RepDistiller
-sets it to 0), FT adds beta * L_FT with the paraphraser frozen.
+RepDistiller's 240-epoch schedule. As RepDistiller (helper/pretrain.py `init`, then a new SGD in
+train_student.py), the main stage starts with a fresh optimiser state (no momentum carried over), and FT's
+initialisation lr is 0.01 for resnet*/wrn* students (`init_lr`, None = that rule). In the main stage AB
+and FSP add no distillation term (RepDistiller sets it to 0), FT adds beta * L_FT with the paraphraser frozen.
+
+CC, PKT and FT default to RepDistiller's loss forms (`variant: repdistiller`: what produced the CRD numbers
+beside these rows, with the beta tuned for them); `variant: paper` is the papers' own form.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class DistillMethod:
 
     name: str = "distill"
     teacher_arch: str | None = None  # the teacher row's model.backbone (required)
-    teacher_outputs: str = "cached"  # cached | online (see the module docstring)
+    teacher_outputs: str = "online"  # online | cached (see the module docstring)
     gamma: float = 1.0  # CE weight (-r)
     alpha: float = 0.0  # KD weight (-a)
     beta: float = 0.0  # distillation-term weight (-b)
@@ -82,7 +86,6 @@ class KDMethod(DistillMethod):
 @dataclass
 class FitNetMethod(DistillMethod):
     name: str = "fitnet"
-    teacher_outputs: str = "online"
     beta: float = 100.0
     hint_layer: int = 2
 
@@ -90,14 +93,12 @@ class FitNetMethod(DistillMethod):
 @dataclass
 class ATMethod(DistillMethod):
     name: str = "at"
-    teacher_outputs: str = "online"
     beta: float = 1000.0
 
 
 @dataclass
 class SPMethod(DistillMethod):
     name: str = "sp"
-    teacher_outputs: str = "online"
     beta: float = 3000.0
 
 
@@ -105,14 +106,13 @@ class SPMethod(DistillMethod):
 class CCMethod(DistillMethod):
     name: str = "cc"
     beta: float = 0.02
-    variant: str = "paper"  # paper | repdistiller (which beta 0.02 was tuned for)
+    variant: str = "repdistiller"  # repdistiller (Correlation on LinearEmbed, beta 0.02 tuned for it) | paper
     feat_dim: int = 128
 
 
 @dataclass
 class VIDMethod(DistillMethod):
     name: str = "vid"
-    teacher_outputs: str = "online"
     beta: float = 1.0
 
 
@@ -126,13 +126,12 @@ class RKDMethod(DistillMethod):
 class PKTMethod(DistillMethod):
     name: str = "pkt"
     beta: float = 30000.0
-    variant: str = "paper"  # paper | repdistiller
+    variant: str = "repdistiller"  # repdistiller | paper (drops the diagonal)
 
 
 @dataclass
 class ABMethod(DistillMethod):
     name: str = "ab"
-    teacher_outputs: str = "online"
     beta: float = 1.0  # multiplies nothing after the initialisation stage (RepDistiller)
     init_epochs: int = 30
 
@@ -140,16 +139,15 @@ class ABMethod(DistillMethod):
 @dataclass
 class FTMethod(DistillMethod):
     name: str = "ft"
-    teacher_outputs: str = "online"
     beta: float = 200.0
     init_epochs: int = 30
-    variant: str = "paper"  # paper | repdistiller
+    variant: str = "repdistiller"  # repdistiller (channel-mean attention map of the factor) | paper (whole factor)
+    init_lr: float | None = None  # paraphraser lr in the initialisation; None: 0.01 for resnet*/wrn*, else optim.lr
 
 
 @dataclass
 class FSPMethod(DistillMethod):
     name: str = "fsp"
-    teacher_outputs: str = "online"
     beta: float = 50.0  # multiplies nothing after the initialisation stage (RepDistiller)
     init_epochs: int = 30
 
@@ -157,7 +155,6 @@ class FSPMethod(DistillMethod):
 @dataclass
 class NSTMethod(DistillMethod):
     name: str = "nst"
-    teacher_outputs: str = "online"
     beta: float = 50.0
 
 
@@ -182,14 +179,21 @@ class CRDKDMethod(CRDMethod):
 
 @dataclass
 class _SCNSFields(CRDMethod):
-    """CRD with SCNS negatives and Latent Mixup (scns.md §c.2-§c.5, §d.3; every choice an assumption)."""
+    """CRD with SCNS negatives and Latent Mixup (scns.md §c.2-§c.5, §d.3; every choice an assumption).
+
+    objective: InfoNCE by default. CRD's NCE posterior assumes uniform noise P_n = 1/N, and the SCNS
+    samplers never draw the anchor itself (noise probability 0 at the positive), so NCE with the sampler's
+    own noise law is degenerate; InfoNCE over negatives drawn from any proposal is a proper objective.
+    `objective: nce` (CRD's uniform-noise posterior on SCNS draws) stays a variant."""
 
     name: str = "scns"
+    objective: str = "infonce"  # infonce | nce (see the docstring)
     k: int = 10  # top-k classes / instances
     latent_mixup: bool = False
-    lm_mode: str = "extra"  # extra: mixed pairs as extra negatives | distance: + ||z~S - z~T||^2
+    lm_mode: str = "distance"  # distance (paper): + lm_weight ||z~S - z~T||^2 | extra: mixed pairs as extra negatives
+    lm_weight: float = 1.0  # weight of the distance term on the total loss (distance mode)
     lm_lam_max: float = 1.0  # lambda ~ U(0, lm_lam_max); 0.5 = the "lambda < 0.5" variant
-    lm_num_mixed: int | None = None  # mixed negatives per anchor; None = all K
+    lm_num_mixed: int | None = None  # mixed pairs per anchor; None = all K
 
 
 @dataclass

@@ -4,12 +4,18 @@ Per step (anchor i = batch.indices, y its label), with M_S / M_T the student / t
     negatives n = sampler.sample(i, y, K, batch.generator)            [B, K]; uniform other-class (CRD),
                                                                       SCNS-class or SCNS-instance
     student anchor v_S(i) scores against M_T[i, n], teacher anchor v_T(i) against M_S[i, n]
-    Latent Mixup (scns.md §c.4, assumption), lambda ~ U(0, lm_lam_max) shared by both sides:
-      extra (default): M_T~ = normalize(lambda M_T[i] + (1 - lambda) M_T[n_m]) join the student anchor's
-                       negatives, M_S~ likewise the teacher anchor's (K + M negatives, noise K' = K + M)
-      distance:        + ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
-                       (current embeddings as the positives, so the term has a gradient), weight 1
-    then NCE (Z fixed from the first batch) or InfoNCE, and the banks move (CRDLoss semantics).
+    objective: CRD's NCE (crd, crd_kd: uniform noise P_n = 1/N, as its sampler) or InfoNCE (SCNS default:
+      the SCNS samplers are not uniform and never draw the anchor, so NCE's noise model does not hold)
+    Latent Mixup (scns.md §c.4; SCNS §1 "a distance (or divergence) is minimized between both mixed
+      representations"), lambda ~ U(0, lm_lam_max) shared by both sides, first M = lm_num_mixed negatives:
+      distance (default): + lm_weight * mean ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
+                          (the anchors' current embeddings as the positives, so the term has a gradient)
+      extra (variant):    M_T~ = n(lambda M_T[i] + (1 - lambda) M_T[n_m]) join the student anchor's negatives,
+                          M_S~ likewise the teacher anchor's (K + M negatives)
+    then the banks move (CRDLoss semantics).
+SCNS-instance draws its K negatives from a pool of k images: K is capped at k (without replacement under
+uniform weighting: each pool image once), since more draws would only repeat the pool (K = 16,384 from 10
+images is ~1,638 copies of each, a constant log-multiplicity offset, not more negatives).
 Every draw comes from batch.generator, the epoch's generator after augmentation: a resumed epoch
 redraws the same negatives and lambdas. The SCNS class-similarity matrix / instance pools and their
 sha256 are written into the run folder (scns_negatives.pt, scns_negatives.json).
@@ -24,7 +30,12 @@ import torch
 from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
 from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
-from semcl.losses.latent_mixup import latent_mixup_negatives, lm_distance_loss, mix_with_positive
+from semcl.losses.latent_mixup import (
+    latent_mixup_negatives,
+    lm_distance_loss,
+    mix_with_positive,
+    sample_mixup_lambda,
+)
 from semcl.methods.base import Batch, TrainContext
 from semcl.methods.distill.core import Distill
 
@@ -77,10 +88,14 @@ class CRD(Distill):
     def make_sampler(self, ctx: TrainContext):
         return UniformNegatives(self.train_labels, self.info.num_classes)
 
+    def num_negatives(self) -> int:
+        """K drawn per anchor (method.nce_k; SCNS-instance caps it at its pool)."""
+        return self.cfg.method.nce_k
+
     def negatives(self, batch: Batch) -> torch.Tensor:
         """[B, K] training-set indices drawn from batch.generator."""
         idx = batch.indices.cpu()
-        return self.sampler.sample(idx, self.train_labels[idx], self.cfg.method.nce_k, batch.generator)
+        return self.sampler.sample(idx, self.train_labels[idx], self.num_negatives(), batch.generator)
 
     def distill_loss(self, feats_s, feats_t, batch):
         m = self.cfg.method
@@ -95,11 +110,12 @@ class CRD(Distill):
             t_mix, s_mix, _ = latent_mixup_negatives(mem_t[index], mem_t[neg], mem_s[index], mem_s[neg], n_mix,
                                                      batch.generator, m.lm_lam_max)
             return contrast_scores(self.crd, v_s, v_t, index, neg, (t_mix.detach(), s_mix.detach()))
-        lam = torch.rand((neg.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
+        lam = sample_mixup_lambda((neg.shape[0], n_mix), batch.generator, m.lm_lam_max)
         s_mix = mix_with_positive(v_s, mem_s[neg[:, :n_mix]].detach(), lam)
         t_mix = mix_with_positive(v_t, mem_t[neg[:, :n_mix]].detach(), lam)
         extra = lm_distance_loss(s_mix, t_mix)
-        return contrast_scores(self.crd, v_s, v_t, index, neg) + extra / m.beta  # weight 1 on the total
+        # distill_loss is scaled by beta in the total: lm_weight is the distance term's weight on the total
+        return contrast_scores(self.crd, v_s, v_t, index, neg) + extra * (m.lm_weight / m.beta)
 
     def write_negatives(self, ctx: TrainContext, tensors: dict[str, torch.Tensor], fingerprint: str) -> None:
         """The sampler's defining tensors and their sha256 in the run folder."""
@@ -107,9 +123,10 @@ class CRD(Distill):
             return
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         torch.save(tensors, ctx.run_dir / "scns_negatives.pt")
+        m = self.cfg.method
         (ctx.run_dir / "scns_negatives.json").write_text(json.dumps(
-            {"method": self.cfg.method.name, "sha256": fingerprint, "k": self.cfg.method.k,
-             "weighting": self.cfg.method.weighting}, indent=1))
+            {"method": m.name, "sha256": fingerprint, "k": m.k, "weighting": m.weighting,
+             "objective": m.objective, "nce_k": m.nce_k, "negatives_per_anchor": self.num_negatives()}, indent=1))
 
 
 class SCNSClass(CRD):
@@ -140,6 +157,9 @@ class SCNSInstance(CRD):
 
     def needs_teacher_pass(self) -> bool:
         return True
+
+    def num_negatives(self) -> int:
+        return min(self.cfg.method.nce_k, self.cfg.method.k)  # the pool: more draws only repeat it
 
     def make_sampler(self, ctx: TrainContext):
         m = self.cfg.method

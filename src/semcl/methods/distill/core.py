@@ -109,7 +109,19 @@ class Distill(Method):
         return feats, self.cache["logits"][idx].to(x.device)
 
     # ---- training ----------------------------------------------------------------------------
+    def configure_optimizer(self, optim):
+        # kept so that the main stage of a two-stage method can start from a fresh optimiser state
+        self._optimizer = super().configure_optimizer(optim)
+        return self._optimizer
+
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if self.init_epochs and batch.epoch == self.init_epochs and batch.step == 0:
+            # RepDistiller builds a new SGD for the main stage (train_student.py after helper/pretrain.py
+            # `init`): no momentum carried over. At step 0 only, so a resume inside this epoch keeps the
+            # main stage's own momentum (restored from the checkpoint).
+            opt = getattr(self, "_optimizer", None)
+            if opt is not None:
+                opt.state.clear()
         if batch.epoch < self.init_epochs:
             loss = self.init_loss(batch)
             return {"loss": loss, "init": loss.detach()}

@@ -19,6 +19,7 @@ from torch import nn
 from semcl.losses.distill import (
     ConvRegressor,
     Embed,
+    LinearEmbed,
     Paraphraser,
     Translator,
     VIDHead,
@@ -36,6 +37,7 @@ from semcl.losses.distill import (
 )
 from semcl.methods.distill.contrast import CRD, SCNSClass, SCNSInstance
 from semcl.methods.distill.core import Distill, KDTeacher, _zip_stages
+from semcl.models.kd import KD_MODEL_ALIASES
 
 
 class KD(Distill):
@@ -68,11 +70,15 @@ class SP(Distill):
 
 
 class CC(Distill):
+    """variant repdistiller: RepDistiller's Correlation on `LinearEmbed` outputs (train_student.py: no L2
+    normalisation); variant paper: the Gaussian-kernel congruence on normalised `Embed` outputs."""
+
     teacher_feats = (-1,)
 
     def build(self, s_shapes, t_shapes):
         dim = self.cfg.method.feat_dim
-        self.embed_s, self.embed_t = Embed(s_shapes[-1][1], dim), Embed(t_shapes[-1][1], dim)
+        embed = LinearEmbed if self.cfg.method.variant == "repdistiller" else Embed
+        self.embed_s, self.embed_t = embed(s_shapes[-1][1], dim), embed(t_shapes[-1][1], dim)
 
     def distill_loss(self, feats_s, feats_t, batch):
         return cc_loss(self.embed_s(feats_s[-1]), self.embed_t(feats_t[-1]), variant=self.cfg.method.variant)
@@ -111,6 +117,14 @@ class NST(Distill):
         return nst_loss(*_zip_stages(feats_s[1:-1], feats_t[1:-1]))
 
 
+def ab_connector(s_shape: tuple[int, ...], t_shape: tuple[int, ...]) -> nn.Module:
+    """RepDistiller's rule (models/util.py `Connector._make_conenctors`): the identity where the student
+    and teacher stage maps agree in channels and height, else a 1x1-or-strided conv + BN (no ReLU)."""
+    if s_shape[1] == t_shape[1] and s_shape[2] == t_shape[2]:
+        return nn.Identity()
+    return ConvRegressor(s_shape, t_shape, use_relu=False)
+
+
 class AB(Distill):
     """Init stage: student feature layers + connectors on the AB loss of pre-ReLU maps feat[1:-1];
     main stage: gamma * CE + alpha * KD (RepDistiller adds no AB term after the initialisation)."""
@@ -120,7 +134,7 @@ class AB(Distill):
     def build(self, s_shapes, t_shapes):
         g_s, g_t = _zip_stages(s_shapes[1:-1], t_shapes[1:-1])
         self.teacher_feats = tuple(range(1, 1 + len(g_t)))
-        self.connectors = nn.ModuleList(ConvRegressor(s, t, use_relu=False) for s, t in zip(g_s, g_t, strict=True))
+        self.connectors = nn.ModuleList(ab_connector(s, t) for s, t in zip(g_s, g_t, strict=True))
 
     def init_loss(self, batch):
         feats_s, _ = self.backbone.forward_features(batch.views[0], preact=True)
@@ -146,6 +160,20 @@ class FSP(Distill):
         return fsp_loss(*_zip_stages(feats_s[:-1], feats_t[:-1]))
 
 
+FT_INIT_LR_SMALL = 0.01  # RepDistiller helper/pretrain.py: FT initialisation lr of these students
+FT_SMALL_LR_STUDENTS = frozenset({"resnet8", "resnet14", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110",
+                                  "resnet8x4", "resnet32x4", "wrn_16_1", "wrn_16_2", "wrn_40_1", "wrn_40_2"})
+
+
+def ft_init_lr(cfg) -> float:
+    """FT's initialisation lr: method.init_lr where set, else RepDistiller's rule (0.01 for resnet* and
+    wrn_* students, the run's optim.lr for the others: MobileNetV2 / ShuffleV1 / ShuffleV2 / vgg*)."""
+    if cfg.method.init_lr is not None:
+        return float(cfg.method.init_lr)
+    student = KD_MODEL_ALIASES.get(cfg.model.backbone, cfg.model.backbone)
+    return FT_INIT_LR_SMALL if student in FT_SMALL_LR_STUDENTS else float(cfg.optim.lr)
+
+
 class FT(Distill):
     """Init stage: the paraphraser alone learns to reconstruct the teacher's feat[-2] (the student is
     not run); main stage: + beta * L_FT(translator(S), encoder(T)) with the paraphraser frozen."""
@@ -155,6 +183,14 @@ class FT(Distill):
     def build(self, s_shapes, t_shapes):
         self.paraphraser = Paraphraser(t_shapes[-2][1])
         self.translator = Translator(s_shapes[-2][1], t_shapes[-2][1])
+
+    def param_groups(self):
+        """The paraphraser trains only in the initialisation, at `init_lr` (RepDistiller helper/pretrain.py:
+        0.01 for resnet*/wrn* students, else the run's lr); frozen afterwards, so the scale acts there alone."""
+        lr = self.cfg.optim.lr
+        para = list(self.paraphraser.parameters())
+        rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("paraphraser.")]
+        return [{"params": rest}, {"params": para, "lr_scale": ft_init_lr(self.cfg) / lr}]
 
     def init_loss(self, batch):
         feats_t, _ = self.teacher_targets(batch)

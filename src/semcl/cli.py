@@ -67,10 +67,21 @@ def _say_skipped(ids: list[str], profile: str) -> None:
 
 def _tables(args) -> list:
     if getattr(args, "all", False):
-        return _with_profile(list(load_registry().values()), args.profile)
+        return _selected(args, _with_profile(list(load_registry().values()), args.profile))
     if not args.table:
         raise SemclError("name a table (e.g. rince/tab2) or pass --all")
-    return [get_table(t) for t in args.table]
+    return _selected(args, [get_table(t) for t in args.table])
+
+
+def _selected(args, tables: list) -> list:
+    """--set: the tables' variant rows instead of their registered ones; --row: only those rows (semcl.variants)."""
+    if args.command == "check" and args.row and not args.set:
+        raise ConfigError("--row selects the rows --set varies in `semcl check`; add --set key=value")
+    if not getattr(args, "set", None) and not (args.command == "plan" and args.row):
+        return tables
+    from semcl.variants import select_tables
+
+    return select_tables(tables, args.set, args.row, args.profile)
 
 
 def positive_int(text: str) -> int:
@@ -103,6 +114,10 @@ def cmd_list(args) -> None:
     papers = sorted({t["paper"] for t in index["tables"]})
     if args.paper and args.paper not in papers:
         raise ConfigError(f"unknown paper {args.paper!r} (papers: {', '.join(papers)})")
+    if args.format == "json":
+        from semcl.cli_format import dump, list_json
+
+        return dump(list_json(index, args.paper, args.profile, runs_dir))
     tables = [t for t in index["tables"] if not args.paper or t["paper"] == args.paper]
     kept = [t for t in tables if t["id"] in index["runs"]]
     _say_skipped([t["id"] for t in tables if t["id"] not in index["runs"]], args.profile)
@@ -125,16 +140,20 @@ def cmd_list(args) -> None:
 
 
 def cmd_show(args) -> None:
+    from semcl.cli_format import dump, matching_rows, show_json
     from semcl.evals.protocols import describe
 
     table = get_table(args.table)
+    rows = matching_rows(table, args.rows) if args.rows is not None else table.rows
+    if args.format == "json":
+        return dump(show_json(table, rows))
     print(f"{table.id}: {table.title}\n  paper: {table.paper}, {table.source}; file: {table.path}")
     print(f"  seeds: {table.seeds}; profiles: {', '.join(table.profiles)}")
     print("  columns:")
     for c in table.columns:
         print(f"    {c.key:<20} {c.label:<18} {describe(c)}")
     print("  rows:")
-    for row in table.rows:
+    for row in rows:
         state = ("reference (a published number shown beside ours; never run)" if row.reference
                  else "implemented" if row.implemented else "NOT IMPLEMENTED (planned)")
         print(f"    {row.label:<28} method={row.method:<28} {state}")
@@ -161,7 +180,8 @@ def cmd_show(args) -> None:
             if prof.substitute:
                 print(f"    substitutes: {prof.substitute}")
             for label, over in prof.rows.items():
-                print(f"    row {label!r}: {over}")
+                if any(r.label == label for r in rows):
+                    print(f"    row {label!r}: {over}")
     for d in table.deviations:
         print(f"  deviation: {d}")
     for n in table.notes:
@@ -186,16 +206,27 @@ def _index_tables(args, index: dict) -> list[dict]:
 
 
 def cmd_plan(args) -> None:
-    if args.executor == "slurm":  # the array layout needs the resolved runs and resources
+    if args.executor == "slurm" and args.format == "text":  # the array layout needs the resolved runs and resources
         return _plan_slurm(args)
     from semcl.index import load_index
 
-    index = load_index(args.profile)
+    if args.set or args.row:  # variants and row selections are not in the cached index: plan them here
+        from semcl.variants import plan_index
+
+        index = plan_index(_tables(args), args.profile)
+        tables = index["tables"]
+    else:
+        index = load_index(args.profile)
+        tables = _index_tables(args, index)
+    if args.format == "json":
+        from semcl.cli_format import dump, plan_json
+
+        return dump(plan_json(index, tables, args.profile, _results_root(args) / "runs", lambda: _store(args)))
     runs_dir, store = _results_root(args) / "runs", None
     unit = "GPU-h" if args.profile == "paper" else "CPU-min"
     totals = {"tables": 0, "runs": 0, "todo": 0, "all": 0.0, "left": 0.0}
     counted: set[str] = set()  # a run two tables share counts once in the overall total
-    for table in _index_tables(args, index):
+    for table in tables:
         runs = index["runs"][table["id"]]
         print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
         todo, cost_all, cost_left = 0, 0.0, 0.0
@@ -269,14 +300,15 @@ def cmd_status(args) -> None:
 
 def _runs_with_resources(args) -> list:
     tables = _tables(args)
-    if args.row:  # a misspelt label would select nothing and report "0 runs to submit"
+    if args.row and not args.set:  # a misspelt label would select nothing and report "0 runs to submit"
         for label in args.row:
             if not any(label in (r.label for r in t.rows) for t in tables):
                 listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
                 raise ConfigError(f"unknown row {label!r} (rows of {listing})")
     from semcl.runs import plan_runs
 
-    return [(r, t.resources_for(r.row_label, args.profile)) for t in tables for r in plan_runs(t, args.profile, args.row)]
+    return [(r, t.resources_for(r.row_label, args.profile)) for t in tables
+            for r in plan_runs(t, args.profile, None if args.set else args.row)]  # --set: the tables hold the variants
 
 
 def cmd_run(args) -> None:
@@ -340,8 +372,13 @@ def cmd_wait(args) -> None:
 def cmd_table(args) -> None:
     from semcl.report.tables import write_table
 
-    table = get_table(args.table)
-    text, path = write_table(table, args.profile, _store(args), args.format)
+    table, out_dir = get_table(args.table), None
+    if args.set or args.row:  # the registered rows and each one's variant, in a folder of its own
+        from semcl.variants import slug, table_view
+
+        table = table_view(table, args.set, args.row, args.profile)
+        out_dir = _store(args).root / "tables" / "variants" / slug(args.set)
+    text, path = write_table(table, args.profile, _store(args), args.format, out_dir)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
 
@@ -379,6 +416,10 @@ def cmd_report(args) -> None:
 
 
 def _preflight_file(args) -> Path:
+    if getattr(args, "set", None):  # a variant's check never replaces the registered rows' status
+        from semcl.variants import slug
+
+        return _results_root(args) / "preflight" / "variants" / slug(args.set) / f"{args.profile}.json"
     return _results_root(args) / "preflight" / f"{args.profile}.json"
 
 
@@ -461,12 +502,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"paper (the paper's scale), mini (real small data, CPU minutes) or smoke "
                              f"(synthetic data, seconds); default: {default}")
 
+    def with_set(sp, rows: str | None):
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="a variant: this config key (dotted, as rows' overrides, e.g. optim.lr=0.1; value as YAML) "
+                             "on the selected rows, after every registry layer; own run ids, labelled "
+                             "'<row> [KEY=VALUE]' (repeatable)")
+        if rows:
+            sp.add_argument("--row", action="append", help=rows)
+
+    def with_json(sp):
+        sp.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text (default) or json (for scripts)")
+
     sp = sub.add_parser("list", help="every registry entry with its status")
     sp.add_argument("paper", nargs="?", default=None, help="only this paper's entries (rince, gpaco, paco, hsa, scns)")
     with_profile(sp)
+    with_json(sp)
     sp.set_defaults(func=cmd_list)
     sp = sub.add_parser("show", help="rows, columns, protocols and reported numbers of a table")
     sp.add_argument("table", help="table id, e.g. rince/tab2 (see `semcl list`)")
+    sp.add_argument("--rows", metavar="REGEX", help="only the rows whose label matches (case-insensitive)")
+    with_json(sp)
     sp.set_defaults(func=cmd_show)
     for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
                             ("status", cmd_status, "done / pending / running / requeued / failed / missing per run"),
@@ -480,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--executor", choices=("local", "debug", "slurm"), default="local",
                             help="slurm: also show the job arrays that `run --executor slurm` would submit")
             sp.add_argument("--cluster", default="local", help="cluster profile slurm/profiles/<name>.yaml")
+            with_set(sp, "only this row label and the rows it builds on (repeatable)")
+            with_json(sp)
         if name == "wait":
             sp.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
             sp.add_argument("--poll", type=positive_float, default=10.0,
@@ -496,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=positive_int, default=None,
                     help="local executor: parallel processes (default: CPU count, at most 4)")
     sp.add_argument("--row", action="append", help="only this row label (repeatable)")
+    with_set(sp, None)
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
     sp.add_argument("--no-check", action="store_true",
@@ -513,11 +572,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CI size: resnet_tiny backbone, 32-px images, 64/32 head, no pretrained file "
                          "(not recorded as a preflight)")
     sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
+    with_set(sp, "with --set: only this row varies (repeatable)")
     sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("table", help="paper vs ours table from the results store")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
     with_profile(sp)
     sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
+    with_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")

@@ -1,0 +1,190 @@
+"""`--set key=value` variants on plan / run / check / table: own run ids (the registered config with the
+key changed, hashed as any run), stable across invocations, the strict schema's one-line errors, the
+variant label in tables, and the registered rows' records and preflight left as they were."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from semcl.cli import main
+from semcl.evals.protocols import metric_key
+from semcl.registry import get_table
+from semcl.runs import Store, make_run_id, plan_runs
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE = "rince/tab2"
+
+# two CE rows and ensembles of them (what builds on a varied row is a variant too)
+ENSEMBLES = """\
+id: test/ensembles
+paper: gpaco
+source: "test"
+title: CE rows and logit-sum ensembles
+preset: paco_imagenet_lt_resnet50
+seeds: [123, 546]
+columns:
+  - {key: top1, label: "Top-1", eval: accuracy, group: overall}
+rows:
+  - {label: CE a, method: ce}
+  - {label: CE b, method: ce, overrides: {optim.lr: 0.05}}
+  - {label: a plus b, method: ensemble, ensemble: [CE a, CE b]}
+profiles:
+  smoke:
+    overrides: {data.synthetic: true, data.image_size: 16, model.backbone: resnet_tiny, optim.batch_size: 32,
+                schedule.epochs: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Path:
+    """The rince tables, their presets and test/ensembles: small enough to load in a moment."""
+    root = tmp_path_factory.mktemp("registry") / "experiments"
+    shutil.copytree(REPO / "experiments" / "presets", root / "presets")
+    shutil.copytree(REPO / "experiments" / "rince", root / "rince")
+    (root / "test").mkdir()
+    (root / "test" / "ensembles.yaml").write_text(ENSEMBLES)
+    return root
+
+
+@pytest.fixture
+def env(registry, tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SEMCL_REGISTRY", str(registry))
+    monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SEMCL_PRECISION", raising=False)
+    monkeypatch.delenv("SEMCL_RESULTS", raising=False)
+    return tmp_path / "results"
+
+
+def plan_json(capsys, results: Path, *args) -> dict:
+    assert main(["--results", str(results), "plan", *args, "--profile", "smoke", "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def variant_ids(table_id: str, label: str, **values) -> list[str]:
+    """The ids by hand: the registered row's resolved config with the values changed, hashed as any run."""
+    table = get_table(table_id)
+    cfg = table.resolve(table.row(label), "smoke")
+    for key, value in values.items():
+        setattr(cfg.optim, key, value)
+    return [make_run_id(cfg, seed) for seed in table.seeds_for("smoke")]
+
+
+def test_plan_set_gives_own_ids_equal_across_invocations(env, capsys):
+    first = plan_json(capsys, env, TABLE, "--row", "RINCE-in", "--set", "optim.lr=0.1")
+    again = plan_json(capsys, env, TABLE, "--set", "optim.lr=0.1", "--row", "RINCE-in")
+    runs = first["tables"][0]["runs"]
+    assert [r["row"] for r in runs] == ["RINCE-in [optim.lr=0.1]"] * 3
+    assert [r["id"] for r in runs] == variant_ids(TABLE, "RINCE-in", lr=0.1)
+    assert again == first
+    registered = [r.run_id for r in plan_runs(get_table(TABLE), "smoke", ["RINCE-in"])]
+    assert not set(registered) & {r["id"] for r in runs}
+    # the registered plan is unchanged by the variant and still the row's
+    plain = plan_json(capsys, env, TABLE, "--row", "RINCE-in")
+    assert [r["id"] for r in plain["tables"][0]["runs"]] == registered
+    # 1e-3 is a number on the command line (YAML 1.1 would read it as a string)
+    small = plan_json(capsys, env, TABLE, "--row", "RINCE-in", "--set", "optim.lr=1e-3")
+    assert [r["id"] for r in small["tables"][0]["runs"]] == variant_ids(TABLE, "RINCE-in", lr=0.001)
+
+
+def test_method_key_varies_only_the_rows_whose_method_has_it(env, capsys):
+    out = plan_json(capsys, env, TABLE, "--set", "method.tau=0.2")
+    rows = list(dict.fromkeys(r["row"] for r in out["tables"][0]["runs"]))
+    table = get_table(TABLE)
+    with_tau = [r.label for r in table.rows if r.method in ("scl", "scl_two_heads") and not r.select]
+    assert rows == [f"{label} [method.tau=0.2]" for label in with_tau]
+    assert main(["plan", TABLE, "--row", "Triplet", "--set", "method.tau=0.2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "semcl: error: --set method.tau: row 'Triplet' of rince/tab2 (method 'triplet') has no field 'tau'")
+
+
+def test_rows_built_on_a_variant_build_on_its_runs(env, capsys):
+    table = get_table("test/ensembles")
+    registered = {(r.row_label, r.seed): r.run_id for r in plan_runs(table, "smoke")}
+    whole = plan_json(capsys, env, "test/ensembles", "--set", "optim.lr=0.2")["tables"][0]["runs"]
+    by = {(r["row"], r["seed"]): r for r in whole}
+    assert [r["row"] for r in whole][::2] == ["CE a [optim.lr=0.2]", "CE b [optim.lr=0.2]", "a plus b [optim.lr=0.2]"]
+    assert by[("a plus b [optim.lr=0.2]", 546)]["after"] == [by[("CE a [optim.lr=0.2]", 546)]["id"],
+                                                            by[("CE b [optim.lr=0.2]", 546)]["id"]]
+    # only the ensemble varied: it builds on the registered members (planned with it, under their own labels)
+    one = plan_json(capsys, env, "test/ensembles", "--row", "a plus b", "--set", "optim.lr=0.2")["tables"][0]["runs"]
+    assert [(r["row"], r["seed"]) for r in one] == [("CE a", 123), ("CE a", 546), ("CE b", 123), ("CE b", 546),
+                                                    ("a plus b [optim.lr=0.2]", 123), ("a plus b [optim.lr=0.2]", 546)]
+    assert [r["id"] for r in one[:4]] == [registered[("CE a", 123)], registered[("CE a", 546)],
+                                          registered[("CE b", 123)], registered[("CE b", 546)]]
+    assert one[5]["after"] == [registered[("CE a", 546)], registered[("CE b", 546)]]
+    assert one[5]["id"] != registered[("a plus b", 546)]
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--executor", "debug"], ["check"], ["table"]])
+@pytest.mark.parametrize("setting, message", [
+    ("optim.lrr=0.1", "--set 'optim.lrr=0.1': unknown key 'optim.lrr' (known in optim: "),
+    ("optim.lr=abc", "--set optim.lr=abc on rince/tab2 row 'RINCE-in', profile 'smoke': 'optim.lr' must be a number, "
+                     "got 'abc'"),
+    ("method.nope=1", "--set 'method.nope=1': unknown key 'method.nope' (no method has field 'nope'"),
+    ("lr=0.1", "--set 'lr=0.1': key 'lr' is not <section>.<field>"),
+])
+def test_a_bad_key_or_value_fails_with_one_line_and_writes_nothing(env, capsys, command, setting, message):
+    assert main(["--results", str(env), command[0], TABLE, *command[1:], "--profile", "smoke",
+                 "--row", "RINCE-in", "--set", setting]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"semcl: error: {message}"), err
+    assert not env.exists()
+
+
+def fill(store: Store, ids: list[str], base: float) -> dict[str, bytes]:
+    """A finished record per run id: every column = base + its seed's index; the records' bytes."""
+    table = get_table(TABLE)
+    subst = table.profile("smoke").substitute
+    for i, rid in enumerate(ids):
+        metrics = {metric_key(c, subst): base + i for c in table.columns if metric_key(c, subst)}
+        store.write_record(rid, {"run_id": rid, "metrics": metrics})
+    return {rid: store.metrics_path(rid).read_bytes() for rid in ids}
+
+
+def test_table_shows_the_variant_beside_the_registered_row(env, capsys):
+    store = Store(env)
+    before = fill(store, [r.run_id for r in plan_runs(get_table(TABLE), "smoke", ["RINCE-in"])], 50.0)
+    fill(store, variant_ids(TABLE, "RINCE-in", lr=0.1), 60.0)
+    assert main(["--results", str(env), "table", TABLE, "--profile", "smoke", "--row", "RINCE-in",
+                 "--set", "optim.lr=0.1"]) == 0
+    lines = {ln.split(" | ")[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")}
+    assert "51.00 ± 1.00 (n=3)" in lines["| RINCE-in"]
+    assert "61.00 ± 1.00 (n=3)" in lines["| RINCE-in [optim.lr=0.1]"]
+    assert list(lines).index("| RINCE-in [optim.lr=0.1]") == list(lines).index("| RINCE-in") + 1
+    assert {rid: store.metrics_path(rid).read_bytes() for rid in before} == before
+    # its own file; the registered table's file is not written
+    assert not (env / "tables" / "rince_tab2.smoke.md").exists()
+    assert [p.name for p in (env / "tables" / "variants").glob("*/*")] == ["rince_tab2.smoke.md"]
+
+
+def test_run_submits_only_the_variants_runs(env, capsys, monkeypatch):
+    import semcl.launch
+
+    submitted = []
+    monkeypatch.setattr(semcl.launch, "check_data_root", lambda runs, root: None)
+    monkeypatch.setattr(semcl.launch, "submit_runs", lambda runs, *a, **k: submitted.extend(runs))
+    assert main(["--results", str(env), "run", TABLE, "--profile", "smoke", "--row", "RINCE-in",
+                 "--set", "optim.lr=0.1", "--executor", "debug"]) == 0
+    assert [r.run_id for r in submitted] == variant_ids(TABLE, "RINCE-in", lr=0.1)
+    assert {r.row_label for r in submitted} == {"RINCE-in [optim.lr=0.1]"}
+    assert {r.config.optim.lr for r in submitted} == {0.1}
+
+
+def test_check_records_the_variant_apart(env, capsys, monkeypatch):
+    import semcl.preflight
+    from semcl.preflight_report import RowCheck
+
+    def fake(tables, profile, *a, **k):  # what the check saw, each run ready
+        return [RowCheck(t.id, r.row_label, r.run_id) for t in tables for r in semcl.preflight.distinct_runs(t, profile)]
+
+    monkeypatch.setattr(semcl.preflight, "check_tables", fake)
+    assert main(["--results", str(env), "check", TABLE, "--profile", "smoke", "--row", "RINCE-in",
+                 "--set", "optim.lr=0.1"]) == 0
+    assert "RINCE-in [optim.lr=0.1]" in capsys.readouterr().out
+    (status,) = (env / "preflight" / "variants").glob("*/smoke.json")
+    assert json.loads(status.read_text())[TABLE]["run_ids"] == variant_ids(TABLE, "RINCE-in", lr=0.1)[:1]
+    assert not (env / "preflight" / "smoke.json").exists()  # the registered rows' preflight is not replaced

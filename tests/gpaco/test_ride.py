@@ -15,7 +15,7 @@ from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.engine.train import train
 from semcl.losses import LOSSES, ride_loss
-from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_logits, ldam_margins
+from semcl.losses.ride import diversity_temperatures, effective_number_weights, ldam_logits, ldam_loss, ldam_margins
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
 from semcl.models.ride import RideBackbone
@@ -39,8 +39,10 @@ def reference_ride(expert_logits, labels, counts, *, max_m, s, lam, T, drw, beta
         w, t = [1.0] * C, [T] * C
     t_bar = sum(t) / C
     ens = [[sum(float(z[b, j].detach()) for z in expert_logits) / E for j in range(C)] for b in range(B)]
+    mean = sum(expert_logits) / E  # with gradient: the official lambda-0 case trains on the ensemble
     total = 0.0
-    for z in expert_logits:
+    for expert in expert_logits:
+        z = mean if lam == 0 else expert
         num, den = 0.0, 0.0
         for b in range(B):
             y = int(labels[b])
@@ -91,7 +93,18 @@ def test_diversity_term_pushes_experts_apart():
     same = ride_loss([z, z], y, margins=margins, scale=1.0, diversity_weight=-0.2)
     assert torch.allclose(same, ride_loss([z, z], y, margins=margins, scale=1.0, diversity_weight=0.0))
     apart = ride_loss([z, other], y, margins=margins, scale=1.0, diversity_weight=-0.2)
-    assert apart < ride_loss([z, other], y, margins=margins, scale=1.0, diversity_weight=0.0)
+    ldam_sum = sum(ldam_loss(e, y, margins=margins, scale=1.0) for e in (z, other))
+    assert apart < ldam_sum
+
+
+def test_lambda_zero_trains_every_expert_term_on_the_ensemble_as_the_official_code():
+    # z̄ = [1, 1, -1], y = 0, no margin: each of the 2 terms is log(2e + 1/e) - 1
+    z = torch.tensor([[2.0, 0.0, -1.0]], dtype=F64, requires_grad=True)
+    other = torch.tensor([[0.0, 2.0, -1.0]], dtype=F64, requires_grad=True)
+    got = ride_loss([z, other], torch.tensor([0]), margins=torch.zeros(3, dtype=F64), scale=1.0, diversity_weight=0.0)
+    assert float(got.detach()) == pytest.approx(2 * (math.log(2 * math.e + math.exp(-1)) - 1), rel=1e-12)
+    got.backward()
+    assert torch.equal(z.grad, other.grad)  # both experts get the ensemble's gradient
 
 
 def test_hand_computed_vectors():

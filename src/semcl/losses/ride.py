@@ -13,6 +13,10 @@ code); the ensemble is z̄ = (1/E) Σ_i z_i. With n_j the training images of cla
 
     L = Σ_i [ ℓ_i + λ · T̄² · KL_i ]
 
+With λ = 0 the official ``RIDELoss`` computes every expert's term on the ensemble logits instead
+(``ride_loss_logits = output_logits if additional_diversity_factor == 0 else logits_item``), so
+L = E · ℓ(z̄), with gradient through z̄; so does this function.
+
 λ is added as is: the official λ = −0.2 (``additional_diversity_factor``) is negative, so minimising L
 *raises* each expert's KL from the ensemble (diversity). The sum over experts, the no-gradient target and
 the T̄² factor follow the official ``RIDELoss`` (model/loss.py), as do λ = −0.2 and T = 1 (its defaults, which
@@ -90,8 +94,10 @@ def ride_loss(
         # computed once (F.kl_div would redo it per expert; bench: ~1/3 of the loss's time)
         neg_entropy = (target * log_target).sum() / ref.shape[0]
     total = ref.new_zeros(())
+    ensemble = torch.stack(expert_logits).mean(0) if not diversity_weight else None
     for z in expert_logits:
-        total = total + ldam_loss(z, labels, margins=margins, scale=scale, class_weights=class_weights)
+        ce_logits = z if ensemble is None else ensemble  # λ = 0: the official code's ensemble logits
+        total = total + ldam_loss(ce_logits, labels, margins=margins, scale=scale, class_weights=class_weights)
         if diversity_weight:
             cross = -(target * F.log_softmax(z / t, dim=1)).sum() / ref.shape[0]
             total = total + factor * (neg_entropy + cross)

@@ -64,8 +64,9 @@ class MultiTaskMethod:
     tau: float = 0.07
     queue_size: int = 1024
     prior: str = "none"  # train: balanced-softmax CE (the LT form); none: plain CE (CIFAR form)
-    # LT scripts (multitask_lt.py): each anchor's SupCon term x its class's effective-number weight
-    # mean(E) / E_y with E_j = (1 - 0.999^n_j) / (1 - 0.999); None = unweighted (CIFAR form)
+    # None = unweighted: what every official script trains (the LT scripts' effective-number weights are all
+    # exactly 1, a [1, C]-shape slip in cal_weight_for_classes, PCL GPaCo/LT/losses.py:95-103 @fe56535);
+    # effective_number: the intended mean(E) / E_y, E_j = (1 - 0.999^n_j) / (1 - 0.999) (a variant)
     supcon_class_weights: str | None = None
     view_forward: str = "separate"  # as GPaCo: one encoder call per view (official multi-task builder)
     queue_init: str = "random"

@@ -13,8 +13,11 @@ Setup of the official code (../shared/papers/paco.md c.1-c.4):
 * SupCon (GPaCo Eq. 3): PaCo's sample terms only, every positive weighted 1; a linear classifier
   on the detached pooled feature is trained alongside so the run has logits to evaluate.
 * Multi-task (GPaCo's baseline): GPaCo's one-encoder two-view setup with CE (+ log prior in the LT
-  form) on both views' logits + weight * SupCon; the LT scripts also weight each anchor's SupCon
-  term by its class's effective-number weight (`supcon_class_weights: effective_number`).
+  form) on both views' logits + weight * SupCon. The LT scripts multiply each anchor's SupCon term
+  by a class weight meant to be the effective-number weight, but `cal_weight_for_classes` applies
+  sum()/len() to a [1, C] array, so every weight is exactly 1 (PCL GPaCo/LT/losses.py:95-103 @fe56535):
+  they train unweighted, as the default here; `supcon_class_weights: effective_number` is the
+  intended weighting, a variant.
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ def center_offset(prior: str, info: DataInfo) -> torch.Tensor:
 
 
 def effective_number_weights(info: DataInfo, beta: float = 0.999) -> torch.Tensor:
-    """mean(E) / E_j with E_j = (1 - beta^n_j) / (1 - beta) over all classes: the LT multi-task
-    scripts' per-class weights of the SupCon term (paco.md c.5). An empty class (E = 0, weight
-    infinite there, never used by an anchor) gets 0 here."""
+    """mean(E) / E_j with E_j = (1 - beta^n_j) / (1 - beta) over all classes: the per-class weights
+    the LT multi-task scripts intend for the SupCon term (their code yields all ones, module docstring;
+    paco.md c.5). An empty class (E = 0, weight infinite there, never used by an anchor) gets 0 here."""
     if info.class_counts is None:
         raise ValueError("effective-number weights need the training set's class counts")
     effective = (1 - beta ** info.class_counts.double()) / (1 - beta)

@@ -36,10 +36,11 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 class StrictYAMLError(yaml.YAMLError):
     """A duplicate key or an over-budget / recursive alias (a YAMLError, so `except yaml.YAMLError` sees it)."""
 
-    def __init__(self, problem: str, line: int | None):
+    def __init__(self, problem: str, node: Node):
         super().__init__(problem)
         self.problem = problem
-        self.line = line  # 1-based, None if unknown
+        self.problem_mark = getattr(node, "start_mark", None)  # as PyYAML's own errors have it
+        self.line = _line(node)  # 1-based, None if unknown
 
 
 def _line(node: Node) -> int | None:
@@ -61,18 +62,18 @@ def expanded_size(root: Node, budget: int = MAX_NODES) -> int:
             size = 1 + sum(sizes[id(c)] for c in _children(node))
             if size > budget:
                 raise StrictYAMLError(f"the document expands to more than {budget} values through its aliases "
-                                      "(an alias bomb?)", _line(node))
+                                      "(an alias bomb?)", node)
             sizes[key] = size
             continue
         if key in sizes:
             continue
         if key in on_path:
-            raise StrictYAMLError("a recursive alias (a value that contains itself)", _line(node))
+            raise StrictYAMLError("a recursive alias (a value that contains itself)", node)
         on_path.add(key)
         stack.append((node, True))
         for child in _children(node):
             if id(child) in on_path:
-                raise StrictYAMLError("a recursive alias (a value that contains itself)", _line(child))
+                raise StrictYAMLError("a recursive alias (a value that contains itself)", child)
             if id(child) not in sizes:
                 stack.append((child, False))
     return sizes[id(root)]
@@ -110,7 +111,7 @@ class StrictLoader(_BaseLoader):
                 continue
             if first is not ...:
                 at = f" (first at line {first})" if first else ""
-                raise StrictYAMLError(f"duplicate key {key!r}{at}", _line(key_node))
+                raise StrictYAMLError(f"duplicate key {key!r}{at}", key_node)
             seen[key] = _line(key_node)
 
 

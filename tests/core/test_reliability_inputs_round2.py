@@ -282,3 +282,19 @@ def test_resources_are_bounded():
         "t.yaml: 'resources.paper.gpus' must be <= 4096, got 1000000"
     assert "'resources.mini.time_min' must be <= 525600 (a year)" in \
         _refused(parse_resources, {"mini": {"time_min": 10**9}}, "t.yaml")
+
+
+def test_a_teacher_config_with_a_repeated_key_is_one_line(tmp_path):
+    from types import SimpleNamespace
+
+    from semcl.methods.distill.teacher import run_backbone
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("config:\n  model: {backbone: resnet32x4}\n")
+    dep = SimpleNamespace(run_dir=tmp_path, run_id="abc123")
+    assert run_backbone(dep) == "resnet32x4"
+    cfg.write_text("config:\n  model: {backbone: resnet32x4}\n  model: {backbone: wrn_40_2}\n")
+    with pytest.raises(ResultsError) as err:
+        run_backbone(dep)
+    assert str(err.value).startswith(f"{cfg}: truncated or invalid YAML at line 3 (duplicate key 'model' "
+                                     "(first at line 2))")

@@ -13,6 +13,7 @@ from semcl.data import build_augment, stats
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
+from semcl.yaml_strict import StrictLoader
 
 PASS_BATCH = 256  # images per forward of the caching pass (eval mode: the result does not depend on it)
 
@@ -34,7 +35,7 @@ def run_backbone(dep: Dependency) -> str | None:
     if not cfg_file.exists():
         return None
     try:
-        doc = yaml.safe_load(cfg_file.read_text())
+        doc = yaml.load(cfg_file.read_text(), Loader=StrictLoader)  # a repeated key is refused too
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

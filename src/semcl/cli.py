@@ -228,6 +228,7 @@ def cmd_plan(args) -> None:
     counted: set[str] = set()  # a run two tables share counts once in the overall total
     for table in tables:
         runs = index["runs"][table["id"]]
+        width = max([24, *(len(r[1]) for r in runs)])  # long labels (variants: "<row> [key=value]") stay aligned
         print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
         todo, cost_all, cost_left = 0, 0.0, 0.0
         for run_id, label, seed, cost, deps in runs:
@@ -238,7 +239,7 @@ def cmd_plan(args) -> None:
                 status, detail = store.status(run_id)
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(deps)}" if deps else ""
-            print(f"{run_id}  {label:<24} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            print(f"{run_id}  {label:<{width}} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
             amount = float(cost.split()[0])
             cost_all += amount
             if status != "done":
@@ -267,13 +268,14 @@ def _plan_slurm(args) -> None:
     store = _store(args)
     for table in _tables(args):
         runs = plan_runs(table, args.profile)
+        width = max([24, *(len(r.row_label) for r in runs)])
         print(f"# {table.id} profile={args.profile}: {len(runs)} runs")
         for run in runs:
             status, detail = store.status(run.run_id)
             cost = estimate_cost(run.config, args.profile)
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
-            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            print(f"{run.run_id}  {run.row_label:<{width}} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
         print(describe_arrays([(r, table.resources_for(r.row_label, args.profile)) for r in runs],
                               load_cluster_profile(args.cluster), store))
         skipped = [r.label for r in table.rows if not r.implemented]

@@ -137,3 +137,17 @@ def test_plan_json_matches_plan_runs_and_totals(env, capsys):
     assert out["total"] == {"tables": 2, "runs": len(unique), "cost": pytest.approx(sum(unique.values())),
                             "not_done_runs": len(unique) - 1,
                             "not_done_cost": pytest.approx(sum(unique.values()) - costs[0])}
+
+
+def test_list_and_plan_json_start_without_torch(env, tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from semcl.cli import main; main(['--results', sys.argv[1], 'list', '--format', 'json']); "
+            "main(['--results', sys.argv[1], 'plan', 'rince/tab2', '--format', 'json']); "
+            "assert 'torch' not in sys.modules and 'pandas' not in sys.modules")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    first_end = res.stdout.index("\n}\n") + 3  # two JSON documents, one after the other
+    assert json.loads(res.stdout[:first_end])["profile"] == "paper"
+    assert json.loads(res.stdout[first_end:])["tables"][0]["id"] == "rince/tab2"

@@ -188,3 +188,10 @@ def test_check_records_the_variant_apart(env, capsys, monkeypatch):
     (status,) = (env / "preflight" / "variants").glob("*/smoke.json")
     assert json.loads(status.read_text())[TABLE]["run_ids"] == variant_ids(TABLE, "RINCE-in", lr=0.1)[:1]
     assert not (env / "preflight" / "smoke.json").exists()  # the registered rows' preflight is not replaced
+
+
+def test_plan_text_keeps_its_columns_with_long_variant_labels(env, capsys):
+    assert main(["--results", str(env), "plan", TABLE, "--profile", "smoke", "--set", "method.tau=0.2"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")]
+    assert "SCL two heads [method.tau=0.2]" in lines[0]
+    assert len({ln.index(" seed=") for ln in lines}) == 1

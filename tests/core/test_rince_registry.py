@@ -28,13 +28,24 @@ def test_tab3_paper_profile():
         "imagenet100", "resnet18", 768, 500)
     assert (ce.optim.lr, scl.optim.lr, rince.optim.lr) == (0.3, 0.325, 0.3)
     m = rince.method
-    assert (m.ranks, m.name_threshold, m.positives, m.bank_size, m.form) == ("names", "paper", "rank", 8192, "out_in")
-    assert m.name_model == "all-MiniLM-L6-v2" and scl.method.bank_size == 8192
-    off = _method("tab3", "RINCE-out-in (official code)").method
-    assert (off.variant, off.name_threshold, off.prob_floor, off.positives) == ("official_code", "readme", 1e-7, "rank")
+    assert (m.ranks, m.name_threshold, m.positives, m.bank_size, m.form) == ("names", 0.45, "rank", 8192, "out_in")
+    # the default is the official ImageNet branch, with the official stsb-roberta-large matrix (packaged)
+    assert (m.variant, m.rank_reduction, m.prob_floor, m.key_update) == ("official_code", "mean", 1e-7, "before_keys")
+    assert (m.name_similarity_file, m.name_model) == ("official", None) and scl.method.bank_size == 8192
+    assert (scl.method.prob_floor, scl.method.key_update) == (1e-7, "before_keys")
+    readme = _method("tab3", "RINCE-out-in (README threshold 0.4)").method
+    assert (readme.variant, readme.name_threshold, readme.positives) == ("official_code", 0.4, "rank")
+    summed = _method("tab3", "RINCE-out-in (summed, paper text)").method
+    assert (summed.rank_reduction, summed.prob_floor, summed.positives) == ("sum", None, "rank")
     mini = _method("tab3", "RINCE-out-in", "mini")
     assert (mini.data.name, mini.method.ranks, mini.method.bank_size, mini.eval.ood) == (
         "fashion_mnist", "names", 1024, ["mnist"])  # the mini profile's reduced bank
+    assert (mini.method.name_similarity_file, mini.method.name_model) == (None, "all-MiniLM-L6-v2")
+    # the 0.45 and 0.4 runs are rince/tab6's (one training each)
+    for tab3_label, tab6_label in (("RINCE-out-in", "threshold 0.45"), ("RINCE-out-in (README threshold 0.4)",
+                                   "threshold 0.4"), ("RINCE-out-in (summed, paper text)",
+                                                      "threshold 0.45 (summed, paper text)")):
+        assert hashable_config(_method("tab3", tab3_label)) == hashable_config(_method("tab6", tab6_label))
     smoke = _method("tab3", "RINCE-out-in", "smoke")
     assert smoke.data.synthetic and smoke.data.name == "fashion_mnist"
 

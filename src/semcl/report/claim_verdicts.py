@@ -21,6 +21,8 @@ from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FE
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.runs import Store
 
+USER = "user-supplied"  # = semcl.numbers.USER
+
 MISSING = "missing runs"
 NOT_MEASURED = "not measured"
 DASH = "—"
@@ -91,13 +93,30 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
     return {k: n for k in ORDER if (n := sum(v.verdict == k for v in verdicts))}
 
 
-def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True) -> str:
+def user_paper_diff(c: Claim, registry: dict[str, Table]) -> tuple[str, list[str]]:
+    """(" (+x.xx†)", source lines) when the claim states no difference but the user supplied the paper's values
+    of its rows (semcl numbers): the paper's A − B from them (− 0 for a derived row); else ("", [])."""
+    table = registry.get(c.table)
+    if c.stated is not None or table is None:
+        return "", []
+    reps = [r.reported.get(c.column) for label in (c.a, c.b) if label is not None
+            for r in table.rows if r.label == label]
+    if len(reps) != (2 if c.b is not None else 1) or None in reps or not any(r.provenance == USER for r in reps):
+        return "", []
+    diff = reps[0].value - (reps[1].value if c.b is not None else 0.0)
+    srcs = [f"{label}: {r.value:g} [{r.provenance}] ({r.source})" for label, r in zip((c.a, c.b), reps, strict=False)]
+    return f" ({diff:+.2f}†)", [f"`{c.id}`: † paper Δ from the paper values {'; '.join(srcs)}"]
+
+
+def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True,
+              registry: dict[str, Table] | None = None) -> str:
     tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
     lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{store.root}`, claims from "
              f"`{cf.path}`)", ""] if heading else [f"{tally}.", ""]
     lines += [f"Rule: {rule_text()}", ""]
     # the scale the numbers come from: a smoke or mini profile is not the paper's experiment
-    registry = load_registry()
+    registry = load_registry() if registry is None else registry  # with the user's numbers (semcl numbers)
+    user_lines: list[str] = []
     for tid in dict.fromkeys(c.table for c in cf.claims):
         table = registry.get(tid)
         if table is not None and profile in table.profiles and table.profiles[profile].note:
@@ -108,13 +127,17 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
               "| 95% CI of Δ | Verdict |", "|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         c, j = v.claim, v.judgement
-        paper = f" ({c.stated:+g})" if c.stated is not None else ""
+        paper, said = user_paper_diff(c, registry)
+        paper = f" ({c.stated:+g})" if c.stated is not None else paper
+        user_lines += said
         if j is None:
             cells = [DASH, DASH, DASH + paper, DASH, DASH, f"{v.verdict}: {v.detail}"]
         else:
             cells = [_side(j.mean_a, j.std_a, j.n_a), _side(j.mean_b, j.std_b, j.n_b), f"{j.diff:+.2f}{paper}",
                      _p(j.p), f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, v.verdict]
         lines.append(f"| `{c.id}` | {c.describe()} | " + " | ".join(cells) + " |")
+    if user_lines:
+        lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {x}" for x in user_lines]]
     lines += ["", "Quotes (provenance; source) → claims:"]
     quotes: dict[tuple, list[Claim]] = {}
     for c in cf.claims:
@@ -155,12 +178,15 @@ def render_csv(verdicts: list[Verdict]) -> str:
     return buf.getvalue()
 
 
-def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None) -> tuple[str, Path]:
-    """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims)."""
+def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
+                 overlay=None) -> tuple[str, Path]:
+    """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
+    `overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim states none."""
     cf = load_claims(paper)
-    verdicts = judge_claims(cf, profile, store)
+    registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
+    verdicts = judge_claims(cf, profile, store, registry)
     if fmt == "md":
-        text = render_md(cf, profile, verdicts, store)
+        text = render_md(cf, profile, verdicts, store, registry=registry)
     elif fmt == "csv":
         text = render_csv(verdicts)
     else:

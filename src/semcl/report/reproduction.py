@@ -34,7 +34,7 @@ def _flagged(summ) -> int:
     return int(sum(1 for s in summ.itertuples() if not math.isnan(s.delta) and s.n > 1 and abs(s.delta) > 2 * s.std))
 
 
-def _claims_section(paper: str, profile: str, store: Store) -> list[str]:
+def _claims_section(paper: str, profile: str, store: Store, overlay=None) -> list[str]:
     """The verdict table of experiments/<paper>/claims.yaml (`semcl claims`), when the paper has one."""
     from semcl.report.claim_verdicts import judge_claims, render_md
     from semcl.report.claims import claims_path, load_claims
@@ -42,11 +42,13 @@ def _claims_section(paper: str, profile: str, store: Store) -> list[str]:
     if not claims_path(paper).exists():
         return ["", "## Claims", "", f"No claims file ({claims_path(paper)})."]
     cf = load_claims(paper)
-    body = render_md(cf, profile, judge_claims(cf, profile, store), store, heading=False)
+    registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
+    body = render_md(cf, profile, judge_claims(cf, profile, store, registry), store, heading=False, registry=registry)
     return ["", "## Claims", "", f"From `semcl claims {paper} --profile {profile}` ({cf.path}):", "", body.rstrip()]
 
 
-def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple[str, Path]:
+def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> tuple[str, Path]:
+    """`overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
     from semcl.report.figures import write_figure
 
     lines = [f"# Reproduction report: {paper} (profile `{profile}`)", "",
@@ -57,6 +59,7 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
              "|---|---|---|---|---|---|"]
     sections = []
     for table in paper_tables(paper):
+        table = overlay.apply(table) if overlay is not None else table
         impl = sum(r.implemented for r in table.rows)
         if profile not in table.profiles:
             lines.append(f"| `{table.id}` | {table.source} | {impl}/{len(table.rows)} | no `{profile}` profile | — | — |")
@@ -75,7 +78,7 @@ def build_report(paper: str, profile: str, store: Store, out_dir: Path) -> tuple
         if table.figure is not None:
             _, png = write_figure(table, profile, store, out_dir / "figures")
             sections += ["", f"![{table.id}](figures/{png.name})"]
-    sections += _claims_section(paper, profile, store)
+    sections += _claims_section(paper, profile, store, overlay)
     text = "\n".join(lines + sections) + "\n"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"

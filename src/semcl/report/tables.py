@@ -204,6 +204,20 @@ def cell_legend(table: Table, summ: pd.DataFrame | None) -> str:
             "others (no paper value known). — = unknown or not run.")
 
 
+def user_notes(table: Table) -> list[str]:
+    """One line per user-supplied paper value (semcl numbers): its source, and the registry value it overrides."""
+    out = []
+    for row in table.rows:
+        for col in table.columns:
+            rep = row.reported.get(col.key)
+            if rep is None or rep.provenance != "user-supplied":
+                continue
+            over = "" if rep.overrides is None else (f"; overrides the registry's {rep.overrides.value:g} "
+                                                     f"[{rep.overrides.provenance}] ({rep.overrides.source})")
+            out.append(f"{USER} {row.label} / {col.label}: user-supplied paper value, source: {rep.source}{over}.")
+    return out
+
+
 def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
     """One line per `select` row: the criterion and the row it chose (from `summary`'s source)."""
     labels = {c.key: c.label for c in table.columns}
@@ -246,6 +260,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
                          "(a seed counts only when every pair has both runs).")
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
+    lines += user_notes(table)
     lines += selection_notes(table, profile, summ)
     lines += [f"Deviation: {d}" for d in table.deviations]
     return lines

@@ -302,6 +302,10 @@ def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
     assert rows["CC resnet32x4 to resnet8x4"].variant == "repdistiller"
     assert rows["FT resnet32x4 to resnet8x4"].variant == "repdistiller"
     assert rows["PKT resnet32x4 to resnet8x4"].variant == "repdistiller"
+    cached = {label for label, m in rows.items() if getattr(m, "teacher_outputs", None) == "cached"}
+    assert cached == {f"{x} resnet32x4 to resnet8x4 (teacher outputs cached)" for x in ("KD", "CRD", "SCNS-class")}
+    paper = {label for label, m in rows.items() if getattr(m, "variant", None) == "paper"}
+    assert paper == {f"{x} resnet32x4 to resnet8x4 (paper form)" for x in ("CC", "PKT", "FT")}
     students = {label: m for label, m in rows.items() if hasattr(m, "teacher_outputs")}
     assert all(m.teacher_outputs == "online" for label, m in students.items() if "cached" not in label)
     scns = [m for label, m in rows.items() if m.name.startswith("scns")]

@@ -310,3 +310,21 @@ def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
     assert all(m.teacher_outputs == "online" for label, m in students.items() if "cached" not in label)
     scns = [m for label, m in rows.items() if m.name.startswith("scns")]
     assert {m.objective for m in scns} == {"infonce"} and {m.lm_mode for m in scns if m.latent_mixup} == {"distance"}
+
+
+def test_scns_students_refuse_a_k_their_dataset_cannot_serve():
+    from semcl.errors import ConfigError
+    from semcl.methods.registry import METHODS
+    from semcl.registry import get_table
+    from semcl.runs import plan_runs
+
+    spec = METHODS["scns_class"]
+    spec.check_dataset(_cfg("scns_class", teacher_arch="resnet14", k=9).method, 10)  # 9 other classes: fine
+    with pytest.raises(ConfigError, match=r"'method.k' = 10: SCNS-class needs 1 <= k <= 9"):
+        spec.check_dataset(_cfg("scns_class", teacher_arch="resnet14", k=10).method, 10)
+    with pytest.raises(ConfigError, match="at least 2 classes"):
+        METHODS["scns_instance"].check_dataset(_cfg("scns_instance", teacher_arch="resnet14").method, 1)
+    ks = {r.row_label: r.config.method.k for r in plan_runs(get_table("scns/abl-k"), "mini") if r.seed == 123
+          and r.config.method.name == "scns_class"}
+    assert ks == {"SCNS-class k=1": 1, "SCNS-class k=5": 5, "SCNS-class k=10": 9, "SCNS-class k=20": 9,
+                  "SCNS-class k=50": 9}

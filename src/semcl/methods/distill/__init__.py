@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from semcl.errors import ConfigError
 from semcl.methods.spec import MethodSpec
 
 
@@ -225,6 +226,16 @@ class SCNSInstanceMethod(_SCNSFields):
     weighting: str = "uniform"  # uniform | similarity
 
 
+def check_scns_classes(method_cfg: _SCNSFields, num_classes: int) -> None:
+    """SCNS-class draws from the top-k of each class's C - 1 other classes; SCNS-instance pools hold
+    other-class images (semcl.data.negatives), so a dataset needs at least 2 classes."""
+    if num_classes < 2:
+        raise ConfigError(f"'method.name' = {method_cfg.name!r}: SCNS negatives need at least 2 classes")
+    if method_cfg.name == "scns_class" and not 1 <= method_cfg.k <= num_classes - 1:
+        raise ConfigError(f"'method.k' = {method_cfg.k}: SCNS-class needs 1 <= k <= {num_classes - 1} "
+                          f"(the other classes of each class)")
+
+
 _M = "semcl.methods.distill.method"
 _OUT = frozenset({"cached", "online"})
 _VAR = frozenset({"paper", "repdistiller"})
@@ -235,8 +246,9 @@ _COST = 4 / 3
 
 
 def _student(name: str, schema: type, cls: str, summary: str, **choices: frozenset[str]) -> MethodSpec:
+    extra = {"check_dataset": check_scns_classes} if name.startswith("scns") else {}
     return MethodSpec(name, schema, f"{_M}:{cls}", train_cost=_COST, depends="teacher",
-                      choices={"teacher_outputs": _OUT, **choices}, summary=summary)
+                      choices={"teacher_outputs": _OUT, **choices}, summary=summary, **extra)
 
 
 KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_M}:KDTeacher", train_cost=1.0,

@@ -32,9 +32,10 @@ def test_missing_data_root(tmp_path):
     res = semcl("--results", str(tmp_path / "res"), "run", "rince/tab2", "--profile", "mini",
                 "--data-root", str(tmp_path / "nowhere"))
     assert res.returncode == 2
-    lines = res.stderr.strip().splitlines()
-    assert lines == [f"semcl: error: data root {tmp_path / 'nowhere'}: does not exist "
-                     f"(dataset fashion_mnist; set --data-root or SEMCL_DATA)"]
+    lines = res.stderr.strip().splitlines()  # the data report (semcl data check's), then one error line
+    assert lines[0] == f"data root {tmp_path / 'nowhere'}, profile mini: 2 dataset(s): 0 present, 2 missing, 0 incomplete"
+    assert lines[-1] == (f"semcl: error: data root {tmp_path / 'nowhere'}: does not exist "
+                         f"(datasets fashion_mnist, mnist; set --data-root or SEMCL_DATA)")
     assert not (tmp_path / "res").exists()
 
 

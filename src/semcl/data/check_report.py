@@ -57,5 +57,9 @@ def failure(checks: list[DatasetCheck], root: Path) -> DataError | None:
         return None
     if len(bad) == 1 and len(bad[0].errors) == 1:  # one problem: its own line names the file
         return bad[0].errors[0]
+    if not root.is_dir():
+        what = "not a directory" if root.exists() else "does not exist"
+        return DataError(f"data root {root}: {what} (datasets {', '.join(c.name for c in bad)}; set --data-root or "
+                         "SEMCL_DATA)")
     return DataError(f"data root {root}: " + "; ".join(f"{c.name} {c.status}" for c in bad)
                      + " (the report above lists each path; set --data-root or SEMCL_DATA)")

@@ -102,7 +102,7 @@ def test_gradients_flow_to_queries_only(batch):
 
 
 def test_neighbour_weights_warmup():
-    assert neighbour_weights(0) == (0.5, 0.5)                                   # paper: no warm-up
+    assert neighbour_weights(0) == (0.5, 0.5)                                   # paper text: no warm-up
     code = [neighbour_weights(e, warmup_epochs=CODE_WARMUP_EPOCHS) for e in (0, 10, 11)]
     assert code == [(1.0, 0.0), (1.0, 0.0), (0.5, 0.5)]                        # official: epoch > 10
 

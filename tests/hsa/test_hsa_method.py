@@ -100,7 +100,8 @@ def test_hsa_with_neighbour_weight_zero_is_mocov2_over_anchors_and_neighbours():
         want_p = _nce(q(view_q), k(view_k), queue)
     torch.testing.assert_close(out["loss_anchor"], want_a, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(out["loss_neighbour"], want_p, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(out["loss"].detach(), want_a + want_p, rtol=1e-12, atol=1e-12)
+    # the default divides by its terms (the official / 3; two terms here without CutMix)
+    torch.testing.assert_close(out["loss"].detach(), (want_a + want_p) / 2, rtol=1e-12, atol=1e-12)
     assert "loss_mix" not in out
 
 
@@ -148,7 +149,7 @@ def test_more_positives_draws_distinct_neighbours_each_its_own_term():
             want.append(_nce(q(view_q), k(view_k), queue))
     torch.testing.assert_close(out["loss_anchor"], want[0], rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(out["loss_neighbour1"], want[2], rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(out["loss"].detach(), sum(want), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out["loss"].detach(), sum(want) / 3, rtol=1e-12, atol=1e-12)  # mean: / (1 + 2m)
     from semcl.errors import ConfigError
 
     with pytest.raises(ConfigError, match="'method.positives' = 4 must be in \\[1, method.k = 3\\]"):
@@ -215,7 +216,7 @@ def test_neighbours_refresh_exactly_every_refresh_epochs():
 def test_variants_fill_unset_knobs_and_paper_is_default():
     paper, code = _method("hsa").knobs, _method("hsa", variant="code").knobs
     assert (paper.k, paper.features, paper.cutmix_alpha, paper.reduction, paper.warmup_epochs, paper.companions) == \
-        (10, "query", 1.0, "sum", 0, True)
+        (10, "query", 1.0, "mean", 11, True)  # the paper's components at the official loss scale and warm-up
     assert (code.k, code.features, code.cutmix_alpha, code.reduction, code.warmup_epochs, code.companions) == \
         (5, "key", 2.0, "mean", 11, False)
     assert _method("hsa", variant="code", k=7).knobs.k == 7

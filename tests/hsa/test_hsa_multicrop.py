@@ -90,7 +90,7 @@ def test_moco_with_small_crops_adds_one_infonce_per_crop():
 def test_csml_with_small_crops_divides_every_term_under_mean():
     from semcl.data.neighbours import draw_neighbours
 
-    m, ctx = _method(k=3, cutmix=False, companions=False, multicrop=2, reduction="mean")
+    m, ctx = _method(k=3, cutmix=False, companions=False, multicrop=2, reduction="mean", warmup_epochs=0)
     m.on_epoch_start(0)
     batch = _batch(m, ctx)
     g = torch.Generator()

@@ -13,9 +13,10 @@ separate encoder calls); keys go through shuffle-BN under DDP. Only k_a (and eac
 enqueued, with label 0 (the queue's labels are unused; 0 keeps MemoryBank.filled honest).
 
 kNN mining (`on_epoch_start`, epochs 0, refresh, 2 refresh, ...): features of every training image
-under the deterministic test transform from f_q's or f_k's backbone (eval-mode BN: our choice, the sheet
-does not say), chunked; `semcl.data.neighbours.knn_table` gives the N x k table, kept as a buffer so a
-checkpoint carries it and a resumed run (also one resumed inside a mining epoch) uses the same neighbours.
+under the deterministic test transform from f_q's or f_k's backbone in eval mode (BN running statistics, as
+the official clustering.py:16 compute_feat calls model.eval()), chunked; `semcl.data.neighbours.knn_table`
+gives the N x k table, kept as a buffer so a checkpoint carries it and a resumed run (also one resumed
+inside a mining epoch) uses the same neighbours.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import numpy as np
 
 from semcl.cli import main
 from semcl.data import check
-from semcl.data.check import inspect
+from semcl.data.check import inspect_dataset
 from semcl.data.idx import write_idx
 
 
@@ -43,6 +43,7 @@ def test_every_needed_dataset_in_one_report_and_exit_2(tmp_path):
     assert ("    expects  MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]: IDX files "
             "(images N x 28 x 28 uint8, labels N uint8)") in out
     assert "    absent   MNIST/" in out
+    assert f"    get it   semcl prepare-mini --data-root {tmp_path}" in out  # the suite lays MNIST out itself
     assert err == f"semcl: error: data root {tmp_path}: missing MNIST (dataset mnist; set --data-root or SEMCL_DATA)\n"
     _idx(tmp_path, "MNIST", ".gz")
     code, out, _ = _cli("data", "check", "rince/tab2", "--profile", "mini", "--data-root", str(tmp_path))
@@ -54,7 +55,7 @@ def test_all_problems_of_one_dataset_are_listed(tmp_path):
     base.mkdir()
     (base / "meta").write_bytes(pickle.dumps({"fine_label_names": []}))
     (base / "train").write_bytes(pickle.dumps({"data": 1})[:-1])  # no STOP opcode: truncated
-    c = inspect("cifar100", tmp_path)  # test is absent too
+    c = inspect_dataset("cifar100", tmp_path)  # test is absent too
     assert c.status == "incomplete"
     assert c.absent == ["cifar-100-python/test"]
     assert c.problems == [f"{base / 'train'}: truncated pickle ({(base / 'train').stat().st_size} bytes, no end "
@@ -64,7 +65,7 @@ def test_all_problems_of_one_dataset_are_listed(tmp_path):
 
 
 def test_missing_root_and_tinyimagenet_class_folders(tmp_path):
-    c = inspect("cifar10", tmp_path / "nowhere")
+    c = inspect_dataset("cifar10", tmp_path / "nowhere")
     assert c.status == "missing"
     assert c.problems == [f"data root {tmp_path / 'nowhere'}: does not exist (dataset cifar10; set --data-root or SEMCL_DATA)"]
     assert c.layout[0].startswith("cifar-10-batches-py/{batches.meta,data_batch_1,")
@@ -75,7 +76,7 @@ def test_missing_root_and_tinyimagenet_class_folders(tmp_path):
     (base / "val" / "val_annotations.txt").write_text("")
     (base / "val" / "images" / "a.JPEG").write_bytes(b"")
     (base / "train" / "n2" / "images").mkdir(parents=True)
-    c = inspect("tinyimagenet", tmp_path)
+    c = inspect_dataset("tinyimagenet", tmp_path)
     assert c.status == "incomplete"
     assert c.absent == ["tiny-imagenet-200/train/n1/images", "tiny-imagenet-200/train/n3/images"]
     assert c.found == ["3 classes in wnids.txt (expected 200), 1/3 train folders", "1 val images (expected 10,000)"]
@@ -85,9 +86,9 @@ def test_checksums_against_the_official_md5(tmp_path, monkeypatch):
     _idx(tmp_path, "MNIST", ".gz")
     raw = tmp_path / "MNIST" / "raw"
     digest = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in raw.iterdir()}
-    assert not inspect("mnist", tmp_path).sums  # off unless asked
+    assert not inspect_dataset("mnist", tmp_path).sums  # off unless asked
     monkeypatch.setitem(check.MD5, "MNIST/raw/t10k-labels-idx1-ubyte.gz", digest["t10k-labels-idx1-ubyte.gz"])
-    c = inspect("mnist", tmp_path, checksums=True)
+    c = inspect_dataset("mnist", tmp_path, checksums=True)
     assert c.status == "present"  # a different md5 is reported, not failed (a re-compressed copy)
     assert c.sums[0] == (f"MNIST/raw/train-images-idx3-ubyte.gz: md5 {digest['train-images-idx3-ubyte.gz']} differs "
                          "from the official f68b3c2dcbeaaa9fbdd348bbdeb94873 (a re-encoded or altered copy; the size "

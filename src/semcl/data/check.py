@@ -4,7 +4,7 @@ once, before anything is submitted, instead of failing every run that reads it.
 
 Each family's check walks everything it expects and records, without stopping at the first
 problem, what is absent, what is malformed and what was found (counts, split files, checksums):
-`inspect` returns that as a `DatasetCheck`, `check_dataset` raises its first problem as a one-line
+`inspect_dataset` returns that as a `DatasetCheck`, `check_dataset` raises its first problem as a one-line
 DataError, and `semcl.data.check_report` renders the checks of many datasets as one report.
 
 What is checked (nothing is decoded in full):
@@ -239,17 +239,28 @@ def check_video_splits(spec: DatasetSpec, c: DatasetCheck, checksums: bool) -> N
         c.found.append(f"{spec.folder}/{split_dir}: {sum(1 for p in path.iterdir() if p.is_file())} split files")
 
 
+# where each segmentation reader looks (semcl.data.sets.segmentation), for the report's layout line
+_SEG_LAYOUT = {
+    "cityscapes": "{{leftImg8bit,gtFine}}/{split}/<city>/*_{{leftImg8bit,gtFine_labelTrainIds}}.png",
+    "pascal_context59": "VOC2010/{{JPEGImages/*.jpg,SegmentationClassContext/*.png,"
+                        "ImageSets/SegmentationContext/{split}.txt}}",
+    "coco_stuff10k": "{{images/{split}/*.jpg,annotations/{split}/*_labelTrainIds.png}}",
+    "ade20k": "{{images/{split}/*.jpg,annotations/{split}/*.png}}",
+}
+
+
 def check_segmentation(spec: DatasetSpec, c: DatasetCheck, checksums: bool) -> None:
     """Segmentation sets: the reader lists every image with its label map (decodes nothing)."""
-    c.layout.append(f"{spec.folder}/: the mmsegmentation layout of {spec.name} "
-                    f"(splits {spec.splits['train']}, {spec.splits['test']}; images with their label maps)")
+    tr, te = spec.splits["train"], spec.splits["test"]
+    c.layout.append(f"{spec.folder}/" + _SEG_LAYOUT.get(spec.name, "{images,annotations}/{split}/").format(
+        split=f"{{{tr},{te}}}") + f": the mmsegmentation layout of {spec.name}, images with their label maps")
     for split in ("train", "test"):
         images = c.guard(lambda s=split: resolve(spec.reader)(spec, c.root, s, 8))
         if images is not None:
             c.found.append(f"{spec.splits[split]}: {len(images):,} images with label maps")
 
 
-def inspect(name: str, root: Path, checksums: bool = False) -> DatasetCheck:
+def inspect_dataset(name: str, root: Path, checksums: bool = False) -> DatasetCheck:
     """Everything `name`'s check sees under `root` (the dataset's own `DatasetSpec.check`)."""
     spec = dataset_spec(name)
     c = DatasetCheck(name, root, spec.folder)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from semcl.data.check import DatasetCheck, inspect
+from semcl.data.check import DatasetCheck, inspect_dataset
 from semcl.errors import DataError
 
 MAX_LISTED = 5  # absent paths listed per dataset; the rest are counted
+# the datasets the suite can lay out itself, from installed packages (semcl.prepare)
+HOW_TO_GET = {"fashion_mnist": "semcl prepare-mini", "mnist": "semcl prepare-mini",
+              "mnist_motion": "semcl prepare-mini --video"}
 
 
 def needed_datasets(runs) -> dict[str, set[str]]:
@@ -25,7 +28,7 @@ def needed_datasets(runs) -> dict[str, set[str]]:
 
 
 def check_all(need: dict[str, set[str]], root: Path, checksums: bool = False) -> list[DatasetCheck]:
-    return [inspect(name, root, checksums) for name in need]
+    return [inspect_dataset(name, root, checksums) for name in need]
 
 
 def render(checks: list[DatasetCheck], need: dict[str, set[str]], root: Path, profile: str) -> str:
@@ -47,6 +50,8 @@ def render(checks: list[DatasetCheck], need: dict[str, set[str]], root: Path, pr
             if len(c.absent) > MAX_LISTED:
                 lines.append(f"    absent   ... and {len(c.absent) - MAX_LISTED} more")
         lines += [f"    problem  {x}" for x in c.problems if c.status != "missing" or root.is_dir()]
+        if c.status != "present" and c.name in HOW_TO_GET:
+            lines.append(f"    get it   {HOW_TO_GET[c.name]} --data-root {root}")
     return "\n".join(lines) + "\n"
 
 

@@ -66,7 +66,7 @@ def _reported(rep) -> dict | None:
     if rep is None:
         return None
     return {"value": rep.value, "std": rep.std, "provenance": rep.provenance, "source": rep.source,
-            "also": [_reported(a) for a in rep.also]}
+            "also": [_reported(a) for a in rep.also], "overrides": _reported(rep.overrides)}  # overrides: semcl numbers --force
 
 
 def row_state(row) -> str:

@@ -28,6 +28,7 @@ import torch
 
 from semcl.engine.checkpoint import safe_load
 from semcl.errors import DataError
+from semcl.files import write_atomic
 
 FORMATS = ("torchvision", "detectron2")
 
@@ -89,7 +90,8 @@ def write_torchvision(state: Mapping[str, torch.Tensor], path: Path, *, prefix: 
     """``torch.save`` the torchvision-named backbone state dict to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(to_torchvision_resnet50(state, prefix=prefix), path)
+    weights = to_torchvision_resnet50(state, prefix=prefix)
+    write_atomic(path, lambda f: torch.save(weights, f))  # a reader never loads half a file
     return path
 
 
@@ -99,8 +101,7 @@ def write_detectron2(state: Mapping[str, torch.Tensor], path: Path, *, prefix: s
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"model": to_detectron2(state, prefix=prefix), "__author__": author, "matching_heuristics": True}
-    with open(path, "wb") as f:
-        pickle.dump(payload, f)
+    write_atomic(path, lambda f: pickle.dump(payload, f))
     return path
 
 

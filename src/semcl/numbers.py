@@ -25,6 +25,8 @@ from pathlib import Path
 import yaml
 
 from semcl.errors import ConfigError
+from semcl.files import write_text_atomic
+from semcl.yaml_strict import StrictLoader
 
 ENV = "SEMCL_NUMBERS"
 FILE_NAME = "numbers.yaml"
@@ -92,7 +94,7 @@ def load_numbers(path: Path) -> list[UserNumber]:
     if not path.exists():
         return []
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)  # no repeated keys, no alias bombs
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise ConfigError(f"{path}: unreadable numbers overlay ({type(err).__name__}: {str(err).splitlines()[0]})") \
             from None
@@ -112,10 +114,7 @@ def load_numbers(path: Path) -> list[UserNumber]:
 def save_numbers(path: Path, numbers: list[UserNumber]) -> None:
     """Write the overlay atomically (temp file + rename): a crash leaves the old file or the new one."""
     body = {"numbers": [dataclasses.asdict(n) for n in sorted(numbers, key=lambda n: n.cell)]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(_HEADER + yaml.safe_dump(body, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, _HEADER + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
 
 
 def checked(table, row: str, column: str, where: str) -> str:

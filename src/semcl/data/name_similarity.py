@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ import torch
 from semcl.data.hierarchy import rank_matrix, threshold_similarity
 from semcl.data.safe_pickle import load_npy
 from semcl.errors import ConfigError, DataError
+from semcl.files import write_text_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PAPER_MODEL = "stsb-roberta-large"
@@ -115,12 +117,12 @@ def save_similarity(path: str | Path, names: Sequence[str], sim: torch.Tensor) -
     path = Path(path)
     if sim.shape != (len(names), len(names)):
         raise ValueError(f"similarity is {tuple(sim.shape)} but {len(names)} names were given")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["name", *names])
-        for name, row in zip(names, sim.detach().cpu().to(torch.float64).tolist(), strict=True):
-            w.writerow([name, *(repr(v) for v in row)])
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["name", *names])
+    for name, row in zip(names, sim.detach().cpu().to(torch.float64).tolist(), strict=True):
+        w.writerow([name, *(repr(v) for v in row)])
+    write_text_atomic(path, buf.getvalue())
     return path
 
 

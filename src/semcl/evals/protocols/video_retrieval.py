@@ -10,6 +10,7 @@ from typing import Any
 
 from semcl.evals.protocols.retrieval import DEFAULT_KS, recall_k
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
+from semcl.files import write_text_atomic
 
 log = logging.getLogger("semcl.evaluate")
 DEFAULT_CLIPS = 10
@@ -53,7 +54,7 @@ def run(ctx) -> dict[str, float]:
     if ctx.logits_path is not None:  # the run folder
         rows = "".join(f"{i + 1},{r:.6f},{p:.6f}\n" for i, (r, p) in enumerate(zip(curve["recall"], curve["precision"],
                                                                                     strict=True)))
-        (ctx.logits_path.parent / PR_FILE).write_text("cutoff,recall,precision\n" + rows)
+        write_text_atomic(ctx.logits_path.parent / PR_FILE, "cutoff,recall,precision\n" + rows)
     log.info("video retrieval: %s", {key: round(100 * v, 2) for key, v in scores.items()})
     return {f"video_retrieval_{key}": 100.0 * v for key, v in scores.items()}
 

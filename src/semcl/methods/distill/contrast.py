@@ -29,6 +29,7 @@ import torch
 
 from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
+from semcl.files import write_atomic, write_text_atomic
 from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
 from semcl.losses.latent_mixup import (
     latent_mixup_negatives,
@@ -122,9 +123,9 @@ class CRD(Distill):
         if ctx.run_dir is None:
             return
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(tensors, ctx.run_dir / "scns_negatives.pt")
+        write_atomic(ctx.run_dir / "scns_negatives.pt", lambda f: torch.save(tensors, f))
         m = self.cfg.method
-        (ctx.run_dir / "scns_negatives.json").write_text(json.dumps(
+        write_text_atomic(ctx.run_dir / "scns_negatives.json", json.dumps(
             {"method": m.name, "sha256": fingerprint, "k": m.k, "weighting": m.weighting,
              "objective": m.objective, "nce_k": m.nce_k, "negatives_per_anchor": self.num_negatives()}, indent=1))
 

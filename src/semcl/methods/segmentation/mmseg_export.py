@@ -19,6 +19,8 @@ import argparse
 import importlib.util
 from pathlib import Path
 
+from semcl.files import write_text_atomic
+
 _DLV3P = "deeplabv3plus/deeplabv3plus_"
 _R101 = "pretrained='open-mmlab://resnet101_v1c', backbone=dict(depth=101), "
 # COCO-Stuff-10k has no DeepLabV3+ config in mmseg 1.x: the official config's own base files
@@ -133,12 +135,12 @@ def config_text(label: str, gpaco: bool, data_root: str | None) -> str:
 def export(out: Path, data_root: str | None = None) -> list[Path]:
     """Write every row's two configs and the plug-in into `out`; returns the config paths."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpaco_mmseg_plugin.py").write_text(PLUGIN)
+    write_text_atomic(out / "gpaco_mmseg_plugin.py", PLUGIN)
     paths = []
     for label in ROWS:
         for gpaco in (False, True):
             path = out / f"{'gpaco' if gpaco else 'baseline'}_{slug(label)}.py"
-            path.write_text(config_text(label, gpaco, data_root))
+            write_text_atomic(path, config_text(label, gpaco, data_root))
             paths.append(path)
     return paths
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import math
 import os
 import stat
 from contextlib import redirect_stderr, redirect_stdout
@@ -158,6 +159,22 @@ def test_non_finite_metric_is_refused_when_the_engine_records_it(tmp_path):
     assert not store.metrics_path("r1").exists()
     store.write_record("r1", {"run_id": "r1", "metrics": {"top1": 40.0, "acc_few": None}})  # null: not measured
     assert store.read_record("r1")["metrics"] == {"top1": 40.0, "acc_few": None}
+
+
+def test_a_run_whose_evaluation_gives_nan_fails_with_the_key(ensemble_registry, tmp_path, monkeypatch):
+    from semcl.engine.job import execute_run
+    from semcl.methods.registry import method_spec
+
+    store = Store(tmp_path)
+    run = next(r for r in plan_runs(get_table("test/ensemble"), "smoke") if r.depends_on)
+    cls = method_spec(run.config.method.name).load()
+    monkeypatch.setattr(cls, "metrics_from_dependencies", classmethod(lambda c, cfg, deps: {"acc_overall": math.nan}))
+    with pytest.raises(ResultsError):
+        execute_run(run, store, tmp_path)
+    status, detail = store.status(run.run_id)
+    assert status == "failed" and not store.metrics_path(run.run_id).exists()
+    assert detail.startswith(f"ResultsError: {store.metrics_path(run.run_id)}: key 'metrics.acc_overall' is nan, "
+                             "not a finite number: the run's evaluation diverged")
 
 
 def test_an_empty_shot_group_is_null_not_nan():

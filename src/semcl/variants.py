@@ -24,6 +24,7 @@ import yaml
 
 from semcl.config import SECTIONS, build_config, hashable_config
 from semcl.errors import ConfigError
+from semcl.yaml_strict import StrictLoader
 
 # YAML 1.1 reads "1e-3" as a string; on the command line it means the number
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
@@ -38,7 +39,7 @@ def _method_fields(method: str | None) -> frozenset[str]:
 def parse_value(raw: str, text: str) -> Any:
     """A YAML scalar or flow list (`0.1`, `true`, `null`, `crop_flip`, `[0.1, 0.225]`)."""
     try:
-        value = yaml.safe_load(raw) if raw else None
+        value = yaml.load(raw, Loader=StrictLoader) if raw else None  # no repeated keys, no alias bombs
     except yaml.YAMLError as err:
         raise ConfigError(f"--set {text!r}: the value is not YAML ({getattr(err, 'problem', err)})") from None
     if isinstance(value, str) and _FLOAT.match(value):

@@ -42,6 +42,9 @@ class StrictYAMLError(yaml.YAMLError):
         self.problem_mark = getattr(node, "start_mark", None)  # as PyYAML's own errors have it
         self.line = _line(node)  # 1-based, None if unknown
 
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.problem}" if self.line else self.problem
+
 
 def _line(node: Node) -> int | None:
     mark = getattr(node, "start_mark", None)

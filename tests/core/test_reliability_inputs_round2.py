@@ -298,3 +298,17 @@ def test_a_teacher_config_with_a_repeated_key_is_one_line(tmp_path):
         run_backbone(dep)
     assert str(err.value).startswith(f"{cfg}: truncated or invalid YAML at line 3 (duplicate key 'model' "
                                      "(first at line 2))")
+
+
+def test_the_numbers_overlay_and_set_values_refuse_repeated_keys(tmp_path):
+    from semcl.numbers import load_numbers
+    from semcl.variants import parse_value
+
+    path = tmp_path / "numbers.yaml"
+    entry = "  - {table: rince/tab2, row: CE, column: top1, value: 1.0, source: me}\n"
+    path.write_text("numbers:\n" + entry)
+    assert [n.value for n in load_numbers(path)] == [1.0]
+    path.write_text("numbers:\n" + entry + "numbers: []\n")
+    assert "line 3: duplicate key 'numbers' (first at line 1)" in _refused(load_numbers, path)
+    assert parse_value("[0.1, 0.2]", "method.tau=[0.1, 0.2]") == [0.1, 0.2]
+    assert "duplicate key 'a'" in _refused(parse_value, "{a: 1, a: 2}", "method.tau={a: 1, a: 2}")

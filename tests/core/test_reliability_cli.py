@@ -70,7 +70,7 @@ def test_slurm_preview_is_the_whole_script_that_would_be_submitted(tmp_path, mon
     assert code == 0
     script = out[out.index("#!/bin/bash"):]
     lines = script.splitlines()
-    assert "#SBATCH --job-name=semcl-rince-tab2" in lines and "#SBATCH --array=0-47%48" in lines
+    assert "#SBATCH --job-name=semcl-rince-tab2" in lines and "#SBATCH --array=0-50%51" in lines  # 17 rows x 3 seeds
     assert "module load python/3.11" in lines  # shell lines, not only the #SBATCH header
     assert any(ln.startswith("export SEMCL_SNAPSHOT=") and "<snapshot>" in ln for ln in lines)
     assert any(ln.startswith("srun ") and "-m submitit.core._submit" in ln for ln in lines)

@@ -69,3 +69,30 @@ def test_queue_labels_start_as_random_classes_or_empty(name):
     assert len(set(m.bank.labels.tolist())) > 1  # 16 draws over 4 classes: not all one class
     assert torch.equal(_method(name).bank.labels, m.bank.labels)  # seeded: same every build
     assert (_method(name, queue_init="empty").bank.labels == -1).all()
+
+
+def test_official_queue_keys_are_normalised_over_the_slots_as_the_builders():
+    from semcl.methods.paco.method import init_queue
+    from semcl.models import MomentumQueue
+
+    bank = MomentumQueue(None).bank(16, 4)
+    torch.manual_seed(7)
+    init_queue(bank, "official", 4)
+    torch.manual_seed(7)  # replay the builder: queue = normalize(randn(K, d), dim=0), then queue_l
+    keys = torch.randn(16, 4)
+    keys = keys / keys.pow(2).sum(0, keepdim=True).sqrt()
+    labels = torch.randint(0, 4, (16,))
+    assert torch.allclose(bank.features, keys, atol=1e-6) and torch.equal(bank.labels, labels)
+    assert torch.allclose(bank.features.norm(dim=0), torch.ones(4))  # each of the d columns is unit-norm
+    assert bank.features.norm(dim=1).mean() < 0.8  # so a key's norm is about sqrt(d / K) = 0.5, not 1
+    unit = MomentumQueue(None).bank(16, 4)
+    before = unit.features.clone()
+    init_queue(unit, "random", 4)
+    assert torch.equal(unit.features, before) and torch.allclose(unit.features.norm(dim=1), torch.ones(16))
+
+
+@pytest.mark.parametrize("name", ["paco", "gpaco", "supcon", "multitask"])
+def test_the_default_queue_is_the_official_one(name):
+    m = _method(name)
+    assert m.cfg.method.queue_init == "official"
+    assert torch.allclose(m.bank.features.norm(dim=0), torch.ones(m.bank.features.shape[1]))

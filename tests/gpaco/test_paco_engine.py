@@ -17,9 +17,10 @@ from semcl.runs import Run, Store, make_run_id, plan_runs
 
 
 def _same(a: dict, b: dict) -> bool:
-    """Metric dicts equal, NaN (an empty shot group) equal to NaN."""
-    return a.keys() == b.keys() and all(
-        (math.isnan(a[k]) and math.isnan(b[k])) or a[k] == b[k] for k in a)
+    """Metric dicts equal; an empty shot group (null, or NaN in older records) equal to itself."""
+    def gap(v):
+        return v is None or math.isnan(v)
+    return a.keys() == b.keys() and all((gap(a[k]) and gap(b[k])) or a[k] == b[k] for k in a)
 
 
 def _smoke_run(row: str, epochs: int) -> Run:

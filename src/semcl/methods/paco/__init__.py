@@ -9,9 +9,11 @@ PRIOR = frozenset({"train", "uniform", "none"})
 # normalises each view with its own batch statistics (official GPaCo builder: encoder_q(im_q), then
 # encoder_q(im_k)); "concat": one forward of both views stacked (BN statistics mix the views).
 VIEW_FORWARD = frozenset({"separate", "concat"})
-# initial labels of the queue slots: "random" classes as the official builders (queue_l =
-# randint(0, num_classes, (K,))); "empty": -1, never a positive until written (suite's earlier form)
-QUEUE_INIT = frozenset({"random", "empty"})
+# the queue before its first writes. "official": as every official builder, keys
+# normalize(randn(K, d), dim=0) -- normalised over the K slots, so each key's norm is about sqrt(d / K),
+# 0.125 at d 128, K 8192 -- and labels randint(0, num_classes, (K,)); "random": the same labels on
+# unit-norm keys (the suite's earlier default); "empty": unit-norm keys, label -1, never a positive
+QUEUE_INIT = frozenset({"official", "random", "empty"})
 
 
 @dataclass
@@ -26,7 +28,7 @@ class PacoMethod:
     prior: str = "train"  # balanced-softmax offset on center logits: train | uniform | none
     centers_over_tau: bool = False  # official code leaves center logits unscaled (paco.md g.9)
     label_smoothing: float = 0.0  # on the center target (GPaCo full-ImageNet / ViT runs use 0.1)
-    queue_init: str = "random"  # official builder: random class labels for the initial queue slots
+    queue_init: str = "official"  # the official builders' initial queue (QUEUE_INIT)
 
 
 @dataclass
@@ -41,7 +43,7 @@ class GPacoMethod:
     centers_over_tau: bool = False
     label_smoothing: float = 0.0
     view_forward: str = "separate"  # official: one encoder call per view (BN per view); "concat" variant
-    queue_init: str = "random"
+    queue_init: str = "official"
 
 
 @dataclass
@@ -52,7 +54,7 @@ class SupConMethod:
     tau: float = 0.2
     queue_size: int = 8192
     momentum: float = 0.999
-    queue_init: str = "random"
+    queue_init: str = "official"
 
 
 @dataclass
@@ -69,7 +71,7 @@ class MultiTaskMethod:
     # effective_number: the intended mean(E) / E_y, E_j = (1 - 0.999^n_j) / (1 - 0.999) (a variant)
     supcon_class_weights: str | None = None
     view_forward: str = "separate"  # as GPaCo: one encoder call per view (official multi-task builder)
-    queue_init: str = "random"
+    queue_init: str = "official"
 
 
 _M = "semcl.methods.paco.method"

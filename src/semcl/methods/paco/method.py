@@ -91,6 +91,18 @@ def init_backbone(backbone: nn.Module, pretrained: str | None, train_only: str |
                 module.weight.requires_grad_(False)
 
 
+def init_queue(bank, how: str, num_classes: int) -> None:
+    """The queue before its first writes (QUEUE_INIT in semcl.methods.paco); global RNG, seeded per run.
+    "official" and "random" give the slots random class labels, so the initial keys count as positives
+    of random classes until overwritten, as in the official builders."""
+    k, d = bank.features.shape
+    with torch.no_grad():
+        if how == "official":  # register_buffer("queue", randn(K, d)); queue = normalize(queue, dim=0)
+            bank.features.copy_(F.normalize(torch.randn(k, d), dim=0))
+        if how in ("official", "random"):
+            bank.labels.copy_(torch.randint(0, num_classes, (k,)))
+
+
 class _QueueContrast(Method):
     """What the four methods share: encoder, projector, linear classifier (the class centres), a queue
     of keys and labels, and with two encoders (PaCo, SupCon) a momentum key encoder."""
@@ -112,10 +124,7 @@ class _QueueContrast(Method):
             self.key_backbone = self.keys.copy(self.backbone)
             self.key_head = self.keys.copy(self.head)
         self.bank = self.keys.bank(m.queue_size, dim)
-        if getattr(m, "queue_init", "empty") == "random":
-            # official builders: queue_l = randint(0, num_classes, (K,)), so the initial random keys
-            # count as positives of random classes until overwritten (global RNG, seeded per run)
-            self.bank.labels.copy_(torch.randint(0, info.num_classes, (m.queue_size,)))
+        init_queue(self.bank, m.queue_init, info.num_classes)
         self.view_forward = getattr(m, "view_forward", "concat")
         self.tau = m.tau
         self.register_buffer("center_offset", center_offset(getattr(m, "prior", "none"), info))

@@ -54,6 +54,7 @@ class MultiTaskViTMethod(_ViTFields):
     weight: float = 0.5
     tau: float = 0.2
     queue_size: int = 8192
+    queue_init: str = "official"  # semcl.methods.paco QUEUE_INIT (official: models_vit_paco.py's queue)
 
     def __post_init__(self) -> None:
         self._check()
@@ -68,6 +69,7 @@ class GPacoViTMethod(_ViTFields):
     alpha: float = 0.2
     tau: float = 0.2
     queue_size: int = 8192
+    queue_init: str = "official"
 
     def __post_init__(self) -> None:
         self._check()
@@ -75,9 +77,11 @@ class GPacoViTMethod(_ViTFields):
 
 _M = "semcl.methods.vit.method"
 _CHOICES = {"arch": ARCHS}
+_QUEUE_INIT = frozenset({"official", "random"})  # semcl.methods.paco.QUEUE_INIT without "empty"
 MAE_FINETUNE = MethodSpec("mae_finetune", MaeFinetuneMethod, f"{_M}:MaeFinetune", train_cost=1.0,
                           choices=_CHOICES, summary="MAE ViT fine-tuning with label-smoothed CE, mixup and cutmix")
 MULTITASK_VIT = MethodSpec("multitask_vit", MultiTaskViTMethod, f"{_M}:MultiTaskViT", train_cost=2.0,
-                           choices=_CHOICES, summary="CE + 0.5 x SupCon fine-tuning of MAE ViTs")
+                           choices={**_CHOICES, "queue_init": _QUEUE_INIT}, summary="CE + 0.5 x SupCon fine-tuning of MAE ViTs")
 GPACO_VIT = MethodSpec("gpaco_vit", GPacoViTMethod, f"{_M}:GPaCoViT", train_cost=2.0,
-                       choices=_CHOICES, summary="GPaCo fine-tuning of MAE ViTs (queue inside the model)")
+                       choices={**_CHOICES, "queue_init": _QUEUE_INIT},
+                       summary="GPaCo fine-tuning of MAE ViTs (queue inside the model)")

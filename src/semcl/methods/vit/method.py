@@ -30,6 +30,7 @@ from semcl.config import OptimConfig
 from semcl.errors import ConfigError
 from semcl.losses import paco_loss, supcon_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
+from semcl.methods.paco.method import init_queue
 from semcl.methods.vit.mixup import SeededMixup, soft_target_cross_entropy
 from semcl.models import MomentumQueue
 from semcl.models.vit import build_vit, layer_decay_groups, load_mae_checkpoint
@@ -116,8 +117,7 @@ class _TwoViewViT(_ViTMethod):
         self.projector = vit_projector(self.backbone.out_dim)
         self.keys = MomentumQueue(None)
         self.bank = self.keys.bank(m.queue_size, 128)
-        with torch.no_grad():  # official: queue labels random over the classes, not "empty"
-            self.bank.labels.copy_(torch.randint(0, info.num_classes, (m.queue_size,)))
+        init_queue(self.bank, m.queue_init, info.num_classes)  # official: models_vit_paco.py's queue
         self.tau = m.tau
 
     def _forward(self, batch: Batch):

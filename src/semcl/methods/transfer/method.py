@@ -1,10 +1,11 @@
-"""detectron2_transfer: export -> `train_net.py` subprocess -> final metrics (see semcl.methods.transfer)."""
+"""detectron2_transfer: export -> one entry-point run per trial -> the mean of the trials' final metrics
+(see semcl.methods.transfer)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -12,27 +13,30 @@ from pathlib import Path
 from semcl.errors import ConfigError, DataError
 from semcl.methods.base import Dependency, Method
 from semcl.methods.transfer import BENCHMARK_OPTS
+from semcl.methods.transfer.train_net import require_detectron2
 
-# detectron2 metric name -> metrics.json key of the transfer tables
-METRIC_KEYS = {"bbox/AP": "ap", "bbox/AP50": "ap50", "bbox/AP75": "ap75",
-               "segm/AP": "mask_ap", "segm/AP50": "mask_ap50", "segm/AP75": "mask_ap75"}
-
-
-def require_detectron2() -> None:
-    if importlib.util.find_spec("detectron2") is None:
-        raise ConfigError("detectron2_transfer needs detectron2, which is not installed "
-                          "(pip install 'git+https://github.com/facebookresearch/detectron2.git')")
-
-
-def train_net_command(python: str, train_net: Path, config_file: str, weights: Path, output_dir: Path,
-                      num_gpus: int, opts: list[str]) -> list[str]:
-    """detectron2's documented command line: --config-file, --num-gpus, then KEY VALUE overrides."""
-    return [python, str(train_net), "--config-file", config_file, "--num-gpus", str(num_gpus),
-            *opts, "MODEL.WEIGHTS", str(weights), "OUTPUT_DIR", str(output_dir)]
+# detectron2 metric name -> metrics.json key, per benchmark (the transfer tables' column keys)
+METRIC_KEYS = {
+    "voc": {"bbox/AP": "ap", "bbox/AP50": "ap50", "bbox/AP75": "ap75"},
+    "coco": {"bbox/AP": "ap_bb", "bbox/AP50": "ap50_bb", "bbox/AP75": "ap75_bb",
+             "segm/AP": "ap_mk", "segm/AP50": "ap50_mk", "segm/AP75": "ap75_mk"},
+}
+ENTRY_POINT = "semcl.methods.transfer.train_net"
 
 
-def read_final_metrics(output_dir: Path) -> dict[str, float]:
-    """The last evaluation in detectron2's `metrics.json` (JSON lines) as {ap, ap50, ap75[, mask_*]}."""
+def train_net_command(python: str, train_net: Path | None, config_file: str | None, weights: Path, output_dir: Path,
+                      num_gpus: int, opts: list[str], *, seed: int | None = None, resume: bool = False) -> list[str]:
+    """detectron2's command line: [--config-file F] --num-gpus N [--resume], then KEY VALUE overrides, the
+    trial's SEED, the weights and the output folder last (they win). train_net None: our entry point."""
+    head = [python, "-m", ENTRY_POINT] if train_net is None else [python, str(train_net)]
+    cmd = [*head, *(["--config-file", config_file] if config_file else []), "--num-gpus", str(num_gpus)]
+    cmd += ["--resume"] if resume else []
+    return [*cmd, *opts, *(["SEED", str(seed)] if seed is not None else []),
+            "MODEL.WEIGHTS", str(weights), "OUTPUT_DIR", str(output_dir)]
+
+
+def read_final_metrics(output_dir: Path, benchmark: str = "voc") -> dict[str, float]:
+    """The last evaluation in detectron2's `metrics.json` (JSON lines) under the table's keys."""
     path = output_dir / "metrics.json"
     if not path.is_file():
         raise DataError(f"{path}: detectron2 wrote no metrics")
@@ -45,10 +49,35 @@ def read_final_metrics(output_dir: Path) -> dict[str, float]:
         except json.JSONDecodeError:
             raise DataError(f"{path}: line {n} is not JSON") from None
         if "bbox/AP" in rec:
-            last = {key: float(rec[name]) for name, key in METRIC_KEYS.items() if name in rec}
+            last = {key: float(rec[name]) for name, key in METRIC_KEYS[benchmark].items() if name in rec}
     if not last:
         raise DataError(f"{path}: no line with 'bbox/AP' (no evaluation finished)")
     return last
+
+
+def mean_over_trials(trials: list[dict[str, float]]) -> dict[str, float]:
+    """Per metric the mean over the trials (the number reported), its sample std (ddof 1; 0 for one trial)
+    under `<key>_std`, and the trial count as `trials`. Every trial must have every metric of the first."""
+    if not trials:
+        raise ValueError("mean_over_trials: no trial")
+    keys = list(trials[0])
+    for i, t in enumerate(trials[1:], 2):
+        if set(t) != set(keys):
+            raise DataError(f"detectron2 trial {i} reports {sorted(t)}, trial 1 {sorted(keys)}")
+    out: dict[str, float] = {}
+    for k in keys:
+        values = [t[k] for t in trials]
+        out[k] = statistics.fmean(values)
+        out[f"{k}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    out["trials"] = float(len(trials))
+    return out
+
+
+def _trial_done(out: Path, benchmark: str) -> dict[str, float] | None:
+    try:
+        return read_final_metrics(out, benchmark)
+    except DataError:
+        return None
 
 
 class Detectron2Transfer(Method):
@@ -59,18 +88,31 @@ class Detectron2Transfer(Method):
         from semcl.export import write_detectron2
 
         m = cfg.method
-        require_detectron2()
         train_net = m.train_net or os.environ.get("SEMCL_DETECTRON2_TRAIN_NET")
-        if not train_net or not Path(train_net).is_file():
-            raise ConfigError(f"detectron2_transfer: key 'method.train_net' = {train_net!r} is not a train_net.py file "
-                              f"(or set SEMCL_DETECTRON2_TRAIN_NET)")
-        if not m.config_file:
-            raise ConfigError("detectron2_transfer: key 'method.config_file' is not set (detectron2 base config)")
+        if train_net and not Path(train_net).is_file():
+            raise ConfigError(f"detectron2_transfer: key 'method.train_net' = {train_net!r} is not a file "
+                              f"(unset it for the suite's entry point {ENTRY_POINT})")
+        if m.config_file and not Path(m.config_file).is_file():
+            raise ConfigError(f"detectron2_transfer: key 'method.config_file' = {m.config_file!r} is not a file")
         (base,) = deps
         out = base.run_dir / "detectron2" / m.benchmark
         out.mkdir(parents=True, exist_ok=True)
         weights = write_detectron2(base.load_state(), out / "backbone.pkl", prefix="backbone.")
-        cmd = train_net_command(m.python or sys.executable, Path(train_net), m.config_file, weights, out,
-                                m.num_gpus, BENCHMARK_OPTS[m.benchmark])
-        subprocess.run(cmd, check=True)
-        return read_final_metrics(out)
+        python, script = m.python or sys.executable, Path(train_net) if train_net else None
+        commands = [train_net_command(python, script, m.config_file, weights, out / f"trial{t}", m.num_gpus,
+                                      BENCHMARK_OPTS[m.benchmark], seed=t,
+                                      resume=(out / f"trial{t}" / "last_checkpoint").is_file())
+                    for t in range(m.trials)]
+        if cfg.data.synthetic:  # the preflight's stand-in is no detection set: the commands are checked, not run
+            (out / "commands.json").write_text(json.dumps(commands, indent=1))
+            return {}
+        if script is None:
+            require_detectron2()
+        trials = []
+        for t, cmd in enumerate(commands):
+            done = _trial_done(out / f"trial{t}", m.benchmark)  # a requeued job keeps its finished trials
+            if done is None:
+                subprocess.run(cmd, check=True)
+                done = read_final_metrics(out / f"trial{t}", m.benchmark)
+            trials.append(done)
+        return mean_over_trials(trials)

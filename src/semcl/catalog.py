@@ -11,6 +11,7 @@ BACKBONE_GFLOPS: dict[str, float] = {
     "resnet18_cifar": 3 * 0.56,
     "resnet_tiny": 3 * 0.016,
     "resnet32_cifar": 3 * 0.07,
+    "resnet32_ldam": 3 * 0.07,  # resnet32_cifar with parameter-free shortcuts: the same count
     "resnet200": 3 * 15.0,
     "resnet18": 3 * 1.82,
     "resnet50": 3 * 4.1,

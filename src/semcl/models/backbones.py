@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:
@@ -45,18 +46,32 @@ def _shortcut(in_planes: int, out_planes: int, stride: int) -> nn.Sequential:
     )
 
 
+class PadShortcut(nn.Module):
+    """He et al.'s option A (the LDAM-DRW / PaCo CIFAR ResNet-32, PCL PaCo/LT/models/resnet_cifar.py):
+    every second pixel, then zero channels planes // 4 on each side; no parameters."""
+
+    def __init__(self, planes: int) -> None:
+        super().__init__()
+        self.pad = planes // 4
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad), "constant", 0.0)
+
+
 class BasicBlock(nn.Module):
-    """Two 3x3 convs with a residual connection (ResNet-18/34 style)."""
+    """Two 3x3 convs with a residual connection (ResNet-18/34 style). `pad_shortcut`: option-A
+    zero-padding shortcuts where the shape changes, instead of 1x1 conv + BN projections."""
 
     expansion = 1
 
-    def __init__(self, in_planes: int, planes: int, stride: int = 1) -> None:
+    def __init__(self, in_planes: int, planes: int, stride: int = 1, *, pad_shortcut: bool = False) -> None:
         super().__init__()
         self.conv1 = _conv3x3(in_planes, planes, stride)
         self.bn1 = nn.BatchNorm2d(planes)
         self.conv2 = _conv3x3(planes, planes)
         self.bn2 = nn.BatchNorm2d(planes)
-        self.shortcut = _shortcut(in_planes, planes, stride)
+        changes = stride != 1 or in_planes != planes
+        self.shortcut = PadShortcut(planes) if pad_shortcut and changes else _shortcut(in_planes, planes, stride)
         self.relu = nn.ReLU(inplace=True)
 
     @property
@@ -124,6 +139,8 @@ class CifarResNet(nn.Module):
         stem_width: int = 64,
         in_channels: int = 3,
         zero_init_residual: bool = False,
+        pad_shortcut: bool = False,
+        fan_in_init: bool = False,
     ) -> None:
         super().__init__()
         if not len(num_blocks) == len(widths) == len(strides):
@@ -135,14 +152,15 @@ class CifarResNet(nn.Module):
         for i, (n, width, stride) in enumerate(zip(num_blocks, widths, strides, strict=True), start=1):
             blocks = []
             for j in range(n):
-                blocks.append(block(in_planes, width, stride if j == 0 else 1))
+                extra = {"pad_shortcut": True} if pad_shortcut else {}
+                blocks.append(block(in_planes, width, stride if j == 0 else 1, **extra))
                 in_planes = width * block.expansion
             # layer1, layer2, ...: the usual ResNet names, so checkpoints read naturally.
             self.add_module(f"layer{i}", nn.Sequential(*blocks))
         self.num_stages = len(num_blocks)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.out_dim: int = in_planes
-        _init_weights(self, zero_init_residual)
+        _init_weights(self, zero_init_residual, "fan_in" if fan_in_init else "fan_out")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu(self.bn1(self.conv1(x)))
@@ -153,11 +171,12 @@ class CifarResNet(nn.Module):
         return torch.flatten(self.avgpool(x), 1)
 
 
-def _init_weights(model: nn.Module, zero_init_residual: bool) -> None:
-    """Kaiming-normal (fan_out, relu) convs; BN weight 1 / bias 0 (torchvision's choice)."""
+def _init_weights(model: nn.Module, zero_init_residual: bool, mode: str = "fan_out") -> None:
+    """Kaiming-normal (relu gain) convs, fan_out (torchvision's choice) or fan_in (init.kaiming_normal_'s
+    default, the LDAM / PaCo CIFAR ResNet-32); BN weight 1 / bias 0."""
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            nn.init.kaiming_normal_(m.weight, mode=mode, nonlinearity="relu")
         elif isinstance(m, nn.BatchNorm2d | nn.GroupNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
@@ -219,10 +238,17 @@ def resnet_tiny4(*, in_channels: int = 3, zero_init_residual: bool = False) -> C
 
 
 def resnet32_cifar(*, in_channels: int = 3, zero_init_residual: bool = False) -> CifarResNet:
-    """ResNet-32 of the long-tailed CIFAR literature (PaCo's CIFAR-100-LT backbone): 16-ch stem,
-    five BasicBlocks per stage, widths (16, 32, 64), strides (1, 2, 2) -> 64-d."""
+    """ResNet-32 layout of the long-tailed CIFAR literature: 16-ch stem, five BasicBlocks per stage,
+    widths (16, 32, 64), strides (1, 2, 2) -> 64-d; projection shortcuts, fan_out init (the variant)."""
     return CifarResNet(BasicBlock, (5, 5, 5), (16, 32, 64), (1, 2, 2), stem_width=16, in_channels=in_channels,
                        zero_init_residual=zero_init_residual)
+
+
+def resnet32_ldam(*, in_channels: int = 3, zero_init_residual: bool = False) -> CifarResNet:
+    """The LDAM-DRW / PaCo CIFAR-100-LT ResNet-32 (PCL PaCo/LT/models/resnet_cifar.py @fe56535): as
+    resnet32_cifar with option-A zero-padding shortcuts and fan_in Kaiming-normal convs."""
+    return CifarResNet(BasicBlock, (5, 5, 5), (16, 32, 64), (1, 2, 2), stem_width=16, in_channels=in_channels,
+                       zero_init_residual=zero_init_residual, pad_shortcut=True, fan_in_init=True)
 
 
 def resnet200(*, in_channels: int = 3, zero_init_residual: bool = False) -> nn.Module:
@@ -296,6 +322,7 @@ BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "resnet_tiny": resnet_tiny,
     "resnet_tiny4": resnet_tiny4,
     "resnet32_cifar": resnet32_cifar,
+    "resnet32_ldam": resnet32_ldam,
     "resnet18": _torchvision("resnet18"),
     "resnet50": _torchvision("resnet50"),
     "resnet101": _torchvision("resnet101"),

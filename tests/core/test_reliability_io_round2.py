@@ -263,6 +263,7 @@ def test_sbatch_refusal_is_one_line_with_sbatch_s_message(tmp_path, monkeypatch)
     monkeypatch.setattr(submitit.SlurmExecutor, "_submit_command", refuse)
     monkeypatch.setattr("semcl.snapshot.make_snapshot", lambda root: snap)
     monkeypatch.setattr(slurm_submit, "prepare_synthetic_data", lambda todo, store: None)
+    monkeypatch.setattr(slurm_submit, "max_array_size", lambda: 1001)  # scontrol waits ~10 s for no controller
     table = get_table("rince/tab1")
     pairs = [(r, table.resources_for(r.row_label, "smoke")) for r in plan_runs(table, "smoke")]
     with pytest.raises(SemclError) as err:
@@ -406,6 +407,7 @@ def test_preflight_advice_names_the_profile_and_following_it_clears_the_refusal(
     (snap / "snapshot.json").write_text(json.dumps({"commit": "c", "dirty": False}))
     monkeypatch.setattr("semcl.snapshot.make_snapshot", lambda root: snap)
     monkeypatch.setattr("semcl.slurm_submit.prepare_synthetic_data", lambda todo, store: None)
+    monkeypatch.setattr("semcl.slurm_submit.max_array_size", lambda: 1001)  # scontrol waits for no controller
     res = tmp_path / "results"
     run = ("--results", str(res), "run", "test/ensemble", "--profile", "smoke", "--executor", "slurm")
     code, _, err = _cli(*run)

@@ -4,14 +4,17 @@ The official linear-evaluation code probes a ResNet-50 at "ending points" and po
 adaptive average pool to a fixed grid before flattening (``inferred`` to be the Fig. 3 protocol):
 
     ending point      suite stage   channels  map (224 px)  pooled to  probe input
-    1  (stem)         stem          64        112x112       14x14      12544
+    1  (stem)         stem          64        56x56         14x14      12544
     4  (layer1 end)   layer1        256       56x56         14x14      50176
     8  (layer2 end)   layer2        512       28x28         7x7        25088
     14 (layer3 end)   layer3        1024      14x14         7x7        50176
     17 (layer4 end)   layer4        2048      7x7           1x1        2048
 
-Backbones with fewer stages (the CIFAR ResNets) keep this map by name, except that their last stage
-is always pooled to 1x1, so its probe sees exactly ``backbone(x)``.
+Ending point 1 is after the stem's max-pool (haohang96/CSML @be34e84 classifiers/cls_opt.py: in_feat_size 56
+for id 1, the 56x56 map layer1 reads), so the "stem" probe reads the max-pooled stem map where the backbone
+has a max-pool (torchvision's ResNets; the CIFAR stem has none). Backbones with fewer stages (the CIFAR
+ResNets) keep this map by name, except that their last stage is always pooled to 1x1, so its probe sees
+exactly ``backbone(x)``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def pooled_stage_features(
     last = max(wanted, key=names.index)
     with torch.no_grad():
         maps = stage_outputs(backbone, x, upto=last)
+        if "stem" in wanted and getattr(backbone, "maxpool", None) is not None:
+            maps["stem"] = backbone.maxpool(maps["stem"])  # ending point 1: after the max-pool, as layer1 reads it
     return {s: pool_map(maps[s], sizes[s], pool) for s in wanted}
 
 

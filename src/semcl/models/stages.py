@@ -4,7 +4,8 @@ Both backbone families (``CifarResNet`` and torchvision's ``ResNet`` behind ``bu
 the stage names ``conv1``/``bn1``/``relu`` (stem) and ``layer1``..``layerN``; torchvision adds a max-pool
 after the stem. :func:`stage_outputs` replays that forward and keeps every stage's map:
 
-* ``"stem"``: after conv1-BN-ReLU, before any max-pool (the official HSA probe's ending point 1);
+* ``"stem"``: after conv1-BN-ReLU, before any max-pool (the HSA stem probe applies the max-pool:
+  semcl.evals.stage_pooling);
 * ``"layer1"``..``"layerN"``: each stage's output (ResNet-50 at 224 px: 256x56x56, 512x28x28,
   1024x14x14, 2048x7x7).
 

@@ -1,7 +1,7 @@
 """Per-stage linear probes (HSA Fig. 3): a column reads the last-epoch test top-1 of a linear probe on
 the pooled features after one backbone stage (`method.stage_features`, pooling per
-semcl.evals.stage_pooling), trained on cached features of the deterministic view with the run's
-`probe` settings (lr, epochs, batch, momentum, weight decay, milestones, gamma)."""
+semcl.evals.stage_pooling), all stages trained together on the fly with the run's `probe` settings (recipe,
+augment, init, lr, epochs, batch, momentum, weight decay, milestones, gamma), as the official per-layer probes."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def metric_key(column: Column, substitute: dict[str, str | None]) -> str | None:
 
 
 def describe(column: Column) -> str:
-    return (f"linear probe top-1 on the pooled features after {column.stage} (frozen backbone, cached "
-            f"deterministic-view features, the run's probe schedule; last epoch)")
+    return (f"linear probe top-1 on the pooled features after {column.stage} (frozen backbone, probes trained "
+            f"together per batch, the run's probe recipe and schedule; last epoch)")
 
 
 def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: dict[str, Any]) -> None:
@@ -41,9 +41,19 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
 
 
 def run(ctx) -> dict[str, float]:
+    """Probes trained together on the fly (semcl.evals.stage_probe): each batch through the frozen backbone
+    under the probe recipe (with probe.augment) or the test view; a small in-memory set without augmentation
+    reads the same view from a feature cache (the same arithmetic), one whose cache would pass
+    CACHE_LIMIT_BYTES streams too."""
     import torch
 
-    from semcl.evals.stage_probe import probe_on_features, stage_feature_table
+    from semcl.evals.stage_probe import (
+        CachedFeatures,
+        StreamingFeatures,
+        cache_fits,
+        stage_feature_table,
+        train_stage_probes,
+    )
 
     stages = list(ctx.cfg.eval.stage_probe)
     dev = ctx.device
@@ -51,16 +61,26 @@ def run(ctx) -> dict[str, float]:
     def stage_fn(x):
         return ctx.method.stage_features(x.to(dev))
 
-    train = stage_feature_table(stage_fn, ctx.train.images, ctx.test_transform, stages)
-    test = stage_feature_table(stage_fn, ctx.test.images, ctx.test_transform, stages)
     p = ctx.cfg.probe
-    out = {}
+    probe = StreamingFeatures(stage_fn, ctx.test.images, ctx.test_transform, stages)
+    dims = {s: int(f.shape[1]) for s, f in probe.batch(torch.arange(1), torch.Generator()).items()}
+    n = ctx.train.images.shape[0] + ctx.test.images.shape[0]
+    if not p.augment and isinstance(ctx.train.images, torch.Tensor) and cache_fits(dims, n):
+        train = CachedFeatures(stage_feature_table(stage_fn, ctx.train.images, ctx.test_transform, stages))
+        test = CachedFeatures(stage_feature_table(stage_fn, ctx.test.images, ctx.test_transform, stages))
+    else:
+        # file-backed sets: the random crops come from the whole images, not the evaluation's centre crop
+        views = getattr(ctx.train, "train_images", None) if p.augment else None
+        transform = ctx.transform(p.recipe or "crop_flip") if p.augment else ctx.test_transform
+        train = StreamingFeatures(stage_fn, views if views is not None else ctx.train.images, transform, stages)
+        test = probe
     with torch.enable_grad():
-        for s in stages:
-            out[f"stage_probe_top1_{s}"] = probe_on_features(
-                train[s], ctx.train.labels, test[s], ctx.test.labels, num_classes=ctx.train.num_classes,
-                epochs=p.epochs, lr=p.lr, batch_size=p.batch_size, momentum=p.momentum,
-                weight_decay=p.weight_decay, milestones=tuple(p.milestones), gamma=p.gamma, seed=ctx.seed)
+        top1 = train_stage_probes(
+            train, ctx.train.labels, test, ctx.test.labels, dims=dims, num_classes=ctx.train.num_classes,
+            epochs=p.epochs, lr=p.lr, batch_size=p.batch_size, momentum=p.momentum, weight_decay=p.weight_decay,
+            milestones=tuple(p.milestones), gamma=p.gamma, seed=ctx.seed, init=p.init or "uniform", device=dev,
+            checkpoint=ctx.checkpoint("stage_probe"))
+    out = {f"stage_probe_top1_{s}": v for s, v in top1.items()}
     log.info("stage probes: %s", {k: round(v, 2) for k, v in out.items()})
     return out
 

@@ -328,3 +328,24 @@ def test_scns_students_refuse_a_k_their_dataset_cannot_serve():
           and r.config.method.name == "scns_class"}
     assert ks == {"SCNS-class k=1": 1, "SCNS-class k=5": 5, "SCNS-class k=10": 9, "SCNS-class k=20": 9,
                   "SCNS-class k=50": 9}
+
+
+def test_the_old_ab_and_two_stage_behaviours_are_named_variants_with_their_own_run_ids(tmp_path):
+    from semcl.runs import make_run_id
+
+    conv, _, train_set = _student(AB, "ab", tmp_path, connector="conv", main_stage_optimizer="carried", init_epochs=1)
+    assert all(isinstance(c, ConvRegressor) for c in conv.connectors)
+    opt = conv.configure_optimizer(conv.cfg.optim)
+    conv.train()
+    x = _augmented(conv, train_set, torch.arange(8))
+    opt.zero_grad(set_to_none=True)
+    conv.training_step(_batch(x, train_set, torch.arange(8), epoch=0, step=0))["loss"].backward()
+    opt.step()
+    built = len(opt.state)
+    assert built > 0
+    opt.zero_grad(set_to_none=True)  # carried: the initialisation's momentum survives the main stage's first step
+    conv.training_step(_batch(x, train_set, torch.arange(8), epoch=1, step=0))["loss"].backward()
+    assert len(opt.state) == built
+    ids = {make_run_id(_cfg("ab", teacher_arch="resnet14", **kw), 1) for kw in
+           ({}, {"connector": "conv"}, {"main_stage_optimizer": "carried"})}
+    assert len(ids) == 3

@@ -23,8 +23,10 @@ Two-stage methods (ab, ft, fsp): their 30-epoch initialisation runs *inside* the
 distillation loss alone, FT trains only its paraphraser on reconstruction); rows give them
 init_epochs + 240 epochs with the step milestones shifted by init_epochs, so the main stage is
 RepDistiller's 240-epoch schedule. As RepDistiller (helper/pretrain.py `init`, then a new SGD in
-train_student.py), the main stage starts with a fresh optimiser state (no momentum carried over), and FT's
-initialisation lr is 0.01 for resnet*/wrn* students (`init_lr`, None = that rule). In the main stage AB
+train_student.py), the main stage starts with a fresh optimiser state (no momentum carried over;
+`main_stage_optimizer: carried` keeps it), and FT's initialisation lr is 0.01 for resnet*/wrn* students
+(`init_lr`, None = that rule). AB's connectors are the identity where the stage shapes match (RepDistiller
+models/util.py `Connector`; `connector: conv` puts a conv + BN everywhere). In the main stage AB
 and FSP add no distillation term (RepDistiller sets it to 0), FT adds beta * L_FT with the paraphraser frozen.
 
 CC, PKT and FT default to RepDistiller's loss forms (`variant: repdistiller`: what produced the CRD numbers
@@ -135,6 +137,8 @@ class ABMethod(DistillMethod):
     name: str = "ab"
     beta: float = 1.0  # multiplies nothing after the initialisation stage (RepDistiller)
     init_epochs: int = 30
+    connector: str = "repdistiller"  # repdistiller: identity where stage shapes match | conv: conv + BN always
+    main_stage_optimizer: str = "fresh"  # fresh (RepDistiller: a new SGD) | carried (momentum kept from the init)
 
 
 @dataclass
@@ -144,6 +148,7 @@ class FTMethod(DistillMethod):
     init_epochs: int = 30
     variant: str = "repdistiller"  # repdistiller (channel-mean attention map of the factor) | paper (whole factor)
     init_lr: float | None = None  # paraphraser lr in the initialisation; None: 0.01 for resnet*/wrn*, else optim.lr
+    main_stage_optimizer: str = "fresh"  # fresh (RepDistiller: a new SGD) | carried (momentum kept from the init)
 
 
 @dataclass
@@ -151,6 +156,7 @@ class FSPMethod(DistillMethod):
     name: str = "fsp"
     beta: float = 50.0  # multiplies nothing after the initialisation stage (RepDistiller)
     init_epochs: int = 30
+    main_stage_optimizer: str = "fresh"  # fresh (RepDistiller: a new SGD) | carried (momentum kept from the init)
 
 
 @dataclass
@@ -239,6 +245,7 @@ def check_scns_classes(method_cfg: _SCNSFields, num_classes: int) -> None:
 _M = "semcl.methods.distill.method"
 _OUT = frozenset({"cached", "online"})
 _VAR = frozenset({"paper", "repdistiller"})
+_STAGE2 = frozenset({"fresh", "carried"})
 _CRD = {"teacher_outputs": _OUT, "objective": frozenset({"nce", "infonce"})}
 _LM = {**_CRD, "lm_mode": frozenset({"extra", "distance"})}
 # a student step: its own fwd+bwd plus a teacher forward (online) or a cache read (cached)
@@ -263,9 +270,12 @@ CC = _student("cc", CCMethod, "CC", "correlation congruence + CE", variant=_VAR)
 VID = _student("vid", VIDMethod, "VID", "variational information distillation + CE")
 RKD = _student("rkd", RKDMethod, "RKD", "relational KD (distance + angle) + CE")
 PKT = _student("pkt", PKTMethod, "PKT", "probabilistic knowledge transfer + CE", variant=_VAR)
-AB = _student("ab", ABMethod, "AB", "activation boundaries: 30-epoch init stage, then CE")
-FT = _student("ft", FTMethod, "FT", "factor transfer: 30-epoch paraphraser stage, then CE + FT", variant=_VAR)
-FSP = _student("fsp", FSPMethod, "FSP", "flow of solution procedure: 30-epoch init stage, then CE")
+AB = _student("ab", ABMethod, "AB", "activation boundaries: 30-epoch init stage, then CE",
+              connector=frozenset({"repdistiller", "conv"}), main_stage_optimizer=_STAGE2)
+FT = _student("ft", FTMethod, "FT", "factor transfer: 30-epoch paraphraser stage, then CE + FT", variant=_VAR,
+              main_stage_optimizer=_STAGE2)
+FSP = _student("fsp", FSPMethod, "FSP", "flow of solution procedure: 30-epoch init stage, then CE",
+               main_stage_optimizer=_STAGE2)
 NST = _student("nst", NSTMethod, "NST", "neuron selectivity transfer + CE")
 CRD = _student("crd", CRDMethod, "CRD", "contrastive representation distillation + CE", **_CRD)
 CRD_KD = _student("crd_kd", CRDKDMethod, "CRD", "CRD + KD + CE", **_CRD)

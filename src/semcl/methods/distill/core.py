@@ -115,7 +115,8 @@ class Distill(Method):
         return self._optimizer
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        if self.init_epochs and batch.epoch == self.init_epochs and batch.step == 0:
+        fresh = getattr(self.cfg.method, "main_stage_optimizer", "fresh") == "fresh"
+        if fresh and self.init_epochs and batch.epoch == self.init_epochs and batch.step == 0:
             # RepDistiller builds a new SGD for the main stage (train_student.py after helper/pretrain.py
             # `init`): no momentum carried over. At step 0 only, so a resume inside this epoch keeps the
             # main stage's own momentum (restored from the checkpoint).

@@ -134,7 +134,11 @@ class AB(Distill):
     def build(self, s_shapes, t_shapes):
         g_s, g_t = _zip_stages(s_shapes[1:-1], t_shapes[1:-1])
         self.teacher_feats = tuple(range(1, 1 + len(g_t)))
-        self.connectors = nn.ModuleList(ab_connector(s, t) for s, t in zip(g_s, g_t, strict=True))
+        if self.cfg.method.connector == "repdistiller":
+            conns = [ab_connector(s, t) for s, t in zip(g_s, g_t, strict=True)]
+        else:  # variant "conv": a trainable conv + BN on every stage, matching shapes too
+            conns = [ConvRegressor(s, t, use_relu=False) for s, t in zip(g_s, g_t, strict=True)]
+        self.connectors = nn.ModuleList(conns)
 
     def init_loss(self, batch):
         feats_s, _ = self.backbone.forward_features(batch.views[0], preact=True)

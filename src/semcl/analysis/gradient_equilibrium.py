@@ -1,4 +1,4 @@
-"""RINCE's gradient-equilibrium analysis (Fig. 4 and Fig. 5; rince.md §c.9) — analytic, no runs.
+"""RINCE's gradient-equilibrium analysis (Fig. 4 and Fig. 5; docs/papers/rince.md §c.9) — analytic, no runs.
 
 One anchor q with a rank-1 positive p1, a rank-2 positive p2 and M negatives; similarities
 s1 = h(q,p1), s2 = h(q,p2), s_n = h(q,n) with s_n drawn once, seeded, from N(μ = 0.1, σ = 0.1).
@@ -37,9 +37,9 @@ import torch
 from semcl.files import save_figure_atomic, write_text_atomic
 
 POSITIVES = ("exclusive", "cumulative")
-FIG4_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1))  # panels (a)-(c), rince.md §b.2
+FIG4_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1))  # panels (a)-(c), docs/papers/rince.md §b.2
 # Fig. 5 has four coloured settings, two with τ1 < τ2 and two with τ1 > τ2; the fourth is unknown
-# (rince.md §b.2), assumed here to be the mirror of (0.1, 0.7).
+# (docs/papers/rince.md §b.2), assumed here to be the mirror of (0.1, 0.7).
 FIG5_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1), (0.7, 0.1))
 # the paper's colours: "blue and orange" for τ1 < τ2, "green and red" for τ1 > τ2 (§c.9 observations 2, 5)
 FIG5_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")

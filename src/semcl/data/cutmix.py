@@ -1,4 +1,4 @@
-"""CutMix between an anchor and its kNN positive (HSA / CsMl, hsa.md §c.4).
+"""CutMix between an anchor and its kNN positive (HSA / CsMl, docs/papers/hsa.md §c.4).
 
     x_mix = M * x_a + (1 - M) * x_p,   M in {0, 1}^{H x W}
 

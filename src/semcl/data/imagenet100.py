@@ -3,8 +3,8 @@
 - ImageNet-100: the CMC 100-class subset (Tian et al. 2019) as listed by the official RINCE code;
   classes are indexed in sorted-wnid order, as an ImageFolder over the class folders orders them.
 - ImageNet outlier splits 1-3: 100 wnids each, disjoint from each other and from ImageNet-100,
-  the OOD sets of RINCE Table 3 (rince.md §e.4).
-- TinyImageNet outliers / inliers: the 20 / 180 wnids of the official 180/20 split (rince.md §e.5).
+  the OOD sets of RINCE Table 3 (docs/papers/rince.md §e.4).
+- TinyImageNet outliers / inliers: the 20 / 180 wnids of the official 180/20 split (docs/papers/rince.md §e.5).
 
 Provenance of each file: ``semcl/data/files/README.md``. A list file holds one wnid per line
 (a trailing newline is optional); the names file holds "<wnid> <name>" per line.

@@ -1,7 +1,7 @@
 """Class-name similarities for RINCE's ImageNet-100 ranks: computed by a sentence transformer, or
 loaded from a user's file, plus a stable hash for run ids.
 
-RINCE (rince.md §c.6) embeds every class name with a sentence transformer (the paper:
+RINCE (docs/papers/rince.md §c.6) embeds every class name with a sentence transformer (the paper:
 ``stsb-roberta-large``), takes the cosine similarity of the embeddings,
 
     S[i, j] = <u_i, u_j> / (|u_i| |u_j|),   u_i = embed(name_i),
@@ -37,7 +37,7 @@ from semcl.files import write_text_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PAPER_MODEL = "stsb-roberta-large"
-THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # rince.md §g.3
+THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # docs/papers/rince.md §g.3
 # `method.name_similarity_file: official`: the official stsb-roberta-large matrix of the ImageNet-100
 # names, shipped with the package (provenance in data/files/README.md) and checked byte for byte
 OFFICIAL = "official"

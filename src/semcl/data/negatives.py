@@ -1,5 +1,5 @@
 """Negative samplers for contrastive distillation: CRD's uniform baseline and SCNS's class- and
-instance-conditioned samplers (scns.md §c.2, §c.3, §c.5).
+instance-conditioned samplers (docs/papers/scns.md §c.2, §c.3, §c.5).
 
 Every sampler answers ``sample(indices, labels, num_negatives, generator) -> LongTensor [B, K]`` of
 training-set indices, never of the anchor's own class, drawing only from ``generator`` (the engine's
@@ -11,7 +11,7 @@ has ``fingerprint()``, a sha256 of what defines its distribution, for run ids.
 * :class:`ClassConditionedNegatives` (SCNS-class): N_k(c) = the k classes most similar to c (c itself
   excluded, ties to the lower class index, empty classes excluded); p(c'|c) = max(s, 0) / sum over
   N_k(c) of max(s, 0) -- negative similarities are clipped to 0, so a dissimilar class in the top-k is
-  never drawn; if no similarity in N_k(c) is positive, p is uniform on N_k(c) (assumptions, scns.md
+  never drawn; if no similarity in N_k(c) is positive, p is uniform on N_k(c) (assumptions, docs/papers/scns.md
   §c.2). Variant ``weighting="softmax"``: p(c'|c) = exp(s / T) / sum exp(s / T) on N_k(c). Each of the
   K negatives draws a class from p(.|y), then an instance uniformly from that class (with replacement:
   k classes of a few hundred images hold fewer than CRD's 16,384 negatives).

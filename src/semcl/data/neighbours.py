@@ -1,4 +1,4 @@
-"""Nearest-neighbour positives over a whole training set (HSA / CsMl, hsa.md §c.2).
+"""Nearest-neighbour positives over a whole training set (HSA / CsMl, docs/papers/hsa.md §c.2).
 
 Every ``refresh`` epochs HSA encodes all N training images with a deterministic view, L2-normalises the
 features and keeps, for each image, its k most cosine-similar *other* images as an ``int64 [N, k]`` table.
@@ -119,7 +119,7 @@ def _knn_faiss(features: torch.Tensor, k: int) -> torch.Tensor:
 def draw_neighbours(
     table: torch.Tensor, generator: torch.Generator, indices: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """One neighbour per sample, uniform over its k table entries (hsa.md §c.2, official dataset).
+    """One neighbour per sample, uniform over its k table entries (docs/papers/hsa.md §c.2, official dataset).
 
     Args:
         table: ``int64 [N, k]`` from :func:`knn_table`.

@@ -1,6 +1,6 @@
 """Class-restricted OOD sets: an ImageSet cut down to the classes of a wnid list.
 
-RINCE's ``outliers20`` variant (rince.md §g.7) uses as D_out for CIFAR-100 only the 20 TinyImageNet
+RINCE's ``outliers20`` variant (docs/papers/rince.md §g.7) uses as D_out for CIFAR-100 only the 20 TinyImageNet
 "outlier" classes of the official 180/20 split instead of all 200 (the suite default). The rows
 keep their labels and class names (OOD scoring ignores labels); only the rows change.
 """

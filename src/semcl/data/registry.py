@@ -141,7 +141,7 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     _spec("inat18", "iNaturalist18", 8142, 437_513, 24_426, 3, 224, _INAT, "splitfile",
           writer="write_inat18", splits=_split_files("iNaturalist18", test="val"), file_backed=True,
           synthetic_groups=_LT_GROUPS, synthetic_size=32),
-    # split 1 of the video sets (rince.md §e.6); sizes in videos; frames decoded at `size` (file-backed)
+    # split 1 of the video sets (docs/papers/rince.md §e.6); sizes in videos; frames decoded at `size` (file-backed)
     _spec("ucf101", "UCF101", 101, 9_537, 3_783, 3, 128, _KINETICS, "video", writer="write_ucf101",
           file_backed=True, video=True, synthetic_groups=(0, 1, 2, 3)),
     _spec("hmdb51", "HMDB51", 51, 3_570, 1_530, 3, 128, _KINETICS, "video", writer="write_hmdb51",

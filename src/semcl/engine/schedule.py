@@ -26,7 +26,7 @@ def _epoch_lr(optim: OptimConfig, epochs: int, epoch1: int) -> float:
 
 
 def paco_lr(optim: OptimConfig, epochs: int, epoch: int) -> float:
-    """lr of 0-indexed `epoch` e under the official PaCo/GPaCo rules (paco.md d, d.2), w = warmup_epochs:
+    """lr of 0-indexed `epoch` e under the official PaCo/GPaCo rules (docs/papers/paco.md §d, §d.2), w = warmup_epochs:
 
     cosine (ImageNet(-LT), iNat, Places scripts, `adjust_learning_rate`):
         e < w:  lr * (e + 1) / w

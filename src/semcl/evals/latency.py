@@ -1,6 +1,6 @@
 """Inference latency: wall-clock milliseconds per batch (GPaCo Fig. 1(a), accuracy vs latency).
 
-The paper gives latencies (RIDE-ResNet 3 experts 15.3 ms, ResNeXt-50 13.1 ms, paco.md b.2) but
+The paper gives latencies (RIDE-ResNet 3 experts 15.3 ms, ResNeXt-50 13.1 ms, docs/papers/paco.md §b.2) but
 not the batch size or the GPU, so our numbers compare models with each other on one machine,
 not with the paper's milliseconds.
 """

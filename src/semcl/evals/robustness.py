@@ -1,4 +1,4 @@
-"""Robustness metrics of GPaCo Sec. IV-C (paco.md f): top-1 on a class subset and the two mCE forms.
+"""Robustness metrics of GPaCo Sec. IV-C (docs/papers/paco.md §f): top-1 on a class subset and the two mCE forms.
 
 E[c][s] is the top-1 error (%) under corruption c at severity s = 1..5.
 

@@ -1,4 +1,4 @@
-"""Per-stage pooled features for intermediate-layer linear probes (HSA Fig. 3, hsa.md §f).
+"""Per-stage pooled features for intermediate-layer linear probes (HSA Fig. 3, docs/papers/hsa.md §f).
 
 The official linear-evaluation code probes a ResNet-50 at "ending points" and pools each map with an
 adaptive average pool to a fixed grid before flattening (``inferred`` to be the Fig. 3 protocol):

@@ -1,4 +1,4 @@
-"""GPaCo as an auxiliary pixel loss for semantic segmentation (GPaCo Sec. IV-D, paco.md c.7).
+"""GPaCo as an auxiliary pixel loss for semantic segmentation (GPaCo Sec. IV-D, docs/papers/paco.md §c.7).
 
 Per image b, K pixels are sampled at random (K = -1: all pixels) from the decoder's resolution. For
 an anchor pixel i with label y_i < C (the class count), with z the L2-normalised embeddings of the

@@ -1,4 +1,4 @@
-"""Cross-entropy baselines that use the class hierarchy (RINCE Table 2, ../shared/papers/rince.md §c.10).
+"""Cross-entropy baselines that use the class hierarchy (RINCE Table 2, docs/papers/rince.md §c.10).
 
 - Label smoothing within the superclass: the target keeps 1 − α on the true class and spreads α
   uniformly over the *other* classes of its superclass (the 4 siblings on CIFAR-100). A class

@@ -1,8 +1,8 @@
 """Hierarchical triplet loss (Ge et al., "Deep Metric Learning with Hierarchical Triplet Loss", ECCV 2018),
-as RINCE's baseline uses it (rince.md §c.10): the ground-truth class -> superclass -> root hierarchy
+as RINCE's baseline uses it (docs/papers/rince.md §c.10): the ground-truth class -> superclass -> root hierarchy
 replaces Ge et al.'s learned class tree.
 
-Ge et al.'s definitions, as recalled (their paper is not in ../shared/papers; the equations below
+Ge et al.'s definitions, as recalled (their paper is not among the project's paper texts; the equations below
 are written from memory of it and could not be checked against the text):
 
 * class distance (their tree's node distance), mean squared distance between the samples of two classes::

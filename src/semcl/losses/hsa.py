@@ -1,4 +1,4 @@
-"""HSA / CsMl multi-positive contrastive loss on a MoCo queue (hsa.md §c.1, §c.3-§c.5).
+"""HSA / CsMl multi-positive contrastive loss on a MoCo queue (docs/papers/hsa.md §c.1, §c.3-§c.5).
 
 Notation: queries q (anchor q_a, neighbour q_p, CutMix q_mix) and keys k_a, k_p, all L2-normalised;
 queue of K negatives n_1..n_K (rows of ``queue`` [K, D]); temperature tau; s(x, y) = x.y / tau.
@@ -22,7 +22,7 @@ Two-positive loss for query q with its own key k_o and the paired image's key k_
   A positive with weight 0 is left out of the denominator as well, so with (1, 0) both forms are
   MoCo's InfoNCE.
 
-* ``form="byol"`` (the BYOL appendix rows; the paper's formulation is unknown, this is hsa.md c.7's
+* ``form="byol"`` (the BYOL appendix rows; the paper's formulation is unknown, this is docs/papers/hsa.md §c.7's
   proposal): each InfoNCE term becomes BYOL's regression r(q, k) = 2 - 2 cos(q, k) of the predicted query
   onto the target key (the caller applies the predictor); the queue is not read::
 

@@ -1,4 +1,4 @@
-"""Latent Mixup (LM) of SCNS (scns.md §c.4, every detail an ``assumption``: the paper describes LM only
+"""Latent Mixup (LM) of SCNS (docs/papers/scns.md §c.4, every detail an ``assumption``: the paper describes LM only
 in prose): harder pseudo-negatives made by mixing each side's positive with its negatives in the
 embedding space, with the *same* mixing coefficient for teacher and student:
 

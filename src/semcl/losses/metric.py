@@ -1,4 +1,4 @@
-"""Metric-learning baselines of RINCE's Table 2 (../shared/papers/rince.md §c.10, §d.1).
+"""Metric-learning baselines of RINCE's Table 2 (docs/papers/rince.md §c.10, §d.1).
 
 Triplet loss with rank margins
 ------------------------------

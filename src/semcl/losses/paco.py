@@ -10,7 +10,7 @@ batch keys + a momentum queue) with one softmax over the concatenation:
     log p = L − log( Σ_c e^{L_c} + Σ_{j not self} e^{L_j} )
 
 Positive weights: the own centre gets w_{y_a} = 1 − ε and every other centre ε / (C − 1)
-(ε = ``smoothing``: the official GPaCo label smoothing, paco.md c.3 -- the paper is silent, so the
+(ε = ``smoothing``: the official GPaCo label smoothing, docs/papers/paco.md §c.3 -- the paper is silent, so the
 code's form is the default; the centre weights sum to 1, and ε = 0 leaves weight 1 on the own
 centre only); every non-self sample with label y_a gets α. The loss is
 
@@ -109,7 +109,7 @@ def supcon_loss(
     self_mask: Tensor,
     anchor_weights: Tensor | None = None,
 ) -> Tensor:
-    """SupCon in the MoCo framework, exactly GPaCo Eq. 3 (paco.md c.1): for anchor i,
+    """SupCon in the MoCo framework, exactly GPaCo Eq. 3 (docs/papers/paco.md §c.1): for anchor i,
 
         A(i) = the contrast columns except i's own (self_mask),  P(i) = {p ∈ A(i): y_p = y_i}
         L_i  = −(1/|P(i)|) Σ_{p∈P(i)} log( e^{a_i·k_p/τ} / Σ_{k∈A(i)} e^{a_i·k/τ} )

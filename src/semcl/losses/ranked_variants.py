@@ -5,7 +5,7 @@ Same inputs and term definitions as semcl.losses.ranked (P_r, N_r, e_j = exp(s_j
     "khosla_out":  ℓ_r(a) = -(1/|P_r(a)|) Σ_{p∈P_r} log( e_p / (Σ_{P_r} e + Σ_{N_r} e) ),
                    the L_out of Khosla et al. (2020): the other positives sit in every denominator
                    and each anchor first averages over its own positives; the mean is then over
-                   the anchors whose P_r is non-empty (fact sheet rince.md §g.5);
+                   the anchors whose P_r is non-empty (fact sheet docs/papers/rince.md §g.5);
 
 and ``prob_floor`` f >= 0 (the official CIFAR code's ``sum_in_log`` / ``sum_out_log`` use f = 1e-7):
 

@@ -9,7 +9,7 @@ drawn negatives m_{i,1..K} (bank entries, unit norm, shared by its two views):
 
 SupCon's form (Khosla et al. 2020, L^sup_out) with its denominator's in-batch negatives replaced by the
 sampled bank negatives, so the sampler (uniform, SCNS-class) alone decides which negatives each anchor
-sees. The SCNS paper's loss is unknown (scns.md §d.3: "SupCon-style", assumption).
+sees. The SCNS paper's loss is unknown (docs/papers/scns.md §d.3: "SupCon-style", assumption).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Companion embedding branches at intermediate stages (HSA multi-level losses, hsa.md §c.6).
+"""Companion embedding branches at intermediate stages (HSA multi-level losses, docs/papers/hsa.md §c.6).
 
 For stage l the branch g^l is one ResNet bottleneck block on the stage's map (1x1 -> 3x3 -> 1x1 with the
 stage's widths: C -> C/4 -> C/4 -> C, identity residual), global average pooling (``inferred``), and a

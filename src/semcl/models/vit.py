@@ -1,6 +1,6 @@
 """Vision Transformers as MAE fine-tunes them: timm's ViT with global average pooling + `fc_norm`.
 
-MAE's fine-tuning model (and GPaCo's copy, paco.md c.6) pools the patch tokens without the class
+MAE's fine-tuning model (and GPaCo's copy, docs/papers/paco.md §c.6) pools the patch tokens without the class
 token, x = mean_{t >= 1} h_t, then applies a LayerNorm `fc_norm` (the final `norm` is removed).
 timm's `VisionTransformer(global_pool="avg", fc_norm=True)` is exactly that; with `num_classes=0`
 its forward returns the pooled, normalised feature [B, D] (the classifier lives in the method).

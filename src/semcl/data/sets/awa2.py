@@ -1,7 +1,7 @@
 """Animals with Attributes 2 (AwA2) as an OOD set: `Animals_with_Attributes2/JPEGImages/<class>/*.jpg`.
 
 RINCE (Table 3) uses all images of `JPEGImages` through an ImageFolder as D_out for ImageNet-100
-(rince.md §e.4: 50 classes, 37,322 images): there is no train/test split, so both split names
+(docs/papers/rince.md §e.4: 50 classes, 37,322 images): there is no train/test split, so both split names
 read the whole folder. Classes in sorted folder order; images decoded by `FileImageSet`
 (Resize size / 0.875 -> CenterCrop size: 256 -> 224 at the default 224, the official eval transform).
 """

@@ -1,4 +1,4 @@
-"""ImageNet robustness test sets (GPaCo Sec. IV-C, paco.md e.5): readers and synthetic writers.
+"""ImageNet robustness test sets (GPaCo Sec. IV-C, docs/papers/paco.md §e.5): readers and synthetic writers.
 
 Layouts under the data root (the archives' own folder names):
     imagenet-c/<corruption>/<severity 1..5>/<wnid>/*.JPEG   15 corruptions x 5 severities

@@ -1,4 +1,4 @@
-"""Semantic-segmentation sets (GPaCo Sec. IV-D, paco.md e.5): readers and synthetic writers.
+"""Semantic-segmentation sets (GPaCo Sec. IV-D, docs/papers/paco.md §e.5): readers and synthetic writers.
 
 Layouts under the data root (as MMSegmentation's preparation leaves them):
     ADEChallengeData2016/images/{training,validation}/*.jpg + annotations/<same>/*.png   150 classes,

@@ -8,7 +8,7 @@ relative to the dataset folder under the data root. Layout (put or symlink the i
     <root>/iNaturalist18/iNaturalist18_{train,val}.txt    + train_val2018/
 
 Every split records the SHA-256 of the file that defines it (`FileImageSet.sources`), because
-more than one version of these files circulates (paco.md e.3).
+more than one version of these files circulates (docs/papers/paco.md §e.3).
 
 Synthetic stand-ins: 20 classes in groups of 5 (so the procedural images keep a two-level
 structure); the training split file is long-tailed by the CIFAR-LT rule at IF 20

@@ -1,6 +1,6 @@
 """Clip augmentation: one set of random parameters per clip, applied to all of its frames at once.
 
-RINCE video (rince.md §d.3): random-sized crop to 128×128, horizontal flip, colour jitter, random
+RINCE video (docs/papers/rince.md §d.3): random-sized crop to 128×128, horizontal flip, colour jitter, random
 colour drop (grey). Strengths are not given; the default ``VIDEO_RECIPE`` is the image recipe of
 the same paper (``supcon``: scale (0.2, 1), ratio (3/4, 4/3), flip 0.5, ColorJitter(0.4, 0.4,
 0.4, 0.1) with p = 0.8, grey p = 0.2) -- a named assumption.

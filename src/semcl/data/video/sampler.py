@@ -1,6 +1,6 @@
 """Temporal clip positions for RINCE's video ranks: x_f, x_s and x_v of each anchor video.
 
-RINCE (rince.md §c.6, §d.3, paper prose): all clips are ``T = 16`` frames at temporal stride 3
+RINCE (docs/papers/rince.md §c.6, §d.3, paper prose): all clips are ``T = 16`` frames at temporal stride 3
 (a clip spans ``S = (T − 1)·3 + 1 = 46`` frames); rank 1 is x_f, the anchor clip under another
 augmentation (same frames as the anchor); rank 2 is x_s; rank 3 is x_v, a clip of the same video
 "at least 48 frames away" from x_f and x_s. Named assumptions (the paper gives no code):

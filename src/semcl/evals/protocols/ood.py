@@ -2,7 +2,7 @@
 
 A profile may substitute the OOD set (`substitute: {cifar10: mnist}`) or drop it (null).
 A column may restrict its set to a named class subset (`classes: outliers20`: TinyImageNet's 20
-outlier classes, RINCE rince.md §g.7). Every run with that OOD set also measures each subset of it
+outlier classes, RINCE docs/papers/rince.md §g.7). Every run with that OOD set also measures each subset of it
 (a subset of the same features), so such a column changes neither the eval config nor run ids."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
 INFERENCE = {"single_scale": "miou_ss", "multi_scale": "miou_ms"}
-MS_SCALES = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75]  # mmseg's aug-test img_ratios (an assumption, paco.md f)
+MS_SCALES = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75]  # mmseg's aug-test img_ratios (an assumption, docs/papers/paco.md §f)
 
 
 def validate(column: Column, where: str) -> None:

@@ -1,5 +1,5 @@
 """Top-1 of a fine-tuned video classifier on the test videos, clip logits averaged per video
-(rince.md §f.4). Read from methods with `video_classifier` (`classify_clips(x)`); clips per video:
+(docs/papers/rince.md §f.4). Read from methods with `video_classifier` (`classify_clips(x)`); clips per video:
 eval.video_clips (None = 10, a common choice; the paper's number is unknown)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Source: HobbitLong/RepDistiller @ b84f547c5db6a35318d4671d7d5c4de74c822403, scripts/run_cifar_distill.sh
 (one line per method, resnet32x4 → resnet8x4; flags -r γ, -a α, -b β; -r defaults to 1 in
-train_student.py), transcribed in shared/papers/scns.md §d.2. The β values were tuned against
+train_student.py), transcribed in docs/papers/scns.md §d.2. The β values were tuned against
 RepDistiller's loss forms; where a loss here defaults to the paper's form (CC, PKT, FT: see their
 ``variant``), ``tuned_for`` names the variant the β belongs to. RepDistiller's AB and FSP add no
 distillation term after their 30-epoch initialisation stage (helper/loops.py sets loss_kd = 0), so

@@ -1,4 +1,4 @@
-"""RINCE's hierarchy-aware cross-entropy baselines (Table 2, ../shared/papers/rince.md §c.10).
+"""RINCE's hierarchy-aware cross-entropy baselines (Table 2, docs/papers/rince.md §c.10).
 
 Both train like the `ce` row (crop + flip, lr 0.8, 500 epochs, batch 512; set by the registry row)
 and keep its model: a backbone and a linear fine-class head. The evaluations read `backbone`

@@ -1,4 +1,4 @@
-"""Knowledge distillation on the RepDistiller protocol (shared/papers/scns.md §d.2) and SCNS (§c, §d.3).
+"""Knowledge distillation on the RepDistiller protocol (docs/papers/scns.md §d.2) and SCNS (§c, §d.3).
 
 * `kd_teacher`: plain cross-entropy training of the KD-zoo network `method.teacher_arch` (a key of
   semcl.models.kd.KD_MODELS; not model.backbone, so that a profile's model.backbone resizes the students
@@ -9,7 +9,7 @@
   (semcl.losses.distill.REPDISTILLER_WEIGHTS; a test keeps the two in step). `teacher_arch` must equal
   the teacher row's `method.teacher_arch`: the student builds the teacher network before loading its weights.
 
-`teacher_outputs` (scns.md §g.1):
+`teacher_outputs` (docs/papers/scns.md §g.1):
 * `online` (default, RepDistiller helper/loops.py `train_distill`, whose numbers sit beside these rows): the
   frozen teacher runs in eval mode, without gradient, on the student's augmented batch.
 * `cached` (variant: the SCNS text's reading, "outputs ... stored after performing a single forward pass over
@@ -186,7 +186,7 @@ class CRDKDMethod(CRDMethod):
 
 @dataclass
 class _SCNSFields(CRDMethod):
-    """CRD with SCNS negatives and Latent Mixup (scns.md §c.2-§c.5, §d.3; every choice an assumption).
+    """CRD with SCNS negatives and Latent Mixup (docs/papers/scns.md §c.2-§c.5, §d.3; every choice an assumption).
 
     objective: InfoNCE by default. CRD's NCE posterior assumes uniform noise P_n = 1/N, and the SCNS
     samplers never draw the anchor itself (noise probability 0 at the positive), so NCE with the sampler's

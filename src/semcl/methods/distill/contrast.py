@@ -6,7 +6,7 @@ Per step (anchor i = batch.indices, y its label), with M_S / M_T the student / t
     student anchor v_S(i) scores against M_T[i, n], teacher anchor v_T(i) against M_S[i, n]
     objective: CRD's NCE (crd, crd_kd: uniform noise P_n = 1/N, as its sampler) or InfoNCE (SCNS default:
       the SCNS samplers are not uniform and never draw the anchor, so NCE's noise model does not hold)
-    Latent Mixup (scns.md §c.4; SCNS §1 "a distance (or divergence) is minimized between both mixed
+    Latent Mixup (docs/papers/scns.md §c.4; SCNS §1 "a distance (or divergence) is minimized between both mixed
       representations"), lambda ~ U(0, lm_lam_max) shared by both sides, first M = lm_num_mixed negatives:
       distance (default): + lm_weight * mean ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
                           (the anchors' current embeddings as the positives, so the term has a gradient)

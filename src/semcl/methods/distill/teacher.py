@@ -1,5 +1,5 @@
 """The frozen teacher of a student run: loading it from the teacher run's state, and the one pass over
-the un-augmented training images that the `cached` mode reads (scns.md §g.1)."""
+the un-augmented training images that the `cached` mode reads (docs/papers/scns.md §g.1)."""
 
 from __future__ import annotations
 

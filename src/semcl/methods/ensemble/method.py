@@ -1,5 +1,5 @@
 """Logit-sum ensembles: no training; the members' saved test logits are summed (official evaluation,
-paco.md f) and scored like one model."""
+docs/papers/paco.md §f) and scored like one model."""
 
 from __future__ import annotations
 

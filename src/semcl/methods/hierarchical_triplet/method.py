@@ -1,4 +1,4 @@
-"""RINCE's "Hierarchical triplet" baseline (Table 2; ../shared/papers/rince.md §c.10, §d.1): Ge et al.'s
+"""RINCE's "Hierarchical triplet" baseline (Table 2; docs/papers/rince.md §c.10, §d.1): Ge et al.'s
 hierarchical triplet loss (ECCV 2018) with the ground-truth CIFAR superclasses as the class tree.
 
 Model and recipe as RINCE's other metric-learning baselines: backbone + the SCL projection head

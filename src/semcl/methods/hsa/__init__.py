@@ -1,13 +1,13 @@
-"""HSA / CsMl ("Seed the Views", ../shared/papers/hsa.md): MoCo v2 with kNN positives, CutMix between
+"""HSA / CsMl ("Seed the Views", docs/papers/hsa.md §c, §g): MoCo v2 with kNN positives, CutMix between
 neighbours and companion losses at intermediate stages; and plain MoCo v2 (`mocov2`), its baseline.
 
 The default variant `paper` is the paper's method (k 10 from f_q, CutMix alpha 1, companion losses) trained
 with the official code's loss scale and warm-up (haohang96/CSML @be34e84 main_moco.py:418-433): the three
 terms divided by 3 and the neighbour weight 0 while `epoch > 10` is false. The paper's batch 1024 / lr 0.12 is
 the code's 256 / 0.03, a learning rate tuned on the divided loss, so the row compared with 76.6 runs the
-divided loss (docs/papers/hsa.md §g rows 4-5). `paper_text` is the paper's text read literally (Eq. 5: the
+divided loss (docs/papers/hsa.md §g.4, §g.5). `paper_text` is the paper's text read literally (Eq. 5: the
 plain sum, no warm-up): 3x the default's loss scale at the same lr, a named variant row. `code` is the
-official code throughout (hsa.md §g). `variant` fills every knob left unset (None), as RINCE's variants do.
+official code throughout (docs/papers/hsa.md §g). `variant` fills every knob left unset (None), as RINCE's variants do.
 """
 
 from dataclasses import dataclass, field
@@ -17,7 +17,7 @@ from semcl.methods.spec import MethodSpec
 
 STAGES = frozenset({"layer1", "layer2", "layer3", "layer4"})
 
-# hsa.md §g rows 1, 2, 3, 4, 5, 8. Warm-up 11: the official neighbour weight is 0 for 0-indexed epochs 0..10
+# docs/papers/hsa.md §g.1, §g.2, §g.3, §g.4, §g.5, §g.8. Warm-up 11: the official neighbour weight is 0 for 0-indexed epochs 0..10
 # (`epoch > 10` false; semcl.losses.hsa.CODE_WARMUP_EPOCHS); mini / smoke profiles set 1 (their 8-10 / 2
 # epochs hold about half an epoch of the code's 11 / 200, rounded up so the phase exists)
 _PAPER = {"k": 10, "features": "query", "cutmix_alpha": 1.0, "companions": True}
@@ -34,7 +34,7 @@ HSA_VARIANTS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class HSAMethod:
-    """Every knob of hsa.md §c/§d. Ablation switches: `neighbours` (kNN positives), `cutmix`, `companions`."""
+    """Every knob of docs/papers/hsa.md §c / §d. Ablation switches: `neighbours` (kNN positives), `cutmix`, `companions`."""
 
     name: str = "hsa"
     queue_size: int = 65536  # K (official code; paper silent)
@@ -51,7 +51,7 @@ class HSAMethod:
     neighbour_weight: float = 0.5  # weight of the paired image's key
     warmup_epochs: int | None = None  # epochs with weights (1, 0) first (paper / code 11, paper_text 0)
     # code (two InfoNCE terms) | single_softmax (both positives in one softmax) | byol (BYOL's regression with a
-    # predictor on the query side, no negatives: the appendix's "on BYOL" rows, hsa.md c.7 proposal)
+    # predictor on the query side, no negatives: the appendix's "on BYOL" rows, docs/papers/hsa.md §c.7 proposal)
     loss_form: str = "code"
     reduction: str | None = None  # mean of L_qa, L_qp, L_qmix (paper / code: / 3) | sum (paper_text)
     # neighbours (and mixed images) per anchor and step (appendix "more positives"; None = 1, the paper's

@@ -1,4 +1,4 @@
-"""HSA / CsMl on a MoCo v2 base, and MoCo v2 itself (../shared/papers/hsa.md §c).
+"""HSA / CsMl on a MoCo v2 base, and MoCo v2 itself (docs/papers/hsa.md §c).
 
 Per step (anchor images x_a with the engine's two views; the neighbour x_p drawn from the kNN table):
 

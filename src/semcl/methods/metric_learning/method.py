@@ -1,4 +1,4 @@
-"""RINCE's metric-learning baselines (Table 2; ../shared/papers/rince.md §c.10): triplet loss with rank
+"""RINCE's metric-learning baselines (Table 2; docs/papers/rince.md §c.10): triplet loss with rank
 margins and FastAP. The losses are in semcl.losses.metric.
 
 Both keep the SCL/RINCE model and recipe where the paper says "rest as RINCE": the backbone plus the

@@ -26,7 +26,7 @@ class PacoMethod:
     queue_size: int = 8192
     momentum: float = 0.999
     prior: str = "train"  # balanced-softmax offset on center logits: train | uniform | none
-    centers_over_tau: bool = False  # official code leaves center logits unscaled (paco.md g.9)
+    centers_over_tau: bool = False  # official code leaves center logits unscaled (docs/papers/paco.md §g.9)
     label_smoothing: float = 0.0  # on the center target (GPaCo full-ImageNet / ViT runs use 0.1)
     queue_init: str = "official"  # the official builders' initial queue (QUEUE_INIT)
 

@@ -1,6 +1,6 @@
 """PaCo, GPaCo and SupCon-with-a-queue: contrast samples and learnable class centers.
 
-Setup of the official code (../shared/papers/paco.md c.1-c.4):
+Setup of the official code (docs/papers/paco.md §c.1-§c.4):
 * The class centers are the weight and bias of one linear classifier on the *un-normalised*
   pooled feature; a center logit is w_j . x + b_j, not divided by tau (code; `centers_over_tau`
   is the paper's ambiguous alternative). With `prior: train` log(pi_j) is added to every center
@@ -50,7 +50,7 @@ def center_offset(prior: str, info: DataInfo) -> torch.Tensor:
     """What is added to the center logits in training: log pi (train), log(1/C) (uniform), or 0."""
     if prior == "train":
         return log_prior(info)
-    if prior == "uniform":  # the official full-CIFAR-100 GPaCo script's constant offset (paco.md g.8)
+    if prior == "uniform":  # the official full-CIFAR-100 GPaCo script's constant offset (docs/papers/paco.md §g.8)
         return torch.full((info.num_classes,), -float(torch.log(torch.tensor(float(info.num_classes)))))
     return torch.zeros(info.num_classes)
 
@@ -58,7 +58,7 @@ def center_offset(prior: str, info: DataInfo) -> torch.Tensor:
 def effective_number_weights(info: DataInfo, beta: float = 0.999) -> torch.Tensor:
     """mean(E) / E_j with E_j = (1 - beta^n_j) / (1 - beta) over all classes: the per-class weights
     the LT multi-task scripts intend for the SupCon term (their code yields all ones, module docstring;
-    paco.md c.5). An empty class (E = 0, weight infinite there, never used by an anchor) gets 0 here."""
+    docs/papers/paco.md §c.5). An empty class (E = 0, weight infinite there, never used by an anchor) gets 0 here."""
     if info.class_counts is None:
         raise ValueError("effective-number weights need the training set's class counts")
     effective = (1 - beta ** info.class_counts.double()) / (1 - beta)

@@ -6,7 +6,7 @@ from typing import Any
 from semcl.methods.spec import MethodSpec
 
 # The official CIFAR code's floor: `sum_in_log` / `sum_out_log` drop every term whose probability is
-# <= 1e-7 before the mean (rince.md §c.8); semcl.losses.ranked_info_nce(prob_floor=...).
+# <= 1e-7 before the mean (docs/papers/rince.md §c.8); semcl.losses.ranked_info_nce(prob_floor=...).
 OFFICIAL_PROB_FLOOR = 1e-7
 DEFAULT_NAME_MODEL = "all-MiniLM-L6-v2"  # = semcl.data.name_similarity.DEFAULT_MODEL (this module is torch-free)
 
@@ -37,12 +37,12 @@ RINCE_VARIANTS: dict[str, dict[str, Any]] = {
     # official CIFAR branch: cumulative rank-2 positives, mean over ranks, own key only in rank 1
     "code": {"positives": "cumulative", "rank_reduction": "mean", "key_first_rank_only": True},
     # "code" + the official 1e-7 probability floor (sum_in_log / sum_out_log): what trained the
-    # released CIFAR checkpoints (rince.md §c.8, §g)
+    # released CIFAR checkpoints (docs/papers/rince.md §c.8, §g)
     "official_code": {"positives": "cumulative", "rank_reduction": "mean", "key_first_rank_only": True,
                       "prob_floor": OFFICIAL_PROB_FLOOR},
     # the README's "RINCE out-in" command as printed: it passes `mixed_out_in_log True`, which only
     # renames the run (the loss reads `mixed_out_in`, default False), so it trains RINCE-in with the
-    # official code's semantics (rince.md §d.1, §g.1). The row keeps form out_in (what the README
+    # official code's semantics (docs/papers/rince.md §d.1, §g.1). The row keeps form out_in (what the README
     # means); the loss runs the form in VARIANT_FORMS.
     "readme_literal": {"positives": "cumulative", "rank_reduction": "mean", "key_first_rank_only": True,
                        "prob_floor": OFFICIAL_PROB_FLOOR},
@@ -66,7 +66,7 @@ class RinceMethod:
     key_first_rank_only: bool | None = None
     prob_floor: float | None = None  # None = 0.0 (no floor); the variants official_code / readme_literal: 1e-7
     # ranks "names" (ImageNet-100): class j is a rank-2 positive of i when S[i, j] >= name_threshold,
-    # S the cosine similarity of the class names' sentence embeddings (rince.md §c.6). The threshold is
+    # S the cosine similarity of the class names' sentence embeddings (docs/papers/rince.md §c.6). The threshold is
     # a number or "paper" (0.45) / "readme" (0.4); the matrix comes from name_similarity_file when given
     # (e.g. the official word_sims_imagenet100.npy), else from the sentence-transformer name_model.
     name_threshold: float | str | None = None

@@ -5,7 +5,7 @@ projection of view 1, the anchor's own positive is the key encoder's projection 
 and every other candidate comes from the memory bank; other samples of the current batch are
 not candidates. The bank is updated with this batch's keys after the loss is computed.
 SCL is the single-rank case (rank 1 = same class); RINCE adds rank 2 = same superclass (CIFAR-100)
-or = classes whose names are similar (ImageNet-100, ``method.ranks: names``, rince.md §c.6) with
+or = classes whose names are similar (ImageNet-100, ``method.ranks: names``, docs/papers/rince.md §c.6) with
 its own, higher temperature. With name ranks the class-name similarity matrix is written into the
 run folder (class_name_similarity.csv) and its sha256 into the log at the start of training.
 """

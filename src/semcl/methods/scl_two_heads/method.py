@@ -1,4 +1,4 @@
-"""RINCE's "SCL two heads" baseline (rince.md §c.10): SCL with two projection heads on one backbone.
+"""RINCE's "SCL two heads" baseline (docs/papers/rince.md §c.10): SCL with two projection heads on one backbone.
 
     L = (1 − λ) · L_fine + λ · L_super,   λ = ``method.weight``
 
@@ -7,7 +7,7 @@ MoCo-style setup (semcl.methods.ranked_contrastive): the query is the online pro
 the anchor's own positive is the momentum key encoder's projection of view 2, every other
 candidate comes from a memory bank, and the bank is written with this batch's keys after the loss.
 
-Choices where the paper says nothing (``unknown`` in rince.md):
+Choices where the paper says nothing (``unknown`` in docs/papers/rince.md §c.10):
 
 * Key encoder: one momentum copy of the backbone and of each head; the key backbone runs once on
   view 2 and feeds both key heads (what a momentum copy of the two-head network computes).

@@ -1,4 +1,4 @@
-"""SCNS's supervised setting (scns.md §b `scns/sup-cifar10`, §d.3): supervised contrastive training whose
+"""SCNS's supervised setting (docs/papers/scns.md §b `scns/sup-cifar10`, §d.3): supervised contrastive training whose
 negatives come from a memory bank drawn by a sampler: `uniform` (other-class images, CRD's pool) or
 `class` (SCNS-class: a class among the top-k word-similar ones, drawn ∝ similarity, then an image), or, as
 `scns_supcon_instance`, SCNS-instance (the k most similar other-class images by the penultimate features of a
@@ -43,13 +43,13 @@ class SCNSSupConMethod:
 class SCNSSupConInstanceMethod:
     """SCNS-instance in the supervised setting. The paper's "pretrained network" is unknown: here the run the
     row names with `teacher:` (a cross-entropy run of the same backbone, assumption), its backbone's pooled
-    features of the un-augmented training images, one pass before training (scns.md c.3)."""
+    features of the un-augmented training images, one pass before training (docs/papers/scns.md §c.3)."""
 
     name: str = "scns_supcon_instance"
     num_negatives: int = 4096
     temperature: float = 0.1
     bank_momentum: float = 0.5
-    k: int = 10  # other-class images per pool (scns.md d.3: 10)
+    k: int = 10  # other-class images per pool (docs/papers/scns.md §d.3: 10)
     weighting: str = "uniform"  # uniform within the pool (sheet) | similarity (clipped cosine)
     latent_mixup: bool = False
     lm_lam_max: float = 1.0

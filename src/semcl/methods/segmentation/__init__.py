@@ -1,4 +1,4 @@
-"""Semantic segmentation with and without GPaCo's auxiliary pixel loss (GPaCo Sec. IV-D, paco.md c.7).
+"""Semantic segmentation with and without GPaCo's auxiliary pixel loss (GPaCo Sec. IV-D, docs/papers/paco.md §c.7).
 
 The in-suite segmenter is torchvision's DeepLabV3 (ResNet-50/101, or a tiny CNN for smoke tests): a
 stand-in for the paper's MMSegmentation models (UperNet-Swin, DeepLabV3+), which

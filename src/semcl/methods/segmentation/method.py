@@ -106,7 +106,7 @@ class Segmenter(Method):
 
 
 class GPacoSegmenter(Segmenter):
-    """+ GPaCo pixel loss on MLP(decoder feature), labels nearest-downsampled (paco.md c.7)."""
+    """+ GPaCo pixel loss on MLP(decoder feature), labels nearest-downsampled (docs/papers/paco.md §c.7)."""
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)

@@ -3,7 +3,7 @@
     python -m semcl.methods.segmentation.mmseg_export --out DIR [--data-root ROOT] [--run CONFIG]
 
 writes one config per row (baseline and +GPaCo) and `gpaco_mmseg_plugin.py`, the plug-in that adds
-GPaCo's pixel loss (semcl.losses.gpaco_seg, paco.md c.7) to a decode head: the head's `cls_seg`
+GPaCo's pixel loss (semcl.losses.gpaco_seg, docs/papers/paco.md §c.7) to a decode head: the head's `cls_seg`
 input (the decoder feature) goes through a 3-layer 1x1 MLP to 128-d (two ConvModules with the head's
 norm, SyncBN in the base configs, then a conv, as the official heads); the loss is added with weight 1.
 The suite's own DeepLabV3 rows are stand-ins (no decoder, no auxiliary head, square resizes, epochs):
@@ -31,7 +31,7 @@ _COCO10K_MODEL = ("data_preprocessor=dict(size=(512, 512)), decode_head=dict(num
                   "auxiliary_head=dict(num_classes=171)")
 
 # row label (without "Baseline " / "GPaCo ") -> (mmseg 1.x base configs, model overrides, GPaCo alpha):
-# the official recipes of PCL GPaCo/Seg/configs/paco_* @fe56535 (alphas: paco.md c.7); the Swin rows
+# the official recipes of PCL GPaCo/Seg/configs/paco_* @fe56535 (alphas: docs/papers/paco.md §c.7); the Swin rows
 # crop 512 x 512 as the official configs (Swin-L included: window12, ImageNet-22k 384 pre-training)
 ROWS = {
     "ADE20K Swin-T (UperNet)": (("swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",), "",

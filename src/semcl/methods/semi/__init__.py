@@ -1,10 +1,10 @@
-"""Semi-supervised fine-tuning on the 1 % / 10 % ImageNet label subsets (HSA hsa.md c.8, d.3), a
+"""Semi-supervised fine-tuning on the 1 % / 10 % ImageNet label subsets (HSA docs/papers/hsa.md §c.8, §d.3), a
 second stage (`init_from`: a pre-training row) that fine-tunes the whole backbone and a new linear
 classifier with cross-entropy on the labelled subset only.
 
 The subsets are SimCLR's image lists, read from the data root:
 `<root>/imagenet/semi/1percent.txt` / `10percent.txt`, one training file name per line
-(e.g. `n01440764_10026.JPEG`). The recipe (inferred, hsa.md d.3: the SimCLR / MoCo semi-supervised
+(e.g. `n01440764_10026.JPEG`). The recipe (inferred, docs/papers/hsa.md §d.3: the SimCLR / MoCo semi-supervised
 protocol): SGD with Nesterov momentum 0.9, no weight decay, crop + flip, 60 epochs on the 1 %
 subset / 30 on the 10 % subset (set in the table), the classifier at `classifier_lr_scale` times
 the backbone's learning rate (1 = SimCLR; BYOL / SwAV use larger classifier rates).
@@ -29,11 +29,11 @@ class SemiFinetuneMethod:
     name: str = "semi_finetune"
     subset: str = "1percent"  # 1percent | 10percent: <root>/imagenet/semi/<subset>.txt
     classifier_lr_scale: float = 1.0  # classifier lr / backbone lr (SimCLR: 1)
-    mining: str = "none"  # entropy: hsa.md c.8 pseudo-label mining (planned)
+    mining: str = "none"  # entropy: docs/papers/hsa.md §c.8 pseudo-label mining (planned)
 
     def __post_init__(self) -> None:
         if self.mining == "entropy":
-            raise ValueError("method.mining 'entropy' (hsa.md c.8 entropy-filtered pseudo-labelling) is planned, "
+            raise ValueError("method.mining 'entropy' (docs/papers/hsa.md §c.8 entropy-filtered pseudo-labelling) is planned, "
                              "not implemented: its threshold, rounds and schedule are unknown")
         if not self.classifier_lr_scale > 0:
             raise ValueError(f"method.classifier_lr_scale must be > 0, got {self.classifier_lr_scale}")

@@ -1,4 +1,4 @@
-"""ViT fine-tuning from MAE checkpoints (GPaCo Sec. IV-C, paco.md c.6, d.2): the MAE cross-entropy
+"""ViT fine-tuning from MAE checkpoints (GPaCo Sec. IV-C, docs/papers/paco.md §c.6, §d.2): the MAE cross-entropy
 baseline, GPaCo's multi-task baseline and GPaCo, all on timm ViTs with MAE's recipe (AdamW with
 layer-wise lr decay, drop-path, warm-up + half-cycle cosine, effective batch 1024)."""
 
@@ -11,7 +11,7 @@ ARCHS = frozenset({"vit_base_patch16", "vit_large_patch16", "vit_tiny_test"})
 
 @dataclass
 class _ViTFields:
-    """Knobs shared by the three ViT methods (MAE main_finetune defaults; paco.md d.2)."""
+    """Knobs shared by the three ViT methods (MAE main_finetune defaults; docs/papers/paco.md §d.2)."""
 
     arch: str = "vit_base_patch16"  # vit_large_patch16 for the ViT-L rows
     # MAE pre-trained encoder, {"model": state_dict}; a relative path is under the data root;
@@ -63,7 +63,7 @@ class MultiTaskViTMethod(_ViTFields):
 @dataclass
 class GPacoViTMethod(_ViTFields):
     """GPaCo on a ViT (main_finetune_gpaco.py): PaCo loss over both views and a queue of 8192 inside
-    the model; alpha 0.2 and centre label smoothing 0.1 are the code's (paper silent, paco.md g.5)."""
+    the model; alpha 0.2 and centre label smoothing 0.1 are the code's (paper silent, docs/papers/paco.md §g.5)."""
 
     name: str = "gpaco_vit"
     alpha: float = 0.2

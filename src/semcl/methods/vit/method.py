@@ -1,5 +1,5 @@
 """MAE ViT fine-tuning (`mae_finetune`), GPaCo's multi-task baseline (`multitask_vit`) and GPaCo
-(`gpaco_vit`) on timm ViTs (paco.md c.6, d.2; official GPaCo/MAE-ViTs code, MAE main_finetune).
+(`gpaco_vit`) on timm ViTs (docs/papers/paco.md §c.6, §d.2; official GPaCo/MAE-ViTs code, MAE main_finetune).
 
 Shared recipe: the ViT (MAE global pool + fc_norm) starts from an MAE checkpoint; a linear head
 (trunc-normal std 2e-5, as MAE) on the pooled feature is the classifier (GPaCo: the class centres);
@@ -13,7 +13,7 @@ norms, pos_embed, cls_token. The schedule (optim.shape "mae"), gradient accumula
 * GPaCo / multi-task: both views through the one ViT, each called on its own (the official forward
   calls forward_features per view); MLP projector D -> D (GELU) -> D (GELU) -> 128; a queue of 8192
   normalised view-2 projections with labels, initialised with random labels over the classes as the
-  official model (paco.md c.6). GPaCo: the PaCo loss (semcl.losses.paco_loss) with both views as
+  official model (docs/papers/paco.md §c.6). GPaCo: the PaCo loss (semcl.losses.paco_loss) with both views as
   anchors, centres = head logits (no tau, no prior), centre target smoothed by 0.1; multi-task:
   label-smoothed CE on both views' logits + weight * SupCon (tau 0.2).
 """

@@ -23,7 +23,7 @@ from semcl.runs import Store, plan_runs
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "gain", "knn",
                                 "robustness", "segmentation", "stage_probe",
-                                "video_accuracy", "video_retrieval", "features"}
+                                "video_accuracy", "video_retrieval", "features", "detection"}
     optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
     owned = [f for e in EVALUATIONS.values() for f in e.fields]
     assert all(name == e.name for name, e in EVALUATIONS.items())
@@ -44,6 +44,7 @@ def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     ({"eval": "knn"}, "knn_top1_k20"),
     ({"eval": "knn", "k": 200}, "knn_top1_k200"),
     ({"eval": "stage_probe", "stage": "layer2"}, "stage_probe_top1_layer2"),
+    ({"eval": "detection", "key": "ap75"}, "ap75"),
 ])
 def test_metric_keys(column, key):
     col = validate_column({"key": "c", "label": "C", **column}, "x.yaml", 0)

@@ -12,6 +12,7 @@ from typing import Any
 from semcl.errors import ConfigError
 from semcl.evals.protocols import (
     accuracy,
+    detection,
     features,
     gain,
     knn,
@@ -44,6 +45,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         video_accuracy.EVALUATION,
         video_retrieval.EVALUATION,
         reported.EVALUATION,
+        detection.EVALUATION,
         gain.EVALUATION,
         features.EVALUATION,
     )

@@ -32,6 +32,13 @@ BENCHMARK_OPTS: dict[str, list[str]] = {
              "SOLVER.MAX_ITER", "180000", "SOLVER.STEPS", "(120000, 160000)"],
 }
 
+# detectron2 metric name -> metrics.json key, per benchmark: the transfer tables' column keys (eval: detection)
+METRIC_KEYS: dict[str, dict[str, str]] = {
+    "voc": {"bbox/AP": "ap", "bbox/AP50": "ap50", "bbox/AP75": "ap75"},
+    "coco": {"bbox/AP": "ap_bb", "bbox/AP50": "ap50_bb", "bbox/AP75": "ap75_bb",
+             "segm/AP": "ap_mk", "segm/AP50": "ap50_mk", "segm/AP75": "ap75_mk"},
+}
+
 
 @dataclass
 class Detectron2TransferMethod:

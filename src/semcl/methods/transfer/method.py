@@ -12,15 +12,9 @@ from pathlib import Path
 
 from semcl.errors import ConfigError, DataError
 from semcl.methods.base import Dependency, Method
-from semcl.methods.transfer import BENCHMARK_OPTS
+from semcl.methods.transfer import BENCHMARK_OPTS, METRIC_KEYS
 from semcl.methods.transfer.train_net import require_detectron2
 
-# detectron2 metric name -> metrics.json key, per benchmark (the transfer tables' column keys)
-METRIC_KEYS = {
-    "voc": {"bbox/AP": "ap", "bbox/AP50": "ap50", "bbox/AP75": "ap75"},
-    "coco": {"bbox/AP": "ap_bb", "bbox/AP50": "ap50_bb", "bbox/AP75": "ap75_bb",
-             "segm/AP": "ap_mk", "segm/AP50": "ap50_mk", "segm/AP75": "ap75_mk"},
-}
 ENTRY_POINT = "semcl.methods.transfer.train_net"
 
 

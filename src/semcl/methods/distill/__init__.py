@@ -13,7 +13,7 @@
 * `online` (default, RepDistiller helper/loops.py `train_distill`, whose numbers sit beside these rows): the
   frozen teacher runs in eval mode, without gradient, on the student's augmented batch.
 * `cached` (variant: the SCNS text's reading, "outputs ... stored after performing a single forward pass over
-  mini-batches", shared/seeds SCNS §3): one eval-mode pass of the frozen teacher over the *un-augmented*
+  mini-batches", SCNS arXiv 2102.06603 §3): one eval-mode pass of the frozen teacher over the *un-augmented*
   (test-transformed) training images before the first step; each step reads the rows of its batch's
   indices, so the student's augmented crop and the teacher's target differ. Meant for the per-image
   vectors (kd, cc, rkd, pkt, crd, scns_*): a cached map of the un-augmented image is misaligned with the crop.

@@ -1,4 +1,4 @@
-"""Detection / segmentation transfer through detectron2 (HSA hsa.md d.4): a second stage
+"""Detection / segmentation transfer through detectron2 (HSA docs/papers/hsa.md §d.4): a second stage
 (`init_from`: a pre-training row) that exports the base backbone in detectron2's format
 (semcl.export), runs our detectron2 entry point `semcl.methods.transfer.train_net` (it registers MoCo's
 `Res5ROIHeadsExtraNorm`, which detectron2's own tools/train_net.py does not) once per trial with the MoCo
@@ -45,7 +45,7 @@ class Detectron2TransferMethod:
     """Export the base backbone and run detectron2 on it, `trials` times."""
 
     name: str = "detectron2_transfer"
-    benchmark: str = "voc"  # voc | coco: the registered values of hsa.md d.4
+    benchmark: str = "voc"  # voc | coco: the registered values of docs/papers/hsa.md §d.4
     # None: our entry point (python -m semcl.methods.transfer.train_net); else a script of the user's
     # ($SEMCL_DETECTRON2_TRAIN_NET also names one) taking the same command line
     train_net: str | None = None

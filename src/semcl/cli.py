@@ -418,10 +418,19 @@ def cmd_report(args) -> None:
     try:
         out = Path(args.out) if args.out else _results_root(args) / "reports"  # never the tracked reproduce/ by default
         ov = overlay(args)
-        text, path = build_report(args.paper, args.profile, _store(args), out, overlay=ov)
+        if args.html:  # the page and, from the same data, the Markdown beside it
+            from semcl.report.html import build_html_report
+
+            page, path = build_html_report(args.paper, args.profile, _store(args), out, overlay=ov)
+        else:
+            text, path = build_report(args.paper, args.profile, _store(args), out, overlay=ov)
         say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if args.html:
+        print(page)
+        print(f"(written to {page} and {path})", file=sys.stderr)
+        return
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
 
@@ -439,6 +448,7 @@ def cmd_check(args) -> None:
 
     from semcl.cluster import load_cluster_profile
     from semcl.preflight import Reduce, check_tables
+    from semcl.preflight_pool import default_jobs
     from semcl.preflight_report import render, write_status
 
     cluster = load_cluster_profile(args.cluster)
@@ -454,7 +464,8 @@ def cmd_check(args) -> None:
 
     with tempfile.TemporaryDirectory(prefix="semcl-check-") as work:
         results = check_tables(tables, args.profile, Path(work), cluster.gpu_mem_gb, reduce=reduce,
-                               batch=args.batch, progress=progress)
+                               batch=args.batch, progress=progress, jobs=args.jobs or default_jobs(),
+                               cache=None if args.no_cache else _results_root(args) / "preflight" / "cache")
     print(render(results), end="")
     if reduce is None:  # only a full-size check clears a table for the cluster
         write_status(_preflight_file(args), args.profile, results)
@@ -584,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CI size: resnet_tiny backbone, 32-px images, 64/32 head, no pretrained file "
                          "(not recorded as a preflight)")
     sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
+    sp.add_argument("--jobs", type=positive_int, help="checks in parallel processes (default: the CPU count)")
+    sp.add_argument("--no-cache", action="store_true",
+                    help="check every shape again (default: passed shapes are read from results/preflight/cache, "
+                         "per code version)")
     with_set(sp, "with --set: only this row varies (repeatable)")
     sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("table", help="paper vs ours table from the results store")
@@ -608,6 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
     with_profile(sp)
     sp.add_argument("--out", default=None, help="folder for <paper>.<profile>.md (default: <results>/reports/; "
                                                 "the curated pages are reproduce/)")
+    sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "
+                    "(tables with provenance on hover, claims' verdicts, figures inline); prints its path")
     add_numbers_option(sp)
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"

@@ -108,6 +108,21 @@ def user_paper_diff(c: Claim, registry: dict[str, Table]) -> tuple[str, list[str
     return f" ({diff:+.2f}†)", [f"`{c.id}`: † paper Δ from the paper values {'; '.join(srcs)}"]
 
 
+CLAIM_HEADER = ["Claim", "Comparison", "A: mean ± std (n)", "B: mean ± std (n)", "Δ = A − B (paper)", "p (Welch)",
+                "95% CI of Δ", "Verdict"]
+
+
+def claim_cells(v: Verdict, registry: dict[str, Table]) -> tuple[list[str], list[str]]:
+    """The cells after Claim and Comparison (CLAIM_HEADER), and the user-supplied source lines they cite."""
+    c, j = v.claim, v.judgement
+    paper, said = user_paper_diff(c, registry)
+    paper = f" ({c.stated:+g})" if c.stated is not None else paper
+    if j is None:
+        return [DASH, DASH, DASH + paper, DASH, DASH, f"{v.verdict}: {v.detail}"], said
+    return [_side(j.mean_a, j.std_a, j.n_a), _side(j.mean_b, j.std_b, j.n_b), f"{j.diff:+.2f}{paper}", _p(j.p),
+            f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, v.verdict], said
+
+
 def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True,
               registry: dict[str, Table] | None = None) -> str:
     tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
@@ -123,25 +138,26 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
             lines.append(f"- Profile {profile} of {tid}: {table.profiles[profile].note}")
     if lines[-1] != "":
         lines.append("")
-    lines += ["| Claim | Comparison | A: mean ± std (n) | B: mean ± std (n) | Δ = A − B (paper) | p (Welch) "
-              "| 95% CI of Δ | Verdict |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(CLAIM_HEADER) + " |", "|" + "---|" * len(CLAIM_HEADER)]
     for v in verdicts:
-        c, j = v.claim, v.judgement
-        paper, said = user_paper_diff(c, registry)
-        paper = f" ({c.stated:+g})" if c.stated is not None else paper
+        cells, said = claim_cells(v, registry)
         user_lines += said
-        if j is None:
-            cells = [DASH, DASH, DASH + paper, DASH, DASH, f"{v.verdict}: {v.detail}"]
-        else:
-            cells = [_side(j.mean_a, j.std_a, j.n_a), _side(j.mean_b, j.std_b, j.n_b), f"{j.diff:+.2f}{paper}",
-                     _p(j.p), f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, v.verdict]
-        lines.append(f"| `{c.id}` | {c.describe()} | " + " | ".join(cells) + " |")
+        lines.append(f"| `{v.claim.id}` | {v.claim.describe()} | " + " | ".join(cells) + " |")
     if user_lines:
         lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {x}" for x in user_lines]]
-    lines += ["", "Quotes (provenance; source) → claims:"]
+    lines += ["", "Quotes (provenance; source) → claims:", *[f"- {q}" for q in quote_lines(cf)]]
+    if cf.not_decidable:
+        lines += ["", "Quantitative sentences no comparison of runs can decide:"]
+        lines += [f"- {u}" for u in undecidable_lines(cf)]
+    return "\n".join(lines) + "\n"
+
+
+def quote_lines(cf: ClaimsFile) -> list[str]:
+    """One line per quoted sentence: the quote, its provenance and source, and the claims it backs."""
     quotes: dict[tuple, list[Claim]] = {}
     for c in cf.claims:
         quotes.setdefault((c.quote, c.provenance, c.source), []).append(c)
+    out = []
     for (quote, prov, source), cs in quotes.items():
         by_note: dict[str, list[str]] = {}
         for c in cs:
@@ -149,12 +165,13 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
                 by_note.setdefault(c.note, []).append(c.id)
         # a note shared by every claim of the quote is printed once, without ids
         notes = "; ".join(n if len(ids) == len(cs) else f"{', '.join(ids)}: {n}" for n, ids in by_note.items())
-        lines.append(f"- \"{quote.strip()}\" ({prov}; {source}) → {', '.join(f'`{c.id}`' for c in cs)}"
-                     + (f". Note: {notes}" if notes else ""))
-    if cf.not_decidable:
-        lines += ["", "Quantitative sentences no comparison of runs can decide:"]
-        lines += [f"- \"{u.quote.strip()}\" ({u.provenance}; {u.source}): {u.reason}" for u in cf.not_decidable]
-    return "\n".join(lines) + "\n"
+        out.append(f"\"{quote.strip()}\" ({prov}; {source}) → {', '.join(f'`{c.id}`' for c in cs)}"
+                   + (f". Note: {notes}" if notes else ""))
+    return out
+
+
+def undecidable_lines(cf: ClaimsFile) -> list[str]:
+    return [f"\"{u.quote.strip()}\" ({u.provenance}; {u.source}): {u.reason}" for u in cf.not_decidable]
 
 
 CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated", "mean_a", "std_a", "n_a", "mean_b",

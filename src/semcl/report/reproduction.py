@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from semcl.files import write_text_atomic
 from semcl.registry import Table, load_registry
@@ -34,52 +37,106 @@ def _flagged(summ) -> int:
     return int(sum(1 for s in summ.itertuples() if not math.isnan(s.delta) and s.n > 1 and abs(s.delta) > 2 * s.std))
 
 
-def _claims_section(paper: str, profile: str, store: Store, overlay=None) -> list[str]:
-    """The verdict table of experiments/<paper>/claims.yaml (`semcl claims`), when the paper has one."""
-    from semcl.report.claim_verdicts import judge_claims, render_md
+@dataclass
+class Section:
+    """One rendered table of the page: its (overlaid) entry, the per-cell summary, and its figure's PNG."""
+
+    table: Table
+    summ: pd.DataFrame
+    figure: Path | None = None
+
+
+@dataclass
+class ReportData:
+    """What both renderings of the page (Markdown, semcl.report.html) show, computed once."""
+
+    paper: str
+    profile: str
+    store: Store
+    built: str  # when, as printed
+    overview: list[list[str]]  # one line per registry entry: OVERVIEW_HEADER's cells
+    state: list[str]  # per overview line: "done" | "partial" | "none" | "no-profile"
+    sections: list[Section] = field(default_factory=list)
+    claims: tuple | None = None  # (ClaimsFile, verdicts, registry) when the paper has a claims file
+
+
+OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
+LEGEND = "Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper value; * = |Δ| > 2 std."
+
+
+def _claims(paper: str, profile: str, store: Store, overlay=None) -> tuple | None:
+    from semcl.report.claim_verdicts import judge_claims
     from semcl.report.claims import claims_path, load_claims
 
     if not claims_path(paper).exists():
-        return ["", "## Claims", "", f"No claims file ({claims_path(paper)})."]
+        return None
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
-    body = render_md(cf, profile, judge_claims(cf, profile, store, registry), store, heading=False, registry=registry)
-    return ["", "## Claims", "", f"From `semcl claims {paper} --profile {profile}` ({cf.path}):", "", body.rstrip()]
+    return cf, judge_claims(cf, profile, store, registry), registry
 
 
-def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> tuple[str, Path]:
-    """`overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
+def _claims_section(data: ReportData) -> list[str]:
+    """The verdict table of experiments/<paper>/claims.yaml (`semcl claims`), when the paper has one."""
+    from semcl.report.claim_verdicts import render_md
+    from semcl.report.claims import claims_path
+
+    if data.claims is None:
+        return ["", "## Claims", "", f"No claims file ({claims_path(data.paper)})."]
+    cf, verdicts, registry = data.claims
+    body = render_md(cf, data.profile, verdicts, data.store, heading=False, registry=registry)
+    return ["", "## Claims", "", f"From `semcl claims {data.paper} --profile {data.profile}` ({cf.path}):", "",
+            body.rstrip()]
+
+
+def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> ReportData:
+    """Every entry's status, the tables with finished runs (their figures drawn into <out_dir>/figures) and the
+    claims' verdicts. `overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied."""
     from semcl.report.figures import write_figure
 
-    lines = [f"# Reproduction report: {paper} (profile `{profile}`)", "",
-             f"Rebuilt by `semcl report {paper} --profile {profile}` on {time.strftime('%Y-%m-%d %H:%M %Z')} from "
-             f"`{store.root}`. Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper "
-             "value; * = |Δ| > 2 std.", "",
-             "| Table | Source | Rows implemented | Runs done | Cells with a paper value | Cells flagged * |",
-             "|---|---|---|---|---|---|"]
-    sections = []
+    data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [])
     for table in paper_tables(paper):
         table = overlay.apply(table) if overlay is not None else table
         impl = sum(r.implemented for r in table.rows)
         if profile not in table.profiles:
-            lines.append(f"| `{table.id}` | {table.source} | {impl}/{len(table.rows)} | no `{profile}` profile | — | — |")
+            data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(table.rows)}",
+                                  f"no `{profile}` profile", "—", "—"])
+            data.state.append("no-profile")
             continue
         runs = plan_runs(table, profile)
         done = sum(store.status(r.run_id)[0] == "done" for r in {r.run_id: r for r in runs}.values())
         unique = len({r.run_id for r in runs})
         summ = summary(table, profile, long_table(table, profile, store))
         known = int((~summ["paper"].isna()).sum()) if "paper" in summ else 0  # analytic figures: no cells
-        lines.append(f"| `{table.id}` | {table.source} | {impl}/{len(table.rows)} | {done}/{unique} | {known} | "
-                     f"{_flagged(summ) if done else '—'} |")
+        data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(table.rows)}", f"{done}/{unique}",
+                              str(known), str(_flagged(summ)) if done else "—"])
+        data.state.append("none" if not done else "done" if done == unique else "partial")
         if not done:
             continue
-        body = render(table, profile, summ, "md")
-        sections += ["", f"## `{table.id}`", "", body.rstrip()]
-        if table.figure is not None:
-            _, png = write_figure(table, profile, store, out_dir / "figures")
-            sections += ["", f"![{table.id}](figures/{png.name})"]
-    sections += _claims_section(paper, profile, store, overlay)
-    text = "\n".join(lines + sections) + "\n"
+        png = write_figure(table, profile, store, out_dir / "figures")[1] if table.figure is not None else None
+        data.sections.append(Section(table, summ, png))
+    data.claims = _claims(paper, profile, store, overlay)
+    return data
+
+
+def render_report_md(data: ReportData) -> str:
+    lines = [f"# Reproduction report: {data.paper} (profile `{data.profile}`)", "",
+             f"Rebuilt by `semcl report {data.paper} --profile {data.profile}` on {data.built} from "
+             f"`{data.store.root}`. {LEGEND}", "",
+             "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in data.overview]
+    sections = []
+    for sec in data.sections:
+        body = render(sec.table, data.profile, sec.summ, "md")
+        sections += ["", f"## `{sec.table.id}`", "", body.rstrip()]
+        if sec.figure is not None:
+            sections += ["", f"![{sec.table.id}](figures/{sec.figure.name})"]
+    sections += _claims_section(data)
+    return "\n".join(lines + sections) + "\n"
+
+
+def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> tuple[str, Path]:
+    """`overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
+    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"
     write_text_atomic(path, text)

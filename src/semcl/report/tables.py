@@ -266,13 +266,22 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
     return lines
 
 
-def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
-    labels = {c.key: c.label for c in table.columns}
+def wide_cells(table: Table, summ: pd.DataFrame) -> pd.DataFrame:
+    """The rendered cell strings, rows (labels) in table order × column keys: what every format shows."""
     known = paper_columns(summ)
     cells = summ.apply(lambda s: _cell(s, s["column"] in known), axis=1) if len(summ) else []
     wide = summ.assign(cell=cells).pivot(index="row", columns="column", values="cell")
-    wide = wide.loc[[r.label for r in table.rows], [c.key for c in table.columns]]
-    title = f"{table.id} ({table.source}): {table.title} — profile {profile}"
+    return wide.loc[[r.label for r in table.rows], [c.key for c in table.columns]]
+
+
+def table_title(table: Table, profile: str) -> str:
+    return f"{table.id} ({table.source}): {table.title} — profile {profile}"
+
+
+def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
+    labels = {c.key: c.label for c in table.columns}
+    wide = wide_cells(table, summ)
+    title = table_title(table, profile)
     if fmt == "csv":
         return summ.to_csv(index=False)
     if fmt == "md":

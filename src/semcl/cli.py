@@ -448,6 +448,7 @@ def cmd_check(args) -> None:
 
     from semcl.cluster import load_cluster_profile
     from semcl.preflight import Reduce, check_tables
+    from semcl.preflight_pool import default_jobs
     from semcl.preflight_report import render, write_status
 
     cluster = load_cluster_profile(args.cluster)
@@ -463,7 +464,8 @@ def cmd_check(args) -> None:
 
     with tempfile.TemporaryDirectory(prefix="semcl-check-") as work:
         results = check_tables(tables, args.profile, Path(work), cluster.gpu_mem_gb, reduce=reduce,
-                               batch=args.batch, progress=progress)
+                               batch=args.batch, progress=progress, jobs=args.jobs or default_jobs(),
+                               cache=None if args.no_cache else _results_root(args) / "preflight" / "cache")
     print(render(results), end="")
     if reduce is None:  # only a full-size check clears a table for the cluster
         write_status(_preflight_file(args), args.profile, results)
@@ -593,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CI size: resnet_tiny backbone, 32-px images, 64/32 head, no pretrained file "
                          "(not recorded as a preflight)")
     sp.add_argument("-v", "--verbose", action="store_true", help="one progress line per row on stderr")
+    sp.add_argument("--jobs", type=positive_int, help="checks in parallel processes (default: the CPU count)")
+    sp.add_argument("--no-cache", action="store_true",
+                    help="check every shape again (default: passed shapes are read from results/preflight/cache, "
+                         "per code version)")
     with_set(sp, "with --set: only this row varies (repeatable)")
     sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("table", help="paper vs ours table from the results store")

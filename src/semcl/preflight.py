@@ -25,8 +25,10 @@ allocator fragmentation are covered only by the fixed CONTEXT_GB, so treat "fits
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +80,8 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
         over["eval.latency_batch"] = 2  # timed, not measured: the check only needs the code path
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
+    if (run.config.optim.accum_steps or 1) > 2:  # one cycle of 2 batches runs every branch of the accumulation
+        over["optim.accum_steps"] = 2
     if reduce is not None:
         # the KD families name their own networks (semcl.models.kd): those stay
         backbone = reduce.backbone if run.config.model.backbone in BACKBONES else None
@@ -192,29 +196,50 @@ def _calibrate_norm(method, views) -> None:
         m.momentum = momentum
 
 
+class _StepMeter:
+    """The dry run's step_context (semcl.engine.train): the bytes autograd saves in the first step's
+    forward, its batch size and views (for the BN calibration); later steps pass through."""
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None
+        self.batch = 0
+        self.views = None
+
+    @contextmanager
+    def __call__(self, batch):
+        if self.views is not None:
+            yield
+            return
+        hooks, saved = _saved_bytes()
+        with hooks:
+            yield
+        self.bytes, self.batch, self.views = sum(saved.values()), len(batch.labels), batch.views
+
+
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int) -> RowCheck:
+    """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
+    loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
+    gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
     import torch
 
     from semcl.data import load, select_per_class
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
-    from semcl.data.views import build_augment
     from semcl.engine.checkpoint import load as load_ckpt
-    from semcl.engine.checkpoint import save_atomic, seed_everything
+    from semcl.engine.checkpoint import restore, save_atomic, seed_everything
     from semcl.engine.dependencies import LOGITS_FILE, dependencies
     from semcl.engine.evaluate import evaluate
-    from semcl.engine.train import epoch_generator
-    from semcl.methods.base import Batch, TrainContext
+    from semcl.engine.precision import configure_backend, effective_config
+    from semcl.engine.train import train
     from semcl.methods.registry import method_spec
     from semcl.models.layout import apply_memory_format
 
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
     t0 = time.time()
     try:
-        cfg = check_config(run, reduce, batch, per_class)
+        cfg = effective_config(check_config(run, reduce, batch, per_class))  # `fast`: as the engine trains it
         d = cfg.data
-        want = run.config.optim.batch_size
-        out.batch_per_gpu = want / max(1, resources.gpus)
+        out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
         spec = method_spec(cfg.method.name)
         cls = spec.load()
         folder = store.run_dir(run.run_id)
@@ -226,55 +251,46 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
         # would otherwise read each other's classes
         root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
-                                train_per_class=per_class,
-                                test_per_class=1)
+                                train_per_class=per_class, test_per_class=1)
         seed_everything(run.seed)
         train_set = load(d.name, root, "train", d.image_size)
         test_set = load(d.name, root, d.test_split or "test", d.image_size)
         # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
         test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
+        device = torch.device("cpu")
+        configure_backend(cfg, device)
         method = apply_memory_format(cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes)),
                                      cfg.model.memory_format)
         if deps:
             method.load_dependencies(deps)
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
-        opt = method.configure_optimizer(cfg.optim)
-        if opt is not None:
-            mean, std = DATASETS[d.name].stats
-            aug = build_augment(cfg.data.augment, size=train_set.images.shape[-1], mean=mean, std=std)
-            augs = aug.views if hasattr(aug, "views") else [aug]
-            method.on_train_start(TrainContext(train_set, augs, torch.device("cpu"), folder.parent, run.seed))
-            method.train()
-            method.on_epoch_start(0)
-            g = epoch_generator(run.seed, 0)
-            bs = min(cfg.optim.batch_size, len(train_set.labels))
-            idx = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)[:bs]
-            views = method.make_views(train_set, idx, g, augs)  # as the engine builds them (video: clips)
-            hooks, saved = _saved_bytes()
-            with hooks:
-                loss = method.training_step(Batch(views, train_set.labels[idx], idx, 0, 0, g))["loss"]
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            method.after_backward()
-            opt.step()
-            if not torch.isfinite(loss.detach()):
-                raise FloatingPointError(f"loss is {float(loss)} after one step")
-            out.act_bytes_per_sample = sum(saved.values()) / len(idx)
-            # before the save: rows that build on this one (a KD teacher in eval mode) read these statistics
-            _calibrate_norm(method, views)
-            ckpt = folder / "checkpoints" / "last.pt"
-            save_atomic({"method": method.state_dict(), "optimizer": opt.state_dict()}, ckpt)
-            state = load_ckpt(ckpt)
-            method.load_state_dict(state["method"])
-            opt.load_state_dict(state["optimizer"])
+        ckpt = folder / "checkpoints" / "last.pt"
+        meter = _StepMeter()
+        history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
+                        step_context=meter)
+        opt = method.configure_optimizer(cfg.optim)  # a fresh one: its state comes from the checkpoint
+        if history:
+            if not math.isfinite(history[-1]["loss"]):
+                raise FloatingPointError(f"loss is {history[-1]['loss']} after one step")
+            out.act_bytes_per_sample = meter.bytes / max(1, meter.batch)
+            state = load_ckpt(ckpt)  # the engine's checkpoint, read back as a resume reads it
+            restore(method, state["method"], ckpt)
+            restore(opt, state["optimizer"], ckpt)
+            # rows that build on this one (a KD teacher in eval mode) read these statistics from the checkpoint
+            _calibrate_norm(method, meter.views)
+            save_atomic({**state, "method": method.state_dict()}, ckpt)
         else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
-            save_atomic({"method": method.state_dict()}, folder / "checkpoints" / "last.pt")
+            save_atomic({"method": method.state_dict()}, ckpt)
         # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images
         few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
         metrics = evaluate(method, cfg, few, test_set, root, run.seed, logits_path=folder / LOGITS_FILE)
         store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
+        if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
+            from semcl.evals.stage_probe import stage_probe_gpu_gb
+
+            out.est_gpu_gb = max(out.est_gpu_gb, stage_probe_gpu_gb(method, cfg, test_set.images, CONTEXT_GB))
     except Exception as err:  # the report's one line; the traceback is not the user's business here
         out.error = _where(table, err)
     finally:
@@ -309,32 +325,111 @@ def distinct_runs(table, profile: str) -> list:
     return [r for r in runs if r.run_id in wanted]
 
 
+@dataclass(frozen=True)
+class TableRef:
+    """What a check needs of its table (picklable, for the worker processes)."""
+
+    id: str
+    path: Path
+
+
+def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int) -> RowCheck:
+    from semcl.runs import Store
+
+    return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch)
+
+
 def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
-                 batch: int = 4, rows_per_method: int | None = None, progress=None) -> list[RowCheck]:
-    """Check every distinct run of `tables` under `profile` (a config seen earlier is reported as
-    `same_as`). `rows_per_method` is the CI sample: per table, the first row of each method not
-    sampled in an earlier table (at least the table's first row), and what they build on."""
+                 batch: int = 4, rows_per_method: int | None = None, progress=None, jobs: int = 1,
+                 cache: Path | None = None) -> list[RowCheck]:
+    """Check every distinct run of `tables` under `profile`, in table order (a config seen earlier is
+    reported as `same_as`; a config of a shape checked for another row as `same_shape_as`, semcl.preflight_shapes).
+    Each shape is checked once, in `jobs` processes, a run after the runs it builds on; with `cache` (a
+    folder), passed shapes are read from and written to it. `rows_per_method` is the CI sample: per table,
+    the first row of each method not sampled in an earlier table (at least the table's first row), and
+    what they build on."""
+    from semcl.preflight_pool import run_ordered
+    from semcl.preflight_shapes import ShapeCache, alias_folder, from_cache, shape_key, share
     from semcl.runs import Store
 
     store = Store(work)
-    done: dict[str, RowCheck] = {}
-    results = []
+    entries = []  # (table, run), in report order
     seen_methods: set[str] = set()
     for table in tables:
         runs = distinct_runs(table, profile)
         if rows_per_method is not None:
             runs = _sample(runs, rows_per_method, seen_methods)
-        for run in runs:
-            if run.run_id in done:
-                prev = done[run.run_id]
-                results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
-                                                   same_as=prev.same_as or f"{prev.table} / {prev.row}"))
-                continue
-            res = check_run(run, table, store, table.resources_for(run.row_label, profile), gpu_mem_gb, reduce=reduce, batch=batch)
-            done[run.run_id] = res
-            results.append(res)
-            if progress:
-                progress(res)
+        entries += [(table, run) for run in runs]
+    first: dict[str, tuple] = {}  # run id -> (table, run) where it is first reported
+    for table, run in entries:
+        first.setdefault(run.run_id, (table, run))
+    gpus = {rid: t.resources_for(r.row_label, profile).gpus for rid, (t, r) in first.items()}
+    keys: dict[str, str] = {}  # run id -> shape key (its dependencies' keys are part of it)
+    extra = {"reduce": dataclasses.asdict(reduce) if reduce else None, "batch": batch}
+
+    def key_of(rid: str) -> str:
+        if rid not in keys:
+            run = first[rid][1]
+            keys[rid] = shape_key(run, gpus[rid], [key_of(d) for d in run.depends_on], extra)
+        return keys[rid]
+
+    for rid in first:
+        key_of(rid)
+    rep: dict[str, str] = {}  # shape key -> the run checked for it
+    for rid, key in keys.items():
+        rep.setdefault(key, rid)
+    store_cache = ShapeCache(cache) if cache is not None else None
+    hits = {k: doc for k in rep if store_cache and (doc := store_cache.get(k)) is not None}
+    # a checked run needs the scratch folders of what it builds on: those shapes are checked too
+    todo, stack = set(), [k for k in rep if k not in hits]
+    while stack:
+        key = stack.pop()
+        if key not in todo:
+            todo.add(key)
+            stack += [keys[d] for d in first[rep[key]][1].depends_on]
+    order = [k for k in dict.fromkeys(keys.values()) if k in todo]
+    prereq = {k: {keys[d] for d in first[rep[k]][1].depends_on} for k in order}
+    checked: dict[str, RowCheck] = {}
+
+    def args(key: str) -> tuple:
+        table, run = first[rep[key]]
+        return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
+                gpu_mem_gb, reduce, batch)
+
+    def on_done(key: str, res: RowCheck) -> None:
+        checked[key] = res
+        for rid, k in keys.items():  # rows of this shape that others build on read its folder
+            if k == key:
+                alias_folder(store, rep[key], rid)
+        if store_cache is not None:
+            store_cache.put(key, res)
+        if progress:
+            progress(res)
+
+    def died(key: str, why: str) -> RowCheck:
+        table, run = first[rep[key]]
+        return RowCheck(table.id, run.row_label, run.run_id, gpus=gpus[run.run_id], gpu_mem_gb=gpu_mem_gb,
+                        error=f"{table.path}: {why}")
+
+    run_ordered(order, prereq, _check_task, args, jobs, on_done, died)
+    results, reported = [], {}
+    for table, run in entries:
+        rid = run.run_id
+        if rid in reported:
+            prev = reported[rid]
+            results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
+                                               same_as=prev.same_as or f"{prev.table} / {prev.row}"))
+            continue
+        key = keys[rid]
+        if key in hits and key not in checked:
+            res = from_cache(hits[key], run, table.id, gpus[rid], gpu_mem_gb)
+        elif rep[key] == rid:
+            res = checked[key]
+        else:
+            rt, rr = first[rep[key]]
+            res = share(checked[key], run, table.id, f"{rt.id} / {rr.row_label}")
+        reported[rid] = res
+        results.append(res)
     return results
 
 

@@ -26,6 +26,8 @@ class RowCheck:
     error: str | None = None  # first error: "<file>: key '<key>': ..." where known
     same_as: str | None = None  # "table / row" of an identical config checked earlier
     seconds: float = 0.0
+    same_shape_as: str | None = None  # "table / row" whose check of the same shape (semcl.preflight_shapes) this is
+    cached: bool = False  # read from the preflight cache (a passed check of this shape and code version)
 
     @property
     def fits(self) -> bool | None:
@@ -70,11 +72,19 @@ def render(results: list[RowCheck]) -> str:
         bpg = f"{r.batch_per_gpu:g}" if r.batch_per_gpu is not None else "—"
         have = f"{r.gpu_mem_gb:g}" if r.gpu_mem_gb is not None else "n/a"
         mem = f"{r.est_gpu_gb:.1f} / {have} GiB" if r.est_gpu_gb is not None else "—"
-        note = r.error or (f"same config as {r.same_as}" if r.same_as else "")
+        note = r.error or _note(r)
         lines.append(f"{r.table:<24} {r.row[:32]:<32} {r.status():<8} {params:>9} {act:>11} {bpg:>9} {mem:>20}  {note}")
     n_bad = sum(not r.ok for r in results)
     lines.append(f"# {len(results)} row(s): {len(results) - n_bad} ready, {n_bad} with an error or too big")
     return "\n".join(lines) + "\n"
+
+
+def _note(r: RowCheck) -> str:
+    if r.same_as:
+        return f"same config as {r.same_as}"
+    if r.same_shape_as:
+        return f"same shape as {r.same_shape_as} (differs in loss scalars, lr or schedule)"
+    return "cached: same shape passed with this code" if r.cached else ""
 
 
 def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:

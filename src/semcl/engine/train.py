@@ -16,13 +16,15 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
 
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, stats
-from semcl.data.file_views import loader_workers, step_views
+from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
@@ -48,7 +50,8 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
-          device: torch.device | None = None, data_root: Path | None = None) -> list[dict]:
+          device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
+          step_context: Callable[[Batch], AbstractContextManager] | None = None) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history.
 
     Augmentation runs on the CPU with the epoch's generator (so the random stream does not
@@ -58,7 +61,12 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     back-propagated, the optimiser steps after every k-th batch, and the lr is set at the first
     batch of each cycle (as MAE). An epoch runs whole cycles: steps = floor(n / bs / k) * k batches
     (MAE instead carries a partial last cycle's gradients into the next epoch). Checkpoints on a
-    requeue signal are taken at cycle boundaries only. k = 1 is the plain loop."""
+    requeue signal are taken at cycle boundaries only. k = 1 is the plain loop.
+
+    The dry-run seam of `semcl check` (semcl.preflight): `max_steps` ends training after the first epoch's
+    first max_steps batches, rounded up to whole accumulation cycles, saved as that epoch's end (the lr
+    schedule still sees the configured epochs and steps); `step_context(batch)` wraps each forward (what the
+    preflight measures)."""
     device = device or torch.device("cpu")
     opt = method.configure_optimizer(cfg.optim)
     if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
@@ -100,10 +108,15 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     if steps == 0:
         raise ValueError(f"optim.accum_steps = {accum} exceeds the {n // bs} batches of one epoch")
     epochs = cfg.schedule.epochs
+    stop, last_epoch = steps, epochs  # a dry run stops early; lr_at keeps the configured schedule
+    if max_steps is not None:
+        stop, last_epoch = min(steps, -(-max_steps // accum) * accum), min(epochs, start + 1)
     # file-backed sets under the default views: per-image seeds, in loader workers (semcl.data.file_views)
     files = training_images(train_set)
     by_file = isinstance(files, WholeImages) and type(method).make_views is Method.make_views
     workers = loader_workers(device) if by_file else 0
+    # one loader for the run: its workers persist across epochs; they hand out uint8 views, normalised on `device`
+    view_loader = ViewLoader(files, workers, pin_memory=device.type == "cuda") if by_file else None
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
         """All ranks call it together (they agree on the step): RNG states gathered, rank 0 writes."""
@@ -129,7 +142,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     every_s = checkpoint_every_s()
     last_save = time.monotonic()
     with interrupt.training():
-        for epoch in range(start, epochs):
+        for epoch in range(start, last_epoch):
             method.train()
             method.on_epoch_start(epoch)  # epoch-dependent losses and statistics
             g = epoch_generator(seed, epoch)
@@ -144,11 +157,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             if by_file:  # partners (e.g. kNN positives) as of this epoch's start
                 pick, partner_recipes = method.loader_partners() or (None, ())
                 file_views = step_views(files, method.view_recipes(augs), seed=seed, epoch=epoch, order=perm,
-                                        batch_size=bs, steps=range(first, steps),
+                                        batch_size=bs, steps=range(first, stop),
                                         part=distributed.local_slice(bs), workers=workers,
                                         pin_memory=device.type == "cuda", partners=pick,
-                                        partner_recipes=partner_recipes)
-            for step in range(first, steps):
+                                        partner_recipes=partner_recipes, device=device, loader=view_loader)
+            for step in range(first, stop):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
                     lr = lr_at(cfg.optim, epochs, epoch, step, steps, losses)
@@ -167,7 +180,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g, partner_views)
                 # several ranks: DDP all-reduces the gradients in buckets during the cycle's last backward
                 with distributed.sync_context(ddp, last_of_cycle):
-                    with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
+                    with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None), \
+                            step_context(batch) if step_context else nullcontext():
                         loss = ddp(batch) if ddp is not None else method.training_step(batch)["loss"]
                     if first_of_cycle:
                         opt.zero_grad(set_to_none=True)
@@ -179,7 +193,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 total += float(loss.detach())
                 heartbeat()  # the run's lock: its owner is alive and progressing
                 requeue = interrupt.pending()
-                if step + 1 < steps and last_of_cycle:
+                if step + 1 < stop and last_of_cycle:
                     timed = every_s is not None and distributed.rank() == 0 and time.monotonic() - last_save >= every_s
                     if distributed.any_rank(requeue or timed, device):  # the same step on every rank
                         save(epoch, step + 1, g, total)
@@ -187,11 +201,13 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                         log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
                                  epoch, step + 1)
                         interrupt.fire_if_pending()
-            history.append({"epoch": epoch + 1, "loss": total / max(steps, 1),
+            history.append({"epoch": epoch + 1, "loss": total / max(stop, 1),
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
                             "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
             save(epoch + 1, 0, None, 0.0)
             last_save = time.monotonic()
             interrupt.fire_if_pending()
+    if view_loader is not None:
+        view_loader.close()
     return history

@@ -5,9 +5,13 @@ Per distinct config (seeds collapsed: the first seed's run; a config already che
 table is reported as the same): the synthetic stand-in of its datasets written in the real on-disk
 layout (semcl.data.synthetic) and read back at the run's real input size, the real model (the real
 class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
-rows checked before it, in a scratch store), one training step at a small batch (augmentation,
-forward, backward, optimiser step), one checkpoint save + load (semcl.engine.checkpoint), and every
-evaluation of the run on the stand-in's few test images (probe for one epoch).
+rows checked before it, in a scratch store), one step of the engine's own training loop at a small batch
+(semcl.engine.train with max_steps=1: the same views, loader partners, autocast, loss scaling and
+gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
+back (semcl.engine.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
+for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
+Rows of one shape share a check, checks run in parallel processes and passed ones are cached
+(semcl.preflight_shapes, semcl.preflight_pool).
 
 Activation memory per sample is measured, not guessed: the bytes of the tensors autograd saves for
 backward during the training step (torch.autograd.graph.saved_tensors_hooks, storages counted once),

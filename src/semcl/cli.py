@@ -12,6 +12,10 @@ from pathlib import Path
 
 from semcl import __version__
 from semcl.cli_numbers import add_numbers_option, overlaid, overlay, say_warnings
+from semcl.cli_select import get_table, load_registry
+from semcl.cli_select import results_root as _results_root
+from semcl.cli_select import say_skipped as _say_skipped
+from semcl.cli_select import tables_named as _tables
 from semcl.errors import ConfigError, SemclError
 
 PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.PROFILE_NAMES (tests/core/test_cli_fast.py)
@@ -21,11 +25,6 @@ def _store(args):
     from semcl.runs import Store
 
     return Store(Path(args.results) if args.results else None)
-
-
-def _results_root(args) -> Path:
-    from_env = os.environ.get("SEMCL_RESULTS", "results")  # = semcl.runs.results_root
-    return Path(args.results) if args.results else Path(from_env)
 
 
 def _set_precision(args) -> None:
@@ -39,50 +38,6 @@ def _set_precision(args) -> None:
         chosen = load_cluster_profile(args.cluster).precision
     if chosen is not None:
         os.environ[ENV] = chosen
-
-
-def get_table(table_id: str):
-    from semcl.registry import get_table as get
-
-    return get(table_id)
-
-
-def load_registry():
-    from semcl.registry import load_registry as load
-
-    return load()
-
-
-def _with_profile(tables: list, profile: str) -> list:
-    """The tables that have `profile`; the others are skipped with one line on stderr."""
-    _say_skipped([t.id for t in tables if profile not in t.profiles], profile)
-    return [t for t in tables if profile in t.profiles]
-
-
-def _say_skipped(ids: list[str], profile: str) -> None:
-    """One stderr line naming the tables left out for lacking `profile` (sorted ids)."""
-    if ids:
-        print(f"semcl: skipped {len(ids)} table(s) without profile '{profile}': {', '.join(sorted(ids))}",
-              file=sys.stderr)
-
-
-def _tables(args) -> list:
-    if getattr(args, "all", False):
-        return _selected(args, _with_profile(list(load_registry().values()), args.profile))
-    if not args.table:
-        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
-    return _selected(args, [get_table(t) for t in args.table])
-
-
-def _selected(args, tables: list) -> list:
-    """--set: the tables' variant rows instead of their registered ones; --row: only those rows (semcl.variants)."""
-    if args.command == "check" and args.row and not args.set:
-        raise ConfigError("--row selects the rows --set varies in `semcl check`; add --set key=value")
-    if not getattr(args, "set", None) and not (args.command == "plan" and args.row):
-        return tables
-    from semcl.variants import select_tables
-
-    return select_tables(tables, args.set, args.row, args.profile)
 
 
 def positive_int(text: str) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def cmd_data_check(args) -> None:
-    from semcl.cli import _tables
+    from semcl.cli_select import tables_named as _tables
     from semcl.data.check_report import check_all, failure, needed_datasets, render
     from semcl.runs import plan_runs
 

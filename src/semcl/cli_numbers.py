@@ -11,7 +11,7 @@ NUMBERS_HELP = "the user's paper numbers (default: $SEMCL_NUMBERS, else <results
 
 def overlay(args):
     """The Overlay that --numbers / $SEMCL_NUMBERS / <results>/numbers.yaml names."""
-    from semcl.cli import _results_root
+    from semcl.cli_select import results_root as _results_root
     from semcl.numbers import Overlay, overlay_path
 
     return Overlay(overlay_path(getattr(args, "numbers", None), _results_root(args)))
@@ -31,7 +31,7 @@ def overlaid(args, table):
 
 
 def _table(table_id: str):
-    from semcl.cli import get_table
+    from semcl.cli_select import get_table
 
     return get_table(table_id)
 

@@ -469,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
     p.add_argument("--version", action="version", version=f"semcl {__version__}")
     p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
+    p.add_argument("--registry", help="registry folder of table YAMLs (default: $SEMCL_REGISTRY, else the installed "
+                                      "package's copy, else the clone's experiments/)")
     p.add_argument("--precision", choices=("official", "fast"), default=None,
                    help="the runs' arithmetic, part of their ids: official (default: what each paper's code did) or "
                         "fast (bf16 autocast, channels_last, cudnn.benchmark); default: the cluster profile's, else official")
@@ -606,6 +608,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
             raise SemclError(f"--results {args.results}: is a file, not a results folder")
+        if args.registry:  # through the environment, so the runs' own processes read the same registry
+            if not Path(args.registry).is_dir():
+                raise SemclError(f"--registry {args.registry}: not a folder of table YAMLs")
+            os.environ["SEMCL_REGISTRY"] = str(Path(args.registry).resolve())
         _set_precision(args)
         args.func(args)
     except SemclError as err:

@@ -11,14 +11,13 @@ the same resulting request travel together as one job array.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from semcl.errors import ConfigError
+from semcl.locations import profiles_root  # noqa: F401  (re-exported: the user's, the wheel's or the clone's)
 from semcl.schema import NON_NEGATIVE, POSITIVE, at_most, build
 from semcl.yaml_strict import load_file as load_yaml_file
 
@@ -133,11 +132,6 @@ def parse_row_resources(value: Any, base: dict[str, Resources], labels: set[str]
 def _layer(under: Resources, spec: dict, key: str, where: str) -> Resources:
     checked = build(Resources, spec, key, where)
     return dataclasses.replace(under, **{k: getattr(checked, k) for k in spec})
-
-
-def profiles_root() -> Path:
-    env = os.environ.get("SEMCL_CLUSTER_PROFILES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "slurm" / "profiles"
 
 
 # what may stand in an #SBATCH line: SLURM names (partition, account, qos: comma-separated lists), constraint

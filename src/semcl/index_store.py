@@ -11,14 +11,12 @@ import sys
 import zlib
 from pathlib import Path
 
+from semcl.locations import registry_root  # noqa: F401  (re-exported: semcl.registry, semcl.index)
+
 SRC = Path(__file__).resolve().parent
 FORMAT = 2  # bump when the index layout changes
 
 
-def registry_root() -> Path:
-    """The registry folder: $SEMCL_REGISTRY, else the checkout's experiments/ (semcl.registry uses this one)."""
-    env = os.environ.get("SEMCL_REGISTRY")
-    return Path(env) if env else SRC.parents[1] / "experiments"
 
 
 def cache_dir() -> Path:

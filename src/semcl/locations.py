@@ -1,0 +1,36 @@
+"""Where semcl finds the registry (the table YAMLs) and the cluster profiles (stdlib only: `semcl list` reads it
+before anything heavy is imported).
+
+In order: the user's own folder ($SEMCL_REGISTRY, which `semcl --registry` sets; $SEMCL_CLUSTER_PROFILES); else
+the copy an installed wheel carries inside the package (semcl/_registry, semcl/_profiles, put there at build time
+by setup.py, so git holds each file once); else the clone's experiments/ and slurm/profiles/ (an editable install
+or a source tree, where no such copy exists).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE.parents[1]  # src/semcl -> the clone's root
+# package folder -> the clone's folder it is built from (setup.py holds the same pairs; tests/core/test_wheel.py)
+SHIPPED = {"_registry": "experiments", "_profiles": "slurm/profiles"}
+
+
+def _find(env_var: str, shipped: str) -> Path:
+    env = os.environ.get(env_var)
+    if env:
+        return Path(env)
+    packaged = PACKAGE / shipped
+    return packaged if packaged.is_dir() else CHECKOUT / SHIPPED[shipped]
+
+
+def registry_root() -> Path:
+    """The registry folder: $SEMCL_REGISTRY, else the installed package's copy, else the clone's experiments/."""
+    return _find("SEMCL_REGISTRY", "_registry")
+
+
+def profiles_root() -> Path:
+    """The cluster profiles: $SEMCL_CLUSTER_PROFILES, else the installed package's copy, else slurm/profiles/."""
+    return _find("SEMCL_CLUSTER_PROFILES", "_profiles")

@@ -1,0 +1,127 @@
+"""semcl from Python (a notebook, a script): the registry's tables, a table's plan, its runs' values as the long
+pandas frame, a run's record and its per-epoch history. Each function is a thin door to the code the CLI runs
+(`semcl show / plan / table / status`), never a second copy of it, so both always agree.
+
+    from semcl import api
+    api.plan("rince/tab2", "smoke")              # run ids, rows, seeds, cost estimates, status
+    long = api.long_frame("rince/tab2", "smoke")  # table, row, column, seed, value, run_id, source
+    long.groupby(["row", "column"])["value"].agg(["mean", "std", "count"])
+    api.history(long.run_id.iloc[0])             # epoch, loss, lr, seconds ...
+
+`results` is a results folder (default: $SEMCL_RESULTS, else ./results); the registry is $SEMCL_REGISTRY, else the
+installed package's copy, else the clone's experiments/ (semcl.locations). Errors are semcl.errors.SemclError.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from semcl.errors import ResultsError
+
+PLAN_COLUMNS = ["id", "row", "seed", "profile", "cost", "status", "after"]
+
+
+def _store(results: str | Path | None):
+    from semcl.runs import Store
+
+    return Store(Path(results) if results else None)
+
+
+def table_ids(paper: str | None = None) -> list[str]:
+    """The registry's table ids (of one paper), sorted, as `semcl list` shows them."""
+    from semcl.registry import load_registry
+
+    return sorted(t.id for t in load_registry().values() if paper is None or t.paper == paper)
+
+
+def table(table_id: str):
+    """The registry entry (semcl.registry.Table: rows, columns, profiles, reported numbers), as `semcl show` reads it."""
+    from semcl.registry import get_table
+
+    return get_table(table_id)
+
+
+def runs(table_id: str, profile: str = "paper") -> list:
+    """The planned runs (semcl.runs.Run: run_id, row_label, seed, the resolved config), in plan order."""
+    from semcl.runs import plan_runs
+
+    return plan_runs(table(table_id), profile)
+
+
+def plan(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
+    """One line per planned run: id, row, seed, profile, cost (GPU-h for `paper`, else CPU-min), status, after
+    (the runs it waits for); what `semcl plan <table> --format json` lists."""
+    from semcl.cli_format import plan_json
+    from semcl.index import load_index
+
+    index = load_index(profile)
+    meta = [t for t in index["tables"] if t["id"] == table_id]
+    if not meta:
+        table(table_id)  # the registry's own error for an unknown id
+    if table_id not in index["runs"]:
+        from semcl.errors import ConfigError
+
+        raise ConfigError(f"{table(table_id).path}: table {table_id!r} has no profile {profile!r}")
+    store = _store(results)
+    planned = plan_json(index, meta, profile, store.root / "runs", lambda: store)
+    return pd.DataFrame(planned["tables"][0]["runs"], columns=PLAN_COLUMNS)
+
+
+def long_frame(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
+    """Every finished value of the table: one line per (row, column, seed) with table, row, column, seed, value,
+    run_id, source (semcl.report.tables.long_table, the frame `semcl table` renders)."""
+    from semcl.report.tables import long_table
+
+    return long_table(table(table_id), profile, _store(results))
+
+
+def summary(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
+    """Per row and column: ours (mean, sample std, n) beside the paper's value, as `semcl table` shows them."""
+    from semcl.report import tables as report
+
+    entry = table(table_id)
+    return report.summary(entry, profile, report.long_table(entry, profile, _store(results)))
+
+
+def status(run_id: str, results: str | Path | None = None) -> tuple[str, str]:
+    """(status, detail) of one run: done / running / partial / failed / missing, as `semcl status` reports it."""
+    return _store(results).status(run_id)
+
+
+def record(run_id: str, results: str | Path | None = None) -> dict | None:
+    """A finished run's record (metrics, config, seed, git commit, versions, device, wall time, history);
+    None while it has not finished; ResultsError when its metrics.json is unreadable."""
+    return _store(results).read_record(run_id)
+
+
+def history(run_id: str, results: str | Path | None = None) -> pd.DataFrame:
+    """A run's per-epoch history (epoch, loss, lr, seconds, ...): the `history.jsonl` the run appends to while it
+    trains, else the finished record's `history`; empty when the run has neither yet."""
+    store = _store(results)
+    path = store.run_dir(run_id) / "history.jsonl"
+    if path.exists():
+        return pd.DataFrame(_jsonl(path))
+    rec = store.read_record(run_id)
+    return pd.DataFrame((rec.get("history") or []) if rec else [])
+
+
+def _jsonl(path: Path) -> list[dict]:
+    """The lines of a growing JSON-lines file; a last line still being written is left out."""
+    lines = path.read_text().splitlines()
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                break  # the epoch being appended right now
+            raise ResultsError(f"{path}: line {number} is not JSON ({err})") from None
+        if not isinstance(item, dict):
+            raise ResultsError(f"{path}: line {number} is not a mapping of epoch values")
+        out.append(item)
+    return out

@@ -124,3 +124,20 @@ def test_stem_probe_reads_the_max_pooled_stem():
         stem = backbone.maxpool(backbone.relu(backbone.bn1(backbone.conv1(x))))  # 16 x 16 at 64 px (56 at 224)
         want = torch.nn.functional.adaptive_avg_pool2d(stem, 14).flatten(1)
     torch.testing.assert_close(pooled_stage_features(backbone, x, stages=["stem"])["stem"], want, rtol=0, atol=0)
+
+
+def test_probe_gpu_bytes_counts_state_stage_maps_and_heads():
+    class Method(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = build_backbone("resnet_tiny", in_channels=3)
+
+        def stage_features(self, x):
+            return pooled_stage_features(self.backbone, x, stages=["stem", "layer2"])
+
+    m = Method().eval()
+    state = sum(t.numel() * t.element_size() for t in m.state_dict().values())
+    maps = 16 * 32 * 32 + 16 * 32 * 32 + 32 * 16 * 16 + 64 * 8 * 8  # stem, layer1..3 of resnet_tiny at 32 px
+    dims = {"stem": 16 * 14 * 14, "layer2": 32 * 7 * 7}
+    got = sp.probe_gpu_bytes(m, torch.zeros(1, 3, 32, 32), 10, 64)
+    assert got == state + 4 * maps * 64 + sp.probe_device_bytes(dims, 10, 64)

@@ -53,6 +53,7 @@ BACKBONE_GFLOPS: dict[str, float] = {
 # count multiply-adds), so the estimate costs the network the row really trains.
 # ViTs at 224 px (timm's model table: ViT-B/16 17.6, ViT-L/16 61.6 GMACs); the test ViT is negligible.
 VIT_GMACS: dict[str, float] = {"vit_base_patch16": 17.6, "vit_large_patch16": 61.6, "vit_tiny_test": 0.01}
-# 3-D ResNets per 16-frame clip at 112 px (torchvision's R3D_18 weights table: 40.7); scaled by frames and
-# pixels to the row's clip
-VIDEO_GMACS: dict[str, float] = {"r3d_18": 40.7, "r3d_small": 0.5}
+# 3-D ResNets per 16-frame clip at 112 px (torchvision's R3D_18 weights table: 40.7; Hara et al.'s 3D-ResNet-18
+# 8.3, counted by the semcl project over its convolutions: the max-pool quarters layer1-4); scaled by frames
+# and pixels to the row's clip
+VIDEO_GMACS: dict[str, float] = {"r3d_18": 40.7, "hara_r3d18": 8.3, "hara_r3d18_b": 8.3, "r3d_small": 0.5}

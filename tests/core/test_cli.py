@@ -79,7 +79,7 @@ def test_plan_is_fast_and_imports_no_torch(tmp_path):
     assert res.returncode == 0, res.stderr
     assert time.time() - t0 < 5  # generous: the benchmark measures the real ratio
     lines = res.stdout.splitlines()
-    assert lines[0] == "# rince/tab2 profile=mini: 48 runs"
+    assert lines[0] == "# rince/tab2 profile=mini: 51 runs"
     assert lines[1].split()[1:4] == ["Cross-entropy", "seed=123", "missing"]
 
 
@@ -94,8 +94,8 @@ def test_plan_prints_totals_per_table_and_overall(capsys):
     lines = capsys.readouterr().out.splitlines()
     runs = [ln for ln in lines if not ln.startswith("#")]
     first = [ln for ln in lines if ln.startswith("# rince/tab2 total:")][0]
-    m = re.fullmatch(r"# rince/tab2 total: 48 runs, ([\d.e+]+) GPU-h; not done: 48 runs, ([\d.e+]+) GPU-h", first)
-    tab2 = sum(float(ln.split()[-2]) for ln in runs[:48])
+    m = re.fullmatch(r"# rince/tab2 total: 51 runs, ([\d.e+]+) GPU-h; not done: 51 runs, ([\d.e+]+) GPU-h", first)
+    tab2 = sum(float(ln.split()[-2]) for ln in runs[:51])
     assert m and float(m.group(1)) == pytest.approx(tab2, rel=1e-3) and m.group(1) == m.group(2)
     overall = lines[-1]
     assert overall.startswith("# all 2 tables: ") and f"{len({ln.split()[0] for ln in runs})} runs" in overall

@@ -57,7 +57,7 @@ def test_cli_plans_fast_runs_and_the_table_says_so(monkeypatch):
                           capture_output=True, text=True)
     assert plain.returncode == fast.returncode == 0
     ids = [{ln.split()[0] for ln in out.stdout.splitlines()[1:] if ln and not ln.startswith("#")} for out in (plain, fast)]
-    assert len(ids[0]) == len(ids[1]) == 48 and not ids[0] & ids[1]
+    assert len(ids[0]) == len(ids[1]) == 51 and not ids[0] & ids[1]
     monkeypatch.setenv(ENV, "fast")
     assert notes(get_table("rince/tab2"), "smoke")[0].startswith("Precision of every row: fast: bf16 autocast")
     monkeypatch.delenv(ENV)

@@ -34,9 +34,9 @@ PINNED_CE_ID = "b6a5143cf86b"
 def test_plan_expands_implemented_rows_times_seeds():
     t = get_table("rince/tab2")
     runs = plan_runs(t, "smoke")
-    # 18 rows, of which two (Two heads, Label smoothing) select another table's row and run nothing
-    assert len(runs) == 16 * 3
-    assert len({r.run_id for r in runs}) == 48
+    # 19 rows, of which two (Two heads, Label smoothing) select another table's row and run nothing
+    assert len(runs) == 17 * 3
+    assert len({r.run_id for r in runs}) == 51
     assert [r.seed for r in runs[:3]] == [123, 546, 937]
     assert plan_runs(t, "smoke") == runs  # deterministic
 
@@ -97,7 +97,9 @@ def test_estimate_costs_the_network_the_row_trains():
     assert network_gflops(row("gpaco/mae-robustness", "GPaCo ViT-L")) == 3 * VIT_GMACS["vit_large_patch16"]
     assert network_gflops(row("gpaco/tab13-vit", "GPaCo ViT-B")) == 3 * VIT_GMACS["vit_base_patch16"]
     # 16 frames at 128 px: (128 / 112)^2 of the 112-px clip
-    assert network_gflops(row("rince/tab4", "RINCE")) == pytest.approx(3 * VIDEO_GMACS["r3d_18"] * (128 / 112) ** 2)
+    assert network_gflops(row("rince/tab4", "RINCE")) == pytest.approx(3 * VIDEO_GMACS["hara_r3d18"] * (128 / 112) ** 2)
+    assert network_gflops(row("rince/tab4", "RINCE (torchvision r3d_18)")) == pytest.approx(
+        3 * VIDEO_GMACS["r3d_18"] * (128 / 112) ** 2)
     kd = row("scns/kd-cifar100", "KD resnet110 to resnet20")
     assert network_gflops(kd) == pytest.approx(BACKBONE_GFLOPS["resnet20"] + BACKBONE_GFLOPS["resnet110"] / 3)
     teacher = next(r for r in plan_runs(get_table("scns/kd-cifar100"), "paper")

@@ -22,7 +22,7 @@ def _plan(*args: str) -> str:
 def test_smoke_plan_on_the_local_profile(tmp_path):
     out = _plan("--profile", "smoke", "--executor", "slurm", "--cluster", "local")
     lines = out.splitlines()
-    assert "# array of 48 runs: cpus_per_task=1, mem=2GB, nodes=1, ntasks_per_node=1, partition=debug, " \
+    assert "# array of 51 runs: cpus_per_task=1, mem=2GB, nodes=1, ntasks_per_node=1, partition=debug, " \
            "signal_delay_s=30, time=10" in lines
     sbatch = [ln for ln in lines if ln.startswith("#SBATCH")]
     for expected in ("#SBATCH --cpus-per-task=1", "#SBATCH --mem=2GB", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",

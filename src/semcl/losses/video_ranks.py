@@ -3,7 +3,7 @@
 Columns of ``sim`` per anchor a (query = online embedding of the anchor clip's first augmentation):
 ``[k_f(a), k_s(a), k_v(a), bank_1 .. bank_K]`` -- the momentum keys of x_f (same frames, other
 augmentation), x_s (nearby clip) and x_v (clip >= 48 frames away) of a's own video, then the
-memory bank (always negatives, rank 0). Ranks of the three own-video columns (rince.md §c.6; HP
+memory bank (always negatives, rank 0). Ranks of the three own-video columns (docs/papers/rince.md §c.6; HP
 and HN are named assumptions, the paper gives only their names):
 
     infonce  [1, -1, -1]  x_f the one positive; x_s, x_v unused              τ = (0.1,)
@@ -12,7 +12,10 @@ and HN are named assumptions, the paper gives only their names):
     rince    [1,  2,  3]  one rank each, τ increasing                          τ = (0.1, 0.15, 0.2)
 
 (-1 = takes no part.) Where the clip sampler could not keep x_v 48 frames away (``gap_ok`` False)
-x_v's column is -1 in every row kind. With form "in" and "rank" positives, term r is
+x_v's column is -1 in every row kind. Bank keys of the anchor's own video (``own_in_bank`` True;
+keys enqueued in earlier epochs: with UCF101's 9,537 training videos a 65,536-key bank holds ~6.9
+epochs, so ~6 keys of every video) are -1 too when given, so they are not counted as negatives.
+With form "in" and "rank" positives, term r is
 -log(Σ_{P_r} e / (Σ_{P_r} e + Σ_{N_r} e)), e = exp(s/τ_r), N_r = rank 0 ∪ ranks > r; summed over r.
 """
 
@@ -23,14 +26,21 @@ import torch
 ROW_KINDS = {"infonce": (1, -1, -1), "hp": (1, 1, 1), "hn": (1, 0, 0), "rince": (1, 2, 3)}
 
 
-def video_ranks(kind: str, gap_ok: torch.Tensor, bank_size: int) -> torch.Tensor:
-    """int64 ``[B, 3 + bank_size]`` ranks of the columns described in the module docstring."""
+def video_ranks(kind: str, gap_ok: torch.Tensor, bank_size: int,
+                own_in_bank: torch.Tensor | None = None) -> torch.Tensor:
+    """int64 ``[B, 3 + bank_size]`` ranks of the columns described in the module docstring;
+    ``own_in_bank`` (bool ``[B, bank_size]``) marks bank keys of the anchor's own video: ignored."""
     if kind not in ROW_KINDS:
         raise ValueError(f"unknown video row kind {kind!r} (known: {', '.join(ROW_KINDS)})")
     b = gap_ok.shape[0]
     own = torch.tensor(ROW_KINDS[kind], dtype=torch.int64).repeat(b, 1)
     own[~gap_ok.bool().cpu(), 2] = -1
-    return torch.cat([own, torch.zeros(b, bank_size, dtype=torch.int64)], dim=1)
+    bank = torch.zeros(b, bank_size, dtype=torch.int64)
+    if own_in_bank is not None:
+        if own_in_bank.shape != (b, bank_size):
+            raise ValueError(f"own_in_bank must be [{b}, {bank_size}], got {tuple(own_in_bank.shape)}")
+        bank[own_in_bank.bool().cpu()] = -1
+    return torch.cat([own, bank], dim=1)
 
 
 def video_similarities(q: torch.Tensor, kf: torch.Tensor, ks: torch.Tensor, kv: torch.Tensor,

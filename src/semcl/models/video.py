@@ -1,7 +1,8 @@
-"""Video backbones: torchvision's r3d_18 (RINCE video, rince.md §d.3) and a small 3D ResNet (`mini`).
+"""Video backbones: Hara et al.'s 3D-ResNet-18 (RINCE video, docs/papers/rince.md §d.3; semcl.models.hara_r3d),
+torchvision's r3d_18 (a variant: no max-pool) and a small 3D ResNet (`mini`).
 
-Both map clips ``[B, 3, T, H, W]`` to pooled features ``[B, out_dim]`` (global average over time
-and space); ``out_dim`` is 512 for r3d_18 and 128 for ``r3d_small``.
+All map clips ``[B, 3, T, H, W]`` to pooled features ``[B, out_dim]`` (global average over time
+and space); ``out_dim`` is 512 for the 18-layer nets and 128 for ``r3d_small``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-VIDEO_BACKBONES = ("r3d_18", "r3d_small")
+# hara_r3d18 / hara_r3d18_b: Hara et al.'s 3D-ResNet-18, shortcut A / B (semcl.models.hara_r3d)
+VIDEO_BACKBONES = ("hara_r3d18", "hara_r3d18_b", "r3d_18", "r3d_small")
 
 
 class _Block3d(nn.Module):
@@ -64,6 +66,10 @@ class _TorchvisionR3D(nn.Module):
 
 def build_video_backbone(name: str) -> nn.Module:
     """The video backbone ``name`` (see VIDEO_BACKBONES); it has ``out_dim``."""
+    if name in ("hara_r3d18", "hara_r3d18_b"):
+        from semcl.models.hara_r3d import HaraR3D18
+
+        return HaraR3D18(shortcut="B" if name.endswith("_b") else "A")
     if name == "r3d_18":
         return _TorchvisionR3D()
     if name == "r3d_small":

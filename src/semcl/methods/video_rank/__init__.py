@@ -1,9 +1,10 @@
 """RINCE video (Tab. 4): self-supervised 3D-ResNet pre-training with temporal ranks, and fine-tuning.
 
-Pre-training rows (rince.md §c.6, §d.3; no official code, every open choice named here):
+Pre-training rows (docs/papers/rince.md §c.6, §d.3; no official code, every open choice named here):
 `video_infonce`, `video_hp`, `video_hn`, `video_rince` differ only in the ranks of the anchor's
-own clips x_f / x_s / x_v (semcl.losses.video_ranks) and their temperatures. Backbone r3d_18
-pooled 512-d + MLP head (512 hidden, ReLU; output 128-d: an assumption, the paper gives none);
+own clips x_f / x_s / x_v (semcl.losses.video_ranks) and their temperatures. Backbone Hara et al.'s
+3D-ResNet-18 (semcl.models.hara_r3d; torchvision's r3d_18 is the variant) pooled 512-d + MLP head
+(512 hidden, ReLU; output 128-d: an assumption, the paper gives none);
 MoCo key encoder (momentum 0.99) and a bank of 65,536 keys; Adam lr 1e-3, wd 1e-5 (optim.* in the
 table). Second stage `video_finetune` (init_from the pre-training row): the pre-trained backbone,
 dropout 0.9 and a random linear layer, end-to-end cross-entropy (Adam lr 1e-4, wd 1e-5).
@@ -15,8 +16,11 @@ from dataclasses import dataclass, field
 
 from semcl.methods.spec import MethodSpec
 
-BACKBONES = frozenset({"r3d_18", "r3d_small"})
+# hara_r3d18: Hara et al.'s 3D-ResNet-18 (the paper's backbone; shortcut A, _b: shortcut B);
+# r3d_18: torchvision's (no max-pool, 3x7x7 stem: a variant); r3d_small: mini / smoke
+BACKBONES = frozenset({"hara_r3d18", "hara_r3d18_b", "r3d_18", "r3d_small"})
 POSITIVES = frozenset({"nearby", "shuffled"})
+OWN_VIDEO_KEYS = frozenset({"exclude", "negative"})
 
 
 @dataclass
@@ -27,7 +31,7 @@ class _Clips:
     min_gap: int = 48
     positive: str = "nearby"  # what x_s is (assumption, semcl.data.video.sampler): nearby | shuffled
     max_shift: int = 24  # x_s start = anchor start ± up to this many frames (assumption)
-    backbone: str = "r3d_18"  # 3D-ResNet18 (Hara et al. 2018), torchvision's r3d_18; r3d_small for mini
+    backbone: str = "hara_r3d18"  # 3D-ResNet18 (Hara et al. 2018, semcl.models.hara_r3d); see BACKBONES
 
     def __post_init__(self) -> None:
         if min(self.num_frames, self.stride) < 1 or min(self.min_gap, self.max_shift) < 0:
@@ -41,6 +45,9 @@ class _Pretrain(_Clips):
     head_hidden: int = 512  # §d.3: MLP with 512 hidden units
     head_dim: int = 128  # output dimension unknown (§d.3): 128 as the image experiments (assumption)
     taus: list[float] = field(default_factory=lambda: [0.1])  # baselines τ = 0.1 (§d.3)
+    # bank keys of the anchor's own video (enqueued in earlier epochs): "exclude" = take no part (default;
+    # with UCF101 the bank holds ~6 of them per video), "negative" = counted as negatives (the variant)
+    own_video_keys: str = "exclude"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,7 +102,8 @@ class VideoFeatures(_Clips):
 
 
 _CLS = "semcl.methods.video_rank.method"
-_CHOICES = {"backbone": BACKBONES, "positive": POSITIVES}
+_CLIP_CHOICES = {"backbone": BACKBONES, "positive": POSITIVES}
+_CHOICES = {**_CLIP_CHOICES, "own_video_keys": OWN_VIDEO_KEYS}
 # four clips per video (anchor, x_f, x_s, x_v), one with gradients: cost per video-epoch ≈ 1 + 3/3
 VIDEO_SPECS = (
     MethodSpec("video_infonce", VideoInfoNCE, f"{_CLS}:VideoContrastive", train_cost=5 / 3, choices=_CHOICES,
@@ -106,8 +114,8 @@ VIDEO_SPECS = (
                summary="InfoNCE with x_s and x_v as negatives (hard negatives)"),
     MethodSpec("video_rince", VideoRince, f"{_CLS}:VideoContrastive", train_cost=2.0, choices=_CHOICES,
                summary="RINCE on clips: ranks x_f < x_s < x_v, τ 0.1 / 0.15 / 0.2"),
-    MethodSpec("video_finetune", VideoFinetune, f"{_CLS}:VideoFinetune", depends="init_from", choices=_CHOICES,
+    MethodSpec("video_finetune", VideoFinetune, f"{_CLS}:VideoFinetune", depends="init_from", choices=_CLIP_CHOICES,
                summary="end-to-end fine-tuning of a pre-trained video backbone (dropout 0.9 + linear)"),
     MethodSpec("video_features", VideoFeatures, f"{_CLS}:VideoFeatures", train_cost=0.0, depends="init_from",
-               choices=_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)"),
+               choices=_CLIP_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)"),
 )

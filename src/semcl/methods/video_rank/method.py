@@ -66,6 +66,7 @@ class VideoContrastive(_VideoMethod):
         self.key_head = self.keys.copy(self.head)
         self.bank = self.keys.bank(m.bank_size, m.head_dim)
         self.taus = list(m.taus)
+        self.exclude_own = m.own_video_keys == "exclude"
         self._gap_ok: dict[int, bool] = {}
 
     def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
@@ -88,10 +89,12 @@ class VideoContrastive(_VideoMethod):
             kf, ks, kv = k[:b], k[b:2 * b], k[2 * b:]
         sim = video_similarities(q, kf, ks, kv, self.bank.features)
         gap_ok = torch.tensor([self._gap_ok.get(i, True) for i in batch.indices.tolist()])
-        ranks = video_ranks(self.kind, gap_ok, self.bank.size).to(sim.device)
+        # bank "labels" are video indices: keys of the anchor's own video (earlier epochs) take no part
+        own = self.bank.labels[None, :] == batch.indices.to(self.bank.labels.device)[:, None] if self.exclude_own else None
+        ranks = video_ranks(self.kind, gap_ok, self.bank.size, own).to(sim.device)
         loss = ranked_info_nce(sim, ranks, self.taus, form="in", positives="rank", rank_reduction="sum")
         self.keys.update()
-        self.keys.stage(batch.indices.to(sim.device), keys=kf)  # bank "labels": video indices (unused)
+        self.keys.stage(batch.indices.to(sim.device), keys=kf)  # bank "labels": video indices
         return {"loss": loss}
 
     def after_backward(self) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from semcl.data.fileset import WholeImages, decode_whole
+from semcl.data.handout import UInt8Normalise, handout_of
 from semcl.errors import DataError
 
 _MASK = (1 << 64) - 1
@@ -52,41 +53,67 @@ def image_seed(seed: int, epoch: int, step: int, position: int, view: int) -> in
 
 def views_of_image(image: torch.Tensor, recipes: Sequence[Recipe], seeds: Sequence[int]) -> list[torch.Tensor]:
     """One view per recipe of one whole uint8 [C, h, w] image, recipe k under a generator seeded by `seeds[k]`
-    (each recipe takes a list of whole images)."""
-    return [recipe([image], torch.Generator().manual_seed(s))[0] for recipe, s in zip(recipes, seeds, strict=True)]
+    (each recipe takes a list of whole images). A recipe that can (semcl.data.handout) gives its uint8 view,
+    to be normalised on the training device; the others their finished float view."""
+    out = []
+    for recipe, s in zip(recipes, seeds, strict=True):
+        make = getattr(recipe, "uint8_views", recipe)
+        out.append(make([image], torch.Generator().manual_seed(s))[0])
+    return out
 
 
 Partners = Callable[[int, torch.Generator], list[int]]
+Key = tuple[int, int, int, int, tuple[int, ...]]  # row, epoch, step, position, the partners' rows
+
+
+def _seeds(seed: int, epoch: int, step: int, position: int, first: int, count: int) -> list[int]:
+    return [image_seed(seed, epoch, step, position, first + v) for v in range(count)]
 
 
 class _StepImages(torch.utils.data.Dataset):
-    """Item (row, epoch, step, position) -> that image's views, then each partner's views.
+    """Item (row, epoch, step, position, partner rows) -> that image's views, then each partner's views.
 
-    Seeds (view numbers of image_seed): the image's views 0..V-1; the partner pick V; partner j's view t
-    V + 1 + j * T + t (T recipes per partner)."""
+    Seeds (view numbers of image_seed): the image's views 0..V-1; the partner pick V (drawn in the training
+    process, see _EpochBatches); partner j's view t V + 1 + j * T + t (T recipes per partner)."""
 
-    def __init__(self, paths: Sequence[Path], recipes: Sequence[Recipe], seed: int, partners: Partners | None,
+    def __init__(self, paths: Sequence[Path], recipes: Sequence[Recipe], seed: int,
                  partner_recipes: Sequence[Recipe]) -> None:
         self.paths, self.recipes, self.seed = list(paths), list(recipes), seed
-        self.partners, self.partner_recipes = partners, list(partner_recipes)
+        self.partner_recipes = list(partner_recipes)
 
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, key: tuple[int, int, int, int]) -> list[torch.Tensor]:
-        row, epoch, step, position = key
-        n = len(self.recipes)
-
-        def seeds(first: int, count: int) -> list[int]:
-            return [image_seed(self.seed, epoch, step, position, first + v) for v in range(count)]
-
-        out = views_of_image(decode_whole(self.paths[row]), self.recipes, seeds(0, n))
-        if self.partners is not None:
-            picked = self.partners(row, torch.Generator().manual_seed(seeds(n, 1)[0]))
-            t = len(self.partner_recipes)
-            for j, other in enumerate(picked):
-                out += views_of_image(decode_whole(self.paths[other]), self.partner_recipes, seeds(n + 1 + j * t, t))
+    def __getitem__(self, key: Key) -> list[torch.Tensor]:
+        row, epoch, step, position, picked = key
+        n, t = len(self.recipes), len(self.partner_recipes)
+        out = views_of_image(decode_whole(self.paths[row]), self.recipes, _seeds(self.seed, epoch, step, position, 0, n))
+        for j, other in enumerate(picked):
+            out += views_of_image(decode_whole(self.paths[other]), self.partner_recipes,
+                                  _seeds(self.seed, epoch, step, position, n + 1 + j * t, t))
         return out
+
+
+class _EpochBatches:
+    """The loader's batch sampler: the current epoch's keys, one step at a time as the loader asks.
+
+    It lives as long as the loader (persistent workers read only keys, never this object), and each
+    epoch points it at the new order. Partners are picked here, in the training process, from the
+    epoch's pick (HSA mines its neighbour table at each epoch start: workers started epochs ago would
+    hold an old table)."""
+
+    def __init__(self) -> None:
+        self._epoch: Callable[[], Iterator[list[Key]]] = lambda: iter(())
+        self._len = 0
+
+    def set_epoch(self, make: Callable[[], Iterator[list[Key]]], steps: int) -> None:
+        self._epoch, self._len = make, steps
+
+    def __iter__(self) -> Iterator[list[Key]]:
+        return self._epoch()
+
+    def __len__(self) -> int:
+        return self._len
 
 
 def _stack_views(items: list[list[torch.Tensor]]) -> list[torch.Tensor]:
@@ -114,23 +141,89 @@ def loader_workers(device: torch.device) -> int:
     return max(0, min(16, cpus - 1))
 
 
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class ViewLoader:
+    """A file-backed set's training loader, kept across epochs: its worker processes start once
+    (`persistent_workers`) and are restarted only when the seed or the recipes change (e.g. HSA's partners
+    joining after its warm-up). Each epoch only points the batch sampler at the new keys, so the views are
+    those of a fresh loader (tests/data/test_loader_persistent.py). Pinned batches when `pin_memory`."""
+
+    def __init__(self, images: WholeImages, workers: int = 0, pin_memory: bool = False) -> None:
+        self.images, self.workers, self.pin_memory = images, workers, pin_memory
+        self._batches = _EpochBatches()
+        self._loader: torch.utils.data.DataLoader | None = None
+        self._built: tuple[int, list[Recipe], list[Recipe]] | None = None
+        self.finishers: list[UInt8Normalise | None] = []  # per handed-out view: its device-side finish
+        self._partner_finishers: list[UInt8Normalise | None] = []
+        self.starts = 0  # how many times workers were (re)built: once per run unless the recipes change
+
+    def loader(self, seed: int, recipes: Sequence[Recipe], partner_recipes: Sequence[Recipe]
+               ) -> tuple[torch.utils.data.DataLoader, _EpochBatches]:
+        b = self._built
+        if b is None or b[0] != seed or not _same(b[1], recipes) or not _same(b[2], partner_recipes):
+            self.close()
+            self._built = (seed, list(recipes), list(partner_recipes))
+            finish = {id(r): handout_of(r) for r in [*recipes, *partner_recipes]}
+            self.finishers = [finish[id(r)] for r in recipes]
+            self._partner_finishers = [finish[id(r)] for r in partner_recipes]
+            self._loader = torch.utils.data.DataLoader(
+                _StepImages(self.images.paths, recipes, seed, partner_recipes), batch_sampler=self._batches,
+                num_workers=self.workers, collate_fn=_stack_views, pin_memory=self.pin_memory,
+                persistent_workers=self.workers > 0,
+                # 2 batches ahead per worker: a 128-image batch of two uint8 224-px views is ~40 MB of shared
+                # memory (float32 recipes: ~150 MB)
+                prefetch_factor=2 if self.workers else None)
+            self.starts += 1
+        return self._loader, self._batches
+
+    def finish_of(self, views: int) -> list[UInt8Normalise | None]:
+        """The finish of each of `views` handed-out tensors: the image's, then each partner's in turn."""
+        t = max(1, len(self._partner_finishers))
+        extra = views - len(self.finishers)
+        return self.finishers + [self._partner_finishers[i % t] for i in range(extra)]
+
+    def close(self) -> None:
+        """Stop the workers (the loader's iterator, which holds them, goes with the loader)."""
+        self._loader, self._built = None, None
+
+
 def step_views(images: WholeImages, recipes: Sequence[Recipe], *, seed: int, epoch: int, order: torch.Tensor,
                batch_size: int, steps: range, part: slice, workers: int = 0, pin_memory: bool = False,
-               partners: Partners | None = None, partner_recipes: Sequence[Recipe] = ()
+               partners: Partners | None = None, partner_recipes: Sequence[Recipe] = (),
+               device: torch.device | None = None, loader: ViewLoader | None = None
                ) -> Iterator[tuple[list[torch.Tensor], list[tuple[torch.Tensor, ...]]]]:
     """This rank's views of each step in `steps`, for the epoch's visiting `order` in global batches of
     `batch_size` (`part`: this rank's slice): per step, (one float tensor [b, C, S, S] per recipe, and one
-    tuple of such tensors per partner, one per partner recipe)."""
-    positions = range(batch_size)[part]
-    batches = [[(int(order[s * batch_size + p]), epoch, s, p) for p in positions] for s in steps]
-    loader = torch.utils.data.DataLoader(
-        _StepImages(images.paths, recipes, seed, partners, partner_recipes), batch_sampler=batches,
-        num_workers=workers, collate_fn=_stack_views, pin_memory=pin_memory,
-        # 2 batches ahead per worker: a 128-image batch of two float32 224-px views is ~150 MB of shared memory
-        prefetch_factor=2 if workers else None)
-    n, t = len(recipes), max(1, len(partner_recipes))
+    tuple of such tensors per partner, one per partner recipe), on `device` (default the CPU).
+
+    Workers hand out uint8 views where the recipe can (semcl.data.handout); they are copied to `device`
+    (non-blocking from pinned memory) and normalised there. `loader`: the run's ViewLoader, whose workers
+    persist across epochs (its own `workers` and `pin_memory` apply); None builds one for this call."""
+    device = device or torch.device("cpu")
+    loader = loader or ViewLoader(images, workers, pin_memory)
+    data, batches = loader.loader(seed, recipes, partner_recipes)
+    positions = list(range(batch_size)[part])
+    rows, n = order.tolist(), len(recipes)
+
+    def keys() -> Iterator[list[Key]]:
+        for s in steps:
+            batch = []
+            for p in positions:
+                row = rows[s * batch_size + p]
+                picked = () if partners is None else tuple(
+                    int(r) for r in partners(row, torch.Generator().manual_seed(image_seed(seed, epoch, s, p, n))))
+                batch.append((row, epoch, s, p, picked))
+            yield batch
+
+    batches.set_epoch(keys, len(steps))
+    t = max(1, len(partner_recipes))
     try:
-        for views in loader:
+        for views in data:
+            views = [v.to(device, non_blocking=True) for v in views]
+            views = [f(v) if f is not None else v for f, v in zip(loader.finish_of(len(views)), views, strict=True)]
             yield views[:n], [tuple(views[i:i + t]) for i in range(n, len(views), t)]
     except DataError as err:  # a worker's error arrives wrapped with its traceback: keep the one line
         raise DataError(str(err).strip().splitlines()[-1].removeprefix("semcl.errors.DataError: ")) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -58,9 +59,62 @@ def decode(path: Path, size: int) -> torch.Tensor:
     return _decoded(path, lambda img: _centre_square(img, size))
 
 
+# start-of-frame markers torchvision's libjpeg-turbo decode reads (baseline, extended, progressive Huffman)
+_SOF = {0xC0, 0xC1, 0xC2}
+
+
+def jpeg_components(data: bytes) -> int | None:
+    """Colour components of an 8-bit JPEG (read from its start-of-frame header), None if `data` is not
+    one of the JPEG kinds in _SOF."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+        elif marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            i += 2
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if marker not in _SOF or i + 10 > len(data) or data[i + 4] != 8:
+                return None
+            return data[i + 9]
+        else:
+            i += 2 + (data[i + 2] << 8 | data[i + 3])
+    return None
+
+
 def decode_whole(path: Path) -> torch.Tensor:
-    """uint8 [3, h, w]: the image at its own size (the training decode)."""
+    """uint8 [3, h, w]: the image at its own size (the training decode).
+
+    Grey and colour JPEGs go through torchvision.io.decode_jpeg (libjpeg-turbo on the tensor, about twice
+    PIL's rate with its conversion and copies; the same pixels as PIL's decode + convert("RGB"),
+    tests/data/test_loader_decode.py); other files and JPEG kinds (CMYK, 12-bit, lossless) through PIL."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
+    if jpeg_components(data) in (1, 3) and (decoder := _jpeg_decoder()) is not None:
+        try:
+            return decoder(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        except RuntimeError:
+            pass  # a damaged file: PIL's reading, and its error
     return _decoded(path)
+
+
+@functools.cache
+def _jpeg_decoder() -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """torchvision's decode_jpeg to RGB, or None where this torchvision has none (then PIL decodes)."""
+    try:
+        from torchvision.io import ImageReadMode, decode_jpeg  # lazy: torchvision only for JPEG files
+    except ImportError:
+        return None
+    # torchvision 0.29 deprecates its image codecs (for TorchCodec) with a warning at every call
+    warnings.filterwarnings("ignore", message="The image decoding and encoding capabilities of TorchVision",
+                            category=DeprecationWarning)
+    return functools.partial(decode_jpeg, mode=ImageReadMode.RGB)
 
 
 # by (process id, threads): a forked child must not use its parent's threads

@@ -203,18 +203,23 @@ class PerImageAugment:
     def __call__(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
         """`images`: uint8 [B, C, H, W], or a list of uint8 [C, h, w] images of their own sizes (file-backed
         training sets; each recipe's first step crops them to the view size)."""
+        out = self.uint8_views(images, generator)  # validates `images`
+        device = images[0].device if isinstance(images, list) else images.device
+        x = out.float().div_(255.0)
+        return x.sub_(self.mean).div_(self.std).to(device)
+
+    def uint8_views(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        """The views before normalisation, uint8 [B, C, size, size] on the CPU: what a loader worker hands
+        out (semcl.data.handout normalises it on the training device, to the same values)."""
         whole = isinstance(images, list)
         if (whole and (not images or any(im.dtype != torch.uint8 or im.dim() != 3 for im in images))) or (
                 not whole and (images.dtype != torch.uint8 or images.dim() != 4)):
             got = "a list" if whole else f"{images.dtype} {tuple(images.shape)}"
             raise ValueError(f"expected uint8 [B, C, H, W] or a list of uint8 [C, H, W], got {got}")
-        device = images[0].device if whole else images.device
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            out = torch.stack([self.transform(img.cpu()) for img in images])
-        x = out.float().div_(255.0)
-        return x.sub_(self.mean).div_(self.std).to(device)
+            return torch.stack([self.transform(img.cpu()) for img in images])
 
 
 class ViewCycle:

@@ -24,7 +24,7 @@ import torch
 
 from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, stats
-from semcl.data.file_views import loader_workers, step_views
+from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
@@ -115,6 +115,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     files = training_images(train_set)
     by_file = isinstance(files, WholeImages) and type(method).make_views is Method.make_views
     workers = loader_workers(device) if by_file else 0
+    # one loader for the run: its workers persist across epochs; they hand out uint8 views, normalised on `device`
+    view_loader = ViewLoader(files, workers, pin_memory=device.type == "cuda") if by_file else None
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
         """All ranks call it together (they agree on the step): RNG states gathered, rank 0 writes."""
@@ -158,7 +160,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                                         batch_size=bs, steps=range(first, stop),
                                         part=distributed.local_slice(bs), workers=workers,
                                         pin_memory=device.type == "cuda", partners=pick,
-                                        partner_recipes=partner_recipes)
+                                        partner_recipes=partner_recipes, device=device, loader=view_loader)
             for step in range(first, stop):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
@@ -206,4 +208,6 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             save(epoch + 1, 0, None, 0.0)
             last_save = time.monotonic()
             interrupt.fire_if_pending()
+    if view_loader is not None:
+        view_loader.close()
     return history

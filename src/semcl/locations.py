@@ -9,6 +9,7 @@ or a source tree, where no such copy exists).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parents[1]  # src/semcl -> the clone's root
 # package folder -> the clone's folder it is built from (setup.py holds the same pairs; tests/core/test_wheel.py)
 SHIPPED = {"_registry": "experiments", "_profiles": "slurm/profiles"}
+BUILD_INFO = "_build.json"  # setup.py writes it into the wheel: the commit the wheel was built from
 
 
 def _find(env_var: str, shipped: str) -> Path:
@@ -34,3 +36,14 @@ def registry_root() -> Path:
 def profiles_root() -> Path:
     """The cluster profiles: $SEMCL_CLUSTER_PROFILES, else the installed package's copy, else slurm/profiles/."""
     return _find("SEMCL_CLUSTER_PROFILES", "_profiles")
+
+
+def built_from(package: Path | None = None) -> dict | None:
+    """{"commit", "dirty"} of the source tree an installed wheel was built from (semcl/_build.json); None when
+    the code runs from a clone, whose git then answers (a venv inside some other repository must not report
+    that repository's commit)."""
+    try:
+        info = json.loads(((package or PACKAGE) / BUILD_INFO).read_text())
+    except (OSError, ValueError):
+        return None
+    return {"commit": info.get("commit"), "dirty": info.get("dirty")} if isinstance(info, dict) else None

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import semcl
 from semcl.errors import ResultsError
+from semcl.locations import built_from
 from semcl.registry import registry_root
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -107,7 +108,8 @@ def _build(parent: Path, package: Path, registry: Path) -> Path:
     try:
         shutil.copytree(package, tmp / CODE_DIRS[0], ignore=IGNORE)
         shutil.copytree(registry, tmp / CODE_DIRS[1], ignore=IGNORE)
-        info = git_info(package.parents[1])
+        built = built_from(package)  # an installed wheel: the commit it was built from, no clone to diff
+        info = {**built, "diff": "", "untracked": []} if built else git_info(package.parents[1])
         (tmp / "snapshot.json").write_text(json.dumps({"commit": info["commit"], "dirty": info["dirty"],
                                                        "untracked": info["untracked"]}, indent=2))
         (tmp / "code.diff").write_text(info["diff"])

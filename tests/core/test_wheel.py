@@ -7,6 +7,7 @@ that reuses this venv's site-packages through a .pth, so torch is not installed 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,9 +25,22 @@ ROOT = CHECKOUT
 DATA_FILES = ROOT / "src" / "semcl" / "data" / "files"
 
 
+def _git(where: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _committed(where: Path) -> str:
+    """`where` as a git repository of one commit; its HEAD."""
+    _git(where, "init", "-q")
+    _git(where, "add", ".")
+    _git(where, "commit", "-q", "-m", "snapshot")
+    return _git(where, "rev-parse", "HEAD")
+
+
 def _copy_source(dest: Path) -> None:
     dest.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", ".gitignore"):
         shutil.copy2(ROOT / name, dest / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     shutil.copytree(ROOT / "src" / "semcl", dest / "src" / "semcl", ignore=skip)
@@ -36,15 +50,21 @@ def _copy_source(dest: Path) -> None:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """(wheel file, venv bin folder, an empty folder outside the clone, a clean environment)."""
+    """(wheel file, venv bin folder, an empty folder outside the clone, a clean environment, the source's commit)."""
     tmp = tmp_path_factory.mktemp("wheel")
     _copy_source(tmp / "source")
+    commit = _committed(tmp / "source")  # the build records it: an installed package has no clone to ask
     pip = [sys.executable, "-m", "pip"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(tmp / "source"),
                     "-w", str(tmp / "dist")], check=True, cwd=tmp, capture_output=True)
     (wheel,) = (tmp / "dist").glob("semcl-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")], check=True)
-    venv_python = tmp / "venv" / "bin" / "python"
+    # the venv inside some other repository, whose commit the runs must not report as theirs
+    (tmp / "outer").mkdir()
+    (tmp / "outer" / "notes.txt").write_text("another project\n")
+    _committed(tmp / "outer")
+    venv = tmp / "outer" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv_python = venv / "bin" / "python"
     site = subprocess.run([str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # torch, pandas ... from this venv; its editable semcl .pth is not read from there (a .pth line is a path only)
@@ -53,13 +73,13 @@ def installed(tmp_path_factory):
                    check=True, capture_output=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMCL_", "PYTHON"))}
     # PATH: the venv only, so no scontrol answers (the slurm plan asks it for MaxArraySize, seconds without a cluster)
-    env.update(SEMCL_CACHE=str(tmp / "cache"), OMP_NUM_THREADS="1", PATH=str(tmp / "venv" / "bin"))
+    env.update(SEMCL_CACHE=str(tmp / "cache"), OMP_NUM_THREADS="1", PATH=str(venv / "bin"))
     (tmp / "elsewhere").mkdir()
-    return wheel, tmp / "venv" / "bin", tmp / "elsewhere", env
+    return wheel, venv / "bin", tmp / "elsewhere", env, commit
 
 
 def _semcl(installed, *args, env=None):
-    _, bin_dir, cwd, base = installed
+    _, bin_dir, cwd, base, _ = installed
     return subprocess.run([str(bin_dir / "semcl"), *args], cwd=cwd, env={**base, **(env or {})},
                           capture_output=True, text=True, timeout=120)
 
@@ -74,8 +94,11 @@ def test_wheel_carries_registry_profiles_and_data_files(installed):
             for path in files:
                 inside = f"semcl/{package_dir}/{path.relative_to(ROOT / source).as_posix()}"
                 assert zf.read(inside) == path.read_bytes(), inside
-        for path in DATA_FILES.iterdir():
-            assert zf.read(f"semcl/data/files/{path.name}") == path.read_bytes()
+        package = ROOT / "src" / "semcl"
+        data = [p for p in package.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
+        assert DATA_FILES / "word_sims_imagenet100.npy" in data
+        for path in data:  # what the code reads beside its modules (class lists, the RINCE matrix, ...)
+            assert zf.read(f"semcl/{path.relative_to(package).as_posix()}") == path.read_bytes(), path
     shipped = {n for n in names if n.startswith(("semcl/_registry/", "semcl/_profiles/"))}
     assert shipped and all(n.endswith(".yaml") for n in shipped)
     assert len(shipped) == sum(len(list((ROOT / s).rglob("*.yaml"))) for s in SHIPPED.values())
@@ -132,3 +155,21 @@ def test_users_own_registry_and_profiles_override_the_packaged_ones(installed, t
                      "example-a100", env=env)
     assert missing.returncode == 2
     assert f"{profiles / 'example-a100.yaml'}: no cluster profile 'example-a100' (known: mine;" in missing.stderr
+
+
+def test_installed_runs_record_the_commit_the_wheel_was_built_from(installed, tmp_path, monkeypatch):
+    wheel, bin_dir, cwd, env, commit = installed
+    with zipfile.ZipFile(wheel) as zf:
+        assert json.loads(zf.read("semcl/_build.json")) == {"commit": commit, "dirty": False}
+    code = "import json, semcl.locations as l; print(json.dumps(l.built_from()))"
+    got = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                         check=True)
+    assert json.loads(got.stdout) == {"commit": commit, "dirty": False}  # not the enclosing repository's HEAD
+    # a run's record takes it from there (the engine's git_state), here with a package folder holding that file
+    import semcl.locations
+    from semcl.engine.job import git_state
+
+    (tmp_path / "_build.json").write_text(json.dumps({"commit": commit, "dirty": False}))
+    monkeypatch.delenv("SEMCL_SNAPSHOT", raising=False)
+    monkeypatch.setattr(semcl.locations, "PACKAGE", tmp_path)
+    assert git_state() == {"commit": commit, "dirty": False}

@@ -35,6 +35,7 @@ from semcl.engine.precision import configure_backend, effective_config
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_text_atomic
+from semcl.locations import built_from
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_spec
 from semcl.models.layout import apply_memory_format
@@ -82,6 +83,9 @@ def git_state() -> dict:
     if snap:
         info = json.loads((Path(snap) / "snapshot.json").read_text())
         return {"commit": info["commit"], "dirty": info["dirty"], "snapshot": snap}
+    built = built_from()  # an installed wheel: the commit it was built from (no clone to ask)
+    if built is not None:
+        return built
     repo = Path(__file__).resolve().parents[3]
     try:
         commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,

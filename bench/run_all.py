@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from common import Row, machine_info  # noqa: E402
 
-SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "video", "evals", "robustness", "engine")
+SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "loader", "video", "evals", "robustness", "engine")
 
 
 def _section(name: str) -> list[Row]:
@@ -53,6 +53,10 @@ def _section(name: str) -> list[Row]:
         import bench_data
 
         return bench_data.run()
+    if name == "loader":
+        import bench_loader
+
+        return bench_loader.run()
     if name == "video":
         import bench_video
 

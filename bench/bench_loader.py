@@ -1,0 +1,126 @@
+"""The file-backed training loader per worker process (issue 22): GPaCo's two 224-px views of a JPEG.
+
+What one DataLoader worker does per image (semcl.data.file_views): decode the whole JPEG
+(torchvision's decode_jpeg) and cut the `randcls_timm` and `sim` views, handed out as uint8 (the
+normalisation runs on the device). Timed as process CPU seconds on one torch thread, i.e. the cost on
+one dedicated core, because this machine is shared (wall time here is several times larger). Beside
+it, the path before issue 22 (PIL decode, float32 views normalised in the worker), and each stage alone:
+the slowest stage is the floor a worker cannot beat.
+
+Need: 120 two-view img/s per worker (a GPU at ~1,000 two-view img/s with AMP fed by 8 workers, see
+bench_data.py).
+
+    .venv/bin/python bench/bench_loader.py --write    # measure and put the rows into bench/results.md
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from common import Row
+
+NEED = 120.0
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _rate(fn, n: int, rounds: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(rounds):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return n / statistics.median(times)
+
+
+def run(rounds: int = 3, n: int = 32) -> list[Row]:
+    from bench_data import _images
+    from PIL import Image
+
+    from semcl.data import build_augment
+    from semcl.data.fileset import _decoded, decode_whole
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for i, a in enumerate(_images(n, 375, 500, np.random.default_rng(0))):
+                paths.append(Path(tmp) / f"{i}.jpg")
+                Image.fromarray(a).save(paths[-1], format="JPEG", quality=90)
+            kb = np.mean([p.stat().st_size for p in paths]) / 1024
+            timm, sim = build_augment("randcls_timm+sim", size=224, mean=MEAN, std=STD).views
+            g = torch.Generator().manual_seed(0)
+            whole = [decode_whole(p) for p in paths]
+
+            def now() -> None:  # what a worker runs now
+                for p in paths:
+                    im = decode_whole(p)
+                    timm.uint8_views([im], g)
+                    sim.uint8_views([im], g)
+
+            def before() -> None:  # PIL decode, float32 views
+                for p in paths:
+                    im = _decoded(p)
+                    timm([im], g)
+                    sim([im], g)
+
+            r_now, r_before = _rate(now, n, rounds), _rate(before, n, rounds)
+            r_dec = _rate(lambda: [decode_whole(p) for p in paths], n, rounds)
+            r_pil = _rate(lambda: [_decoded(p) for p in paths], n, rounds)
+            r_timm = _rate(lambda: [timm.uint8_views([im], g) for im in whole], n, rounds)
+            r_sim = _rate(lambda: [sim.uint8_views([im], g) for im in whole], n, rounds)
+    finally:
+        torch.set_num_threads(threads)
+    stages = {"decode": r_dec, "randcls_timm view": r_timm, "sim view": r_sim}
+    floor = min(stages, key=stages.get)
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    rows = [
+        Row("Loader: GPaCo 2 views 224px from JPEG per worker (decode_jpeg, uint8 out) vs GPU need",
+            f"{r_now:,.0f} img/s", f"{NEED:.0f} img/s", r_now / NEED, f"≥ {NEED:.0f} img/s", r_now >= NEED,
+            f"CPU time on one thread; 500x375 JPEG ~{kb:.0f} KB; before issue 22 (PIL decode, float32 views) "
+            f"{r_before:,.0f} img/s ({r_now / r_before:.2f}× now/before); stages alone: decode_jpeg {r_dec:,.0f} "
+            f"(PIL {r_pil:,.0f}), randcls_timm view {r_timm:,.0f}, sim view {r_sim:,.0f} img/s: the floor is the "
+            f"{floor} (decode is {r_now / r_dec:.0%} of the image's cost); a GPU at ~1,000 two-view img/s needs "
+            f"{1000 / r_now:.1f} workers; load average {load} on {len(os.sched_getaffinity(0))} cores"),
+        Row("Loader: bytes handed out per two-view 224px image, uint8 / float32", f"{2 * 3 * 224 * 224 / 1024:,.0f} KB",
+            f"{2 * 3 * 224 * 224 * 4 / 1024:,.0f} KB float32", 0.25, "informational", None,
+            "per-image recipes hand out uint8 (shared memory, pin thread, PCIe); normalised on the device by a "
+            "table equal to the float path bit for bit (tests/data/test_loader_handout.py); batched Augment "
+            "recipes and MAE's transform still hand out float32"),
+    ]
+    return rows
+
+
+def write(rows: list[Row], out: Path) -> None:
+    """Replace (or append) this bench's section of results.md, keeping the rest of the file."""
+    from datetime import UTC, datetime
+
+    from run_all import render
+
+    table, notes = render(rows)
+    begin, end = "<!-- loader rows: bench/bench_loader.py -->", "<!-- end loader rows -->"
+    section = "\n".join([begin, f"## Loader rows (issue 22), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "", table, "",
+                         *notes, end])
+    text = out.read_text() if out.exists() else ""
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    got = run()
+    for r in got:
+        print(r)
+    if "--write" in sys.argv:
+        write(got, Path(__file__).resolve().parent / "results.md")

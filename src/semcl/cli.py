@@ -189,8 +189,9 @@ def cmd_plan(args) -> None:
         runs = index["runs"][table["id"]]
         width = max([24, *(len(r[1]) for r in runs)])  # long labels (variants: "<row> [key=value]") stay aligned
         print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
-        todo, cost_all, cost_left = 0, 0.0, 0.0
-        for run_id, label, seed, cost, deps in runs:
+        todo, cost_all, cost_left, held = 0, 0.0, 0.0, set()
+        for run_id, label, seed, cost, deps, *gpus in runs:
+            held.update(gpus[:1])
             if not (runs_dir / run_id).exists():  # never started: no record, lock or checkpoint to read
                 status, detail = "missing", ""
             else:
@@ -205,18 +206,22 @@ def cmd_plan(args) -> None:
                 todo, cost_left = todo + 1, cost_left + amount
         if table["not_implemented"]:
             print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+        if held:  # the estimate counts every GPU a run's job holds
+            print(f"# {table['id']} GPUs held per run: {'/'.join(str(g) for g in sorted(held))}")
         print(f"# {table['id']} total: {len(runs)} runs, {cost_all:.4g} {unit}; not done: {todo} runs, {cost_left:.4g} {unit}")
         totals["tables"] += 1
-        for run_id, _, _, cost, _ in runs:
+        for run_id, _, _, cost, _, *gpus in runs:
             if run_id not in counted:
                 counted.add(run_id)
                 done = (runs_dir / run_id / "metrics.json").exists()
                 totals["runs"], totals["all"] = totals["runs"] + 1, totals["all"] + float(cost.split()[0])
+                totals["peak"] = max(totals.get("peak", 0), *gpus[:1], 0)
                 if not done:
                     totals["todo"], totals["left"] = totals["todo"] + 1, totals["left"] + float(cost.split()[0])
     if totals["tables"] > 1:
         print(f"# all {totals['tables']} tables: {totals['runs']} runs, {totals['all']:.4g} {unit}; "
-              f"not done: {totals['todo']} runs, {totals['left']:.4g} {unit} (estimates: semcl.runs.estimated_minutes)")
+              f"not done: {totals['todo']} runs, {totals['left']:.4g} {unit}; widest run holds {totals.get('peak', 0)} GPUs "
+              "(estimates: semcl.estimate)")
 
 
 def _plan_slurm(args) -> None:
@@ -231,7 +236,7 @@ def _plan_slurm(args) -> None:
         print(f"# {table.id} profile={args.profile}: {len(runs)} runs")
         for run in runs:
             status, detail = store.status(run.run_id)
-            cost = estimate_cost(run.config, args.profile)
+            cost = estimate_cost(run.config, args.profile, table.resources_for(run.row_label, args.profile).gpus)
             extra = f"  {detail}" if detail and args.verbose else ""
             after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
             print(f"{run.run_id}  {run.row_label:<{width}} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")

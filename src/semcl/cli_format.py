@@ -106,7 +106,7 @@ def plan_json(index: dict, tables: list[dict], profile: str, runs_dir: Path, sto
     out = []
     for table in tables:
         runs = []
-        for run_id, label, seed, cost, deps in index["runs"][table["id"]]:
+        for run_id, label, seed, cost, deps, *held in index["runs"][table["id"]]:
             status = "missing"
             if (runs_dir / run_id).exists():
                 store = store or store_factory()
@@ -114,7 +114,7 @@ def plan_json(index: dict, tables: list[dict], profile: str, runs_dir: Path, sto
             amount = float(cost.split()[0])
             seen[run_id] = (amount, status == "done")
             runs.append({"id": run_id, "row": label, "seed": seed, "profile": profile, "cost": amount,
-                         "status": status, "after": list(deps)})
+                         "status": status, "after": list(deps), "gpus": held[0] if held else None})
         out.append({"id": table["id"], "runs": runs, "not_implemented": list(table["not_implemented"]),
                     "total": _total(runs)})
     everything = [{"cost": c, "status": "done" if d else "missing"} for c, d in seen.values()]

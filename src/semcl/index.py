@@ -20,11 +20,14 @@ from semcl.index_store import cache_file, read_index, registry_root, source_key,
 
 
 def _profile_runs(table, profile: str) -> list[list]:
-    """[run_id, row label, seed, cost estimate, depends_on] per planned run, in plan order."""
+    """[run_id, row label, seed, cost estimate, depends_on, GPUs held] per planned run, in plan order."""
     from semcl.runs import estimate_cost, plan_runs
 
-    return [[r.run_id, r.row_label, r.seed, estimate_cost(r.config, profile), list(r.depends_on)]
-            for r in plan_runs(table, profile)]
+    out = []
+    for r in plan_runs(table, profile):
+        gpus = table.resources_for(r.row_label, profile).gpus
+        out.append([r.run_id, r.row_label, r.seed, estimate_cost(r.config, profile, gpus), list(r.depends_on), gpus])
+    return out
 
 
 def load_index(profile: str, registry: Path | None = None) -> dict:

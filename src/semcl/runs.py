@@ -121,9 +121,9 @@ def waves(runs: list[Run]) -> list[list[Run]]:
     return out
 
 
-def estimate_cost(cfg: RunConfig, profile: str) -> str:
-    """Rough compute estimate: GPU-hours for the paper profile, CPU-minutes otherwise."""
-    minutes = estimated_minutes(cfg, profile)
+def estimate_cost(cfg: RunConfig, profile: str, gpus: int = 1) -> str:
+    """Compute estimate: GPU-hours held (all `gpus` of the job) for the paper profile, CPU-minutes otherwise."""
+    minutes = estimated_minutes(cfg, profile, gpus)
     return f"{minutes / 60:.2g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
 
 
@@ -146,8 +146,13 @@ def network_gflops(cfg: RunConfig) -> float:
     return BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) + BACKBONE_GFLOPS[teacher] / 3
 
 
-def estimated_minutes(cfg: RunConfig, profile: str) -> float:
-    """The estimate in minutes of one GPU (paper profile) or one CPU core (others)."""
+def estimated_minutes(cfg: RunConfig, profile: str, gpus: int = 1, cpus_per_gpu: int = 8) -> float:
+    """The estimate in GPU-minutes held (paper profile: semcl.estimate, the row's networks at measured A100
+    rates, the loader bound, evaluation, on `gpus` GPUs) or minutes of one CPU core (others)."""
+    if profile == "paper" and not cfg.data.synthetic:
+        from semcl.estimate import estimate
+
+        return estimate(cfg, gpus, cpus_per_gpu).gpu_hours * 60
     info = DATASETS.get(cfg.data.name)
     n_train = info.num_train if info else 50_000
     if cfg.data.train_per_class and info:

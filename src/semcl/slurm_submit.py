@@ -32,7 +32,7 @@ def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> 
     groups: dict[tuple, tuple[dict, list[Run]]] = {}
     for run, res in runs:
         params = slurm_parameters(res, cluster, f"{run.table_id} ({run.profile})",
-                                  estimated_minutes(run.config, run.profile))
+                                  estimated_minutes(run.config, run.profile, res.gpus, cluster.cpus_per_gpu))
         groups.setdefault(signature(params), (params, []))[1].append(run)
     return list(groups.values())
 

@@ -1,0 +1,66 @@
+"""semcl plan's estimate against hand arithmetic from the public figures in train_throughput.csv."""
+
+import pytest
+
+from semcl.data.registry import DATASETS
+from semcl.estimate import COUNTED_FLOPS, estimate, seconds_per_sample
+from semcl.registry import get_table
+from semcl.runs import plan_runs
+from semcl.throughput import measured_rate, rows
+
+A100_TF32, A100_AMP, A100_AMP_8 = 938.0, 2470.0, 2077.6  # NVIDIA DLE ResNet-50, img/s per GPU (8 GPUs: 16621 / 8)
+TIMM_R50 = 826.06  # timm RTX 3090 AMP ResNet-50
+
+
+def _row(table, label):
+    t = get_table(table)
+    run = next(r for r in plan_runs(t, "paper") if r.row_label == label)
+    return run.config, t.resources_for(label, "paper").gpus
+
+
+def test_every_figure_names_its_source():
+    for r in rows():
+        assert r["source"] and float(r["value"]) > 0
+        if r["kind"] in ("train", "anchor"):
+            assert "@" in r["source"] and r["gpu"] and r["precision"]
+    assert measured_rate("vit_large_patch16", True) == pytest.approx(117.08 * A100_AMP / TIMM_R50)
+    assert measured_rate("resnet_tiny", True) is None  # not in timm: the FLOP formula
+
+
+def test_gpaco_vit_large_is_timm_arithmetic():
+    cfg, gpus = _row("gpaco/mae-robustness", "GPaCo ViT-L")
+    est = estimate(cfg, gpus)
+    rate = 117.08 * A100_AMP / TIMM_R50 * (A100_AMP_8 / A100_AMP)  # 8-GPU efficiency of the anchor
+    want_h = 50 * DATASETS["imagenet"].num_train * 2.0 / (8 * rate) / 3600  # 2 views, 50 epochs
+    assert (gpus, est.bound) == (8, "model")
+    assert est.train_wall_h == pytest.approx(want_h, rel=1e-9)
+
+
+def test_resnet200_is_timm_arithmetic_on_four_gpus():
+    cfg, gpus = _row("paco/full-imagenet", "PaCo ResNet-200")
+    est = estimate(cfg, gpus)
+    eff = 1 - (1 - A100_AMP_8 / A100_AMP) * 2 / 3  # log2(4) / log2(8)
+    rate = 276.62 * A100_AMP / TIMM_R50 * eff
+    assert est.train_wall_h == pytest.approx(400 * DATASETS["imagenet"].num_train * (4 / 3) / (4 * rate) / 3600)
+
+
+def test_kd_student_adds_its_teachers_forward_by_the_flop_formula():
+    cfg, _ = _row("scns/kd-cifar100", "KD resnet110 to resnet20")
+    flops_per_s = A100_TF32 * 3 * 2 * 4.1e9
+    want = 0.244e9 / flops_per_s + (1 / 3) * 1.518e9 / flops_per_s  # counted fwd+bwd FLOPs (catalog)
+    assert seconds_per_sample(cfg) == pytest.approx(want, rel=1e-9)
+
+
+def test_video_pretraining_is_loader_bound():
+    cfg, gpus = _row("rince/tab4", "RINCE")
+    est = estimate(cfg, gpus, cpus_per_gpu=8)
+    assert est.bound == "loader"  # 7 workers x 16.3 samples/s (bench row 37) < the 3-D ResNet's pace
+    want = cfg.schedule.epochs * DATASETS["ucf101"].num_train / (7 * 16.3) / 3600
+    assert est.train_wall_h == pytest.approx(want, rel=1e-9)
+    assert estimate(cfg, gpus, cpus_per_gpu=33).train_wall_h < est.train_wall_h  # more workers, faster
+
+
+def test_counted_flops_are_the_kd_zoo():
+    from semcl.models.kd import KD_MODELS
+
+    assert COUNTED_FLOPS == set(KD_MODELS)

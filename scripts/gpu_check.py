@@ -90,6 +90,9 @@ def pace(family: str, device: torch.device, work: Path, batch: int | None, per_c
     out = {"family": family, "table": table_id, "row": run.row_label, "batch_per_gpu": per_gpu,
            "paper_gpus": gpus, "image_size": d.image_size, "amp": cfg.optim.amp, "steps": steps,
            "epoch_s": round(last["seconds"], 3), "images_per_s": round(steps * per_gpu / last["seconds"], 1)}
+    from semcl.estimate import training_pace
+
+    out["estimate_images_per_s"] = round(training_pace(run.config), 1)  # semcl plan's one-A100 pace for this row
     if device.type == "cuda":
         out["peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     return out
@@ -134,19 +137,25 @@ def exact_resume(device: torch.device, work: Path) -> list[dict]:
     return results
 
 
+def _versus(p: dict) -> str:
+    est = p.get("estimate_images_per_s")
+    return f"{est} ({p['images_per_s'] / est:.2f}x)" if est else ""
+
+
 def render(device: torch.device, paces: list[dict], resumes: list[dict], seconds: float) -> str:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     lines = [f"## GPU check ({name}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{seconds:.0f} s)", "",
              "One GPU; each family's paper row through the engine's loop (loader included) on stand-in data in the real "
              "format and size, at the row's per-GPU batch; images/s of the second epoch.", "",
-             "| family | table / row | per-GPU batch | amp | images/s | peak GB | note |", "|---|---|---|---|---|---|---|"]
+             "| family | table / row | per-GPU batch | amp | images/s | plan's A100 estimate (measured / estimate) | peak GB "
+             "| note |", "|---|---|---|---|---|---|---|---|"]
     for p in paces:
         if "error" in p:
-            lines.append(f"| {p['family']} | {p['table']} / {p['row']} | | | | | FAILED: {p['error']} |")
+            lines.append(f"| {p['family']} | {p['table']} / {p['row']} | | | | | | FAILED: {p['error']} |")
         else:
             lines.append(f"| {p['family']} | {p['table']} / {p['row']} | {p['batch_per_gpu']} | {p['amp'] or 'fp32'} | "
-                         f"{p['images_per_s']} | {p.get('peak_gb', '')} | {p['steps']} steps, {p['epoch_s']} s |")
+                         f"{p['images_per_s']} | {_versus(p)} | {p.get('peak_gb', '')} | {p['steps']} steps, {p['epoch_s']} s |")
     lines += ["", "Exact resume on this device (smoke rows, 3 epochs, stopped after epoch 1, deterministic kernels):", ""]
     lines += [f"- {r['row']}: metrics {'identical' if r['metrics_equal'] else 'DIFFER'}, loss history "
               f"{'identical' if r['loss_history_equal'] else 'DIFFERS'}" for r in resumes]

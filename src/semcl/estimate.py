@@ -161,3 +161,12 @@ def estimate(cfg, gpus: int = 1, cpus_per_gpu: int = 8) -> Estimate:
     eval_s = max(eval_model_s, fwd / (workers * eval_rate))
     return Estimate(gpus, cfg.schedule.epochs * epoch_s / 3600, eval_s / 3600,
                     "loader" if loader_s > model_s else "model")
+
+
+def training_pace(cfg, gpus: int = 1, cpus_per_gpu: int = 8) -> float:
+    """Training samples/s per GPU the estimate assumes (the slower of model and loader), for comparing with a
+    measured pace (scripts/gpu_check.py)."""
+    est = estimate(cfg, gpus, cpus_per_gpu)
+    if not est.train_wall_h or not cfg.schedule.epochs:
+        return float("inf")
+    return train_samples(cfg) * cfg.schedule.epochs / (est.train_wall_h * 3600 * est.gpus)

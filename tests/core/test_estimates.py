@@ -64,3 +64,12 @@ def test_counted_flops_are_the_kd_zoo():
     from semcl.models.kd import KD_MODELS
 
     assert COUNTED_FLOPS == set(KD_MODELS)
+
+
+def test_training_pace_is_the_slower_of_model_and_loader():
+    from semcl.estimate import training_pace
+
+    cfg, _ = _row("rince/tab4", "RINCE")
+    assert training_pace(cfg) == pytest.approx(7 * 16.3)  # loader-bound: 7 workers at bench row 37's rate
+    cfg, _ = _row("paco/full-imagenet", "PaCo ResNet-200")
+    assert training_pace(cfg) == pytest.approx(276.62 * A100_AMP / TIMM_R50 / (4 / 3))  # model-bound, 1 GPU

@@ -21,7 +21,7 @@ import pandas as pd
 
 from semcl.errors import ResultsError
 
-PLAN_COLUMNS = ["id", "row", "seed", "profile", "cost", "status", "after"]
+PLAN_COLUMNS = ["id", "row", "seed", "profile", "cost", "status", "after"]  # at least; `semcl plan` may add more
 
 
 def _store(results: str | Path | None):
@@ -66,8 +66,8 @@ def plan(table_id: str, profile: str = "paper", results: str | Path | None = Non
 
         raise ConfigError(f"{table(table_id).path}: table {table_id!r} has no profile {profile!r}")
     store = _store(results)
-    planned = plan_json(index, meta, profile, store.root / "runs", lambda: store)
-    return pd.DataFrame(planned["tables"][0]["runs"], columns=PLAN_COLUMNS)
+    planned = plan_json(index, meta, profile, store.root / "runs", lambda: store)["tables"][0]["runs"]
+    return pd.DataFrame(planned) if planned else pd.DataFrame(columns=PLAN_COLUMNS)  # every key the CLI prints
 
 
 def long_frame(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:

@@ -124,7 +124,7 @@ def waves(runs: list[Run]) -> list[list[Run]]:
 def estimate_cost(cfg: RunConfig, profile: str, gpus: int = 1) -> str:
     """Compute estimate: GPU-hours held (all `gpus` of the job) for the paper profile, CPU-minutes otherwise."""
     minutes = estimated_minutes(cfg, profile, gpus)
-    return f"{minutes / 60:.2g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
+    return f"{minutes / 60:.3g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
 
 
 def network_gflops(cfg: RunConfig) -> float:

@@ -602,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_data.add_parser(sub, with_profile)
     cli_numbers.add_parser(sub)
+    from semcl import cli_export
+
+    cli_export.add_parser(sub)
     sp = sub.add_parser("completion", help="print a bash completion script: source <(semcl completion bash)")
     sp.add_argument("shell", choices=("bash",), help="bash (zsh: after autoload bashcompinit; bashcompinit)")
     sp.set_defaults(func=cmd_completion)

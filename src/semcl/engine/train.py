@@ -28,6 +28,7 @@ from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
+from semcl.engine.history import EpochLog
 from semcl.engine.schedule import lr_at
 from semcl.methods.base import Batch, Method, TrainContext, training_images
 from semcl.runlock import heartbeat
@@ -141,7 +142,10 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     ddp = distributed.wrap(method)  # None for one process
     every_s = checkpoint_every_s()
     last_save = time.monotonic()
-    with interrupt.training():
+    # history.jsonl, trackers and the progress line: rank 0 of a run in its folder (<id>/checkpoints/), not a dry run
+    live = EpochLog(ckpt.parent.parent, history, epochs,
+                    enabled=distributed.rank() == 0 and max_steps is None and ckpt.parent.name == "checkpoints")
+    with interrupt.training(), live:
         for epoch in range(start, last_epoch):
             method.train()
             method.on_epoch_start(epoch)  # epoch-dependent losses and statistics
@@ -191,6 +195,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                     scaler.step(opt)
                     scaler.update()
                 total += float(loss.detach())
+                live.step(epoch, step + 1, stop, total / (step + 1))
                 heartbeat()  # the run's lock: its owner is alive and progressing
                 requeue = interrupt.pending()
                 if step + 1 < stop and last_of_cycle:
@@ -205,6 +210,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                             "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
                             "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, history[-1]["loss"], history[-1]["seconds"])
+            live.epoch_end(history[-1])  # before the checkpoint: a crash between the two is dropped on resume
             save(epoch + 1, 0, None, 0.0)
             last_save = time.monotonic()
             interrupt.fire_if_pending()

@@ -602,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_data.add_parser(sub, with_profile)
     cli_numbers.add_parser(sub)
+    from semcl import cli_curves
+
+    cli_curves.add_parser(sub, with_profile)
     from semcl import cli_export
 
     cli_export.add_parser(sub)

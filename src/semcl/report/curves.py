@@ -1,0 +1,81 @@
+"""Training curves of a table's rows: per row, a history metric (default: loss) per epoch, the mean over the
+seeds and a band from the seeds' minimum to maximum (with the sample std in the CSV).
+
+A run's history is its live results/runs/<id>/history.jsonl (semcl.engine.history) while it trains, else the
+finished record's `history` (runs from before the live file). Runs with neither are left out.
+CSV: row, epoch, mean, std, min, max, n (std empty where n = 1)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from semcl.engine.history import HISTORY_FILE, read_history
+from semcl.errors import ConfigError, ResultsError
+from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.registry import Table
+from semcl.runs import Store, plan_runs
+
+
+def run_history(store: Store, run_id: str) -> list[dict]:
+    path = store.run_dir(run_id) / HISTORY_FILE
+    if path.exists():
+        return read_history(path)
+    record = store.read_record(run_id)
+    return list((record or {}).get("history") or [])
+
+
+def history_curves(table: Table, profile: str, store: Store, rows: str | None = None,
+                   metric: str = "loss") -> pd.DataFrame:
+    """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it."""
+    try:
+        pick = re.compile(rows) if rows else None
+    except re.error as err:
+        raise ConfigError(f"--rows {rows!r}: not a regular expression ({err})") from None
+    values: dict[str, dict[int, list[float]]] = {}
+    planned = [r for r in plan_runs(table, profile) if pick is None or pick.search(r.row_label)]
+    if not planned:
+        raise ConfigError(f"{table.path}: no row of {table.id} (profile {profile}) matches --rows {rows!r}")
+    for run in planned:
+        for entry in run_history(store, run.run_id):
+            if metric in entry and entry[metric] is not None:
+                values.setdefault(run.row_label, {}).setdefault(int(entry["epoch"]), []).append(float(entry[metric]))
+    if not values:
+        raise ResultsError(f"{store.root / 'runs'}: no run of {table.id} (profile {profile}) has a history with "
+                           f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}")
+    out = []
+    for row, per_epoch in values.items():
+        for epoch in sorted(per_epoch):
+            v = np.asarray(per_epoch[epoch], dtype=np.float64)
+            out.append({"row": row, "epoch": epoch, "mean": v.mean(), "std": v.std(ddof=1) if len(v) > 1 else np.nan,
+                        "min": v.min(), "max": v.max(), "n": len(v)})
+    return pd.DataFrame(out, columns=["row", "epoch", "mean", "std", "min", "max", "n"])
+
+
+def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,
+                 metric: str = "loss") -> tuple[pd.DataFrame, Path]:
+    """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = history_curves(table, profile, store, rows, metric)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for row, part in data.groupby("row", sort=False):
+        line, = ax.plot(part["epoch"], part["mean"], lw=1.2, label=f"{row} (n={int(part['n'].max())})")
+        if (part["n"] > 1).any():
+            ax.fill_between(part["epoch"], part["min"], part["max"], color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{table.id} — profile {profile}: {metric} (mean, min–max over seeds)", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    stem = f"{table.id.replace('/', '_')}.{profile}.{metric}"
+    write_csv_atomic(Path(out_dir) / f"{stem}.csv", data, index=False)
+    save_figure_atomic(fig, Path(out_dir) / f"{stem}.png")
+    plt.close(fig)
+    return data, Path(out_dir) / f"{stem}.png"

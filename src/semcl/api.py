@@ -14,12 +14,9 @@ installed package's copy, else the clone's experiments/ (semcl.locations). Error
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
-
-from semcl.errors import ResultsError
 
 PLAN_COLUMNS = ["id", "row", "seed", "profile", "cost", "status", "after"]  # at least; `semcl plan` may add more
 
@@ -99,29 +96,13 @@ def record(run_id: str, results: str | Path | None = None) -> dict | None:
 
 def history(run_id: str, results: str | Path | None = None) -> pd.DataFrame:
     """A run's per-epoch history (epoch, loss, lr, seconds, ...): the `history.jsonl` the run appends to while it
-    trains, else the finished record's `history`; empty when the run has neither yet."""
+    trains (semcl.engine.history, a torn last line left out), else the finished record's `history`; empty when
+    the run has neither yet."""
+    from semcl.engine.history import HISTORY_FILE, read_history
+
     store = _store(results)
-    path = store.run_dir(run_id) / "history.jsonl"
+    path = store.run_dir(run_id) / HISTORY_FILE
     if path.exists():
-        return pd.DataFrame(_jsonl(path))
+        return pd.DataFrame(read_history(path))
     rec = store.read_record(run_id)
     return pd.DataFrame((rec.get("history") or []) if rec else [])
-
-
-def _jsonl(path: Path) -> list[dict]:
-    """The lines of a growing JSON-lines file; a last line still being written is left out."""
-    lines = path.read_text().splitlines()
-    out = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                break  # the epoch being appended right now
-            raise ResultsError(f"{path}: line {number} is not JSON ({err})") from None
-        if not isinstance(item, dict):
-            raise ResultsError(f"{path}: line {number} is not a mapping of epoch values")
-        out.append(item)
-    return out

@@ -96,7 +96,7 @@ def test_history_reads_the_growing_jsonl_first(store):
     assert api.history(runs[3].run_id, results=st.root).to_dict("records") == [{"epoch": 1, "loss": 3.0},
                                                                              {"epoch": 2, "loss": 2.0}]
     (folder / "history.jsonl").write_text('{"epoch": 1, "loss": 3.0}\nnot json\n{"epoch": 3, "loss": 1.0}\n')
-    with pytest.raises(ResultsError, match=r"history\.jsonl: line 2 is not JSON"):
+    with pytest.raises(ResultsError, match=r"history\.jsonl:2: not a JSON line"):
         api.history(runs[3].run_id, results=st.root)
 
 

@@ -282,6 +282,8 @@ def cmd_run(args) -> None:
     from semcl.slurm_submit import submit_slurm
 
     store = _store(args)
+    if args.progress:  # read by each run's training loop (semcl.engine.progress), inherited by local jobs
+        os.environ["SEMCL_PROGRESS"] = "1"
     pairs = _runs_with_resources(args)
     runs = [r for r, _ in pairs]
     if args.executor == "slurm" and not args.no_check:  # before anything is checked or written
@@ -544,6 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
     sp.add_argument("--no-check", action="store_true",
                     help="--executor slurm: submit even without a passed `semcl check` of the table")
+    sp.add_argument("--progress", action="store_true",
+                    help="a step-level progress line (epoch, step, loss, it/s) even where stderr is not a terminal "
+                         "(local jobs: in their stderr logs); sets $SEMCL_PROGRESS=1")
     sp.set_defaults(func=cmd_run)
     sp = sub.add_parser("check", help="preflight on the CPU: build, one step, checkpoint and evaluation of every "
                                       "distinct row config (seeds collapsed)")

@@ -5,7 +5,7 @@ $SEMCL_TRACKING picks them, comma-separated: tensorboard (event files in results
 $MLFLOW_TRACKING_URI says otherwise). Each is keyed by the run id, so a requeued run continues the same
 tracked run: TensorBoard purges the steps after the checkpoint's epoch, W&B resumes its id ("allow"), MLflow
 finds its run by the tag semcl.run_id. None of them reaches the network. Each package is imported only when
-chosen; a missing one is a one-line ConfigError naming the extra (pip install 'semcl[tracking]')."""
+chosen; a missing one is a one-line ConfigError saying what to install (the `tracking` extra: tensorboard)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ TB_DIR = "tb"
 
 
 def _missing(backend: str, package: str) -> ConfigError:
-    return ConfigError(f"${ENV}: backend {backend!r} needs the {package} package: "
-                       f"pip install 'semcl[tracking]' (or pip install {package})")
+    how = "pip install 'semcl[tracking]'" if package == "tensorboard" else f"pip install {package}"
+    return ConfigError(f"${ENV}: backend {backend!r} needs the {package} package: {how}")
 
 
 def _scalars(entry: dict) -> dict[str, float]:

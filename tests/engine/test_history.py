@@ -112,5 +112,9 @@ def test_tracking_backends_are_checked_and_a_missing_package_names_the_extra(tmp
         chosen_backends("neptune")
     monkeypatch.setenv("SEMCL_TRACKING", "wandb")
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
-    with pytest.raises(ConfigError, match=r"'wandb' needs the wandb package: pip install 'semcl\[tracking\]'"):
+    with pytest.raises(ConfigError, match=r"'wandb' needs the wandb package: pip install wandb$"):
+        open_trackers(tmp_path, "run1", 0)
+    monkeypatch.setenv("SEMCL_TRACKING", "tensorboard")
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    with pytest.raises(ConfigError, match=r"'tensorboard' needs the tensorboard package: pip install 'semcl\[tracking\]'"):
         open_trackers(tmp_path, "run1", 0)

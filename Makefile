@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= data
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup data demo demo-full test lint bench
+.PHONY: setup data demo demo-full test lint bench ids
 
 # pinned deps (torch==2.14.1, torchvision==0.29.1) install from local wheels on this kind of machine
 $(BIN)/semcl: pyproject.toml Makefile
@@ -44,6 +44,10 @@ demo-full: data
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# rewrite tests/golden/run_ids.json (every table's run ids per profile) after a change that moves ids on purpose
+ids: setup
+	$(BIN)/python scripts/run_ids.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -68,7 +68,10 @@ class MLflow:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise _missing("mlflow", "mlflow") from None
-        uri = os.environ.get("MLFLOW_TRACKING_URI") or (folder.parent.parent / "mlruns").resolve().as_uri()
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:  # our default, a file store (no server); MLflow >= 3.x refuses one unless allowed
+            uri = (folder.parent.parent / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name("semcl")
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment("semcl")

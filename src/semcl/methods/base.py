@@ -114,11 +114,26 @@ class Method(nn.Module):
     num_views: int = 1
     backbone: nn.Module
     has_classifier: bool = False  # True where `classify` gives class logits (accuracy columns)
+    has_segmenter: bool = False  # True where `segment` gives per-pixel logits (segmentation columns)
+    # True where `classify_clips` gives a fine-tuned classifier's clip logits (video accuracy; video
+    # retrieval then skips the method, whose features are not the pre-trained ones the table retrieves with)
+    has_clip_classifier: bool = False
+    # the semcl.data.video.ClipSampler whose clip positions the video evaluations read (None: the default
+    # sampler); a clip sampler, unlike the negatives samplers some methods keep as `sampler`
+    clip_sampler: Any = None
+    # True where the subclass overrides `make_views` (set by __init_subclass__): such a method keeps the
+    # in-process view path; file-backed sets under the default views get per-image views in loader workers
+    makes_own_views: bool = False
     # a free parameter chosen on the val split after training (e.g. Decouple tau-norm's tau)
     validation_grid: list[float] | None = None
     # with several ranks, each draws its own in-model randomness (dropout, drop-path masks) from seed + rank
     # after the modules are built, as MAE's main_finetune.py seeds (the augmentations keep the epoch's stream)
     rank_seeded: bool = False
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "make_views" in cls.__dict__:
+            cls.makes_own_views = True
 
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()
@@ -211,6 +226,14 @@ class Method(nn.Module):
     def classify(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits of images x (raw, no prior); only where `has_classifier`."""
         raise NotImplementedError(f"{type(self).__name__} has no classifier")
+
+    def segment(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-pixel class logits [B, C, H, W] of images x [B, C, H, W]; only where `has_segmenter`."""
+        raise NotImplementedError(f"{type(self).__name__} has no segmenter")
+
+    def classify_clips(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of clips x [B, C, T, H, W]; only where `has_clip_classifier`."""
+        raise NotImplementedError(f"{type(self).__name__} has no clip classifier")
 
     def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Pooled features after each backbone stage, by stage name (per-stage probes); {} if none."""

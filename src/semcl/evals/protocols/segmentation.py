@@ -64,4 +64,4 @@ def run(ctx) -> dict[str, float]:
 
 
 EVALUATION = Evaluation("segmentation", frozenset({"inference"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.seg_scales) and hasattr(method, "segment"), run=run)
+                        enabled=lambda cfg, method: bool(cfg.eval.seg_scales) and method.has_segmenter, run=run)

@@ -1,6 +1,6 @@
 """Top-1 of a fine-tuned video classifier on the test videos, clip logits averaged per video
-(docs/papers/rince.md §f.4). Read from methods with `video_classifier` (`classify_clips(x)`); clips per video:
-eval.video_clips (None = 10, a common choice; the paper's number is unknown)."""
+(docs/papers/rince.md §f.4). Read from methods with `has_clip_classifier` (`classify_clips(x)`, clips at
+`clip_sampler`'s positions); clips per video: eval.video_clips (None = 10, a common choice; the paper's number is unknown)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,17 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
 
 def run(ctx) -> dict[str, float]:
     from semcl.data import stats
+    from semcl.data.video import ClipSampler
     from semcl.evals.video_clips import video_outputs
 
     m = ctx.method
     k = ctx.cfg.eval.video_clips or DEFAULT_CLIPS
-    logits = video_outputs(lambda x: m.classify_clips(x.to(ctx.device)).cpu(), ctx.test, m.sampler, k,
-                           *stats(ctx.cfg.data.name))
+    logits = video_outputs(lambda x: m.classify_clips(x.to(ctx.device)).cpu(), ctx.test,
+                           m.clip_sampler or ClipSampler(), k, *stats(ctx.cfg.data.name))
     top1 = (logits.argmax(dim=1) == ctx.test.labels).double().mean().item()
     return {"video_top1": 100.0 * top1}
 
 
 EVALUATION = Evaluation("video_accuracy", frozenset(), validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
-                        and getattr(method, "video_classifier", False), run=run)
+                        and method.has_clip_classifier, run=run)

@@ -45,7 +45,7 @@ def run(ctx) -> dict[str, float]:
 
     m = ctx.method
     k = ctx.cfg.eval.video_clips or DEFAULT_CLIPS
-    sampler = getattr(m, "sampler", None) or ClipSampler()
+    sampler = m.clip_sampler or ClipSampler()
     mean_std = stats(ctx.cfg.data.name)
     feats = {s: video_outputs(lambda x: m.features(x.to(ctx.device)).cpu(), getattr(ctx, s), sampler, k, *mean_std)
              for s in ("train", "test")}
@@ -62,4 +62,4 @@ def run(ctx) -> dict[str, float]:
 EVALUATION = Evaluation("video_retrieval", frozenset({"measure"}), validate, metric_key, describe, eval_config,
                         # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
                         enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
-                        and not getattr(method, "video_classifier", False), run=run)
+                        and not method.has_clip_classifier, run=run)

@@ -51,6 +51,8 @@ def build_deeplabv3(name: str, num_classes: int) -> nn.Module:
 class Segmenter(Method):
     """DeepLabV3 with pixel cross-entropy; `segment(x)` gives logits at the input size."""
 
+    has_segmenter = True  # read by semcl.evals.protocols.segmentation
+
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         m = cfg.method

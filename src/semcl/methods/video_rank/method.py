@@ -57,7 +57,7 @@ class VideoContrastive(_VideoMethod):
         super().__init__(cfg, info)
         m = cfg.method
         self.kind = KINDS[m.name]
-        self.sampler = clip_sampler(m)
+        self.clip_sampler = clip_sampler(m)
         self.backbone = build_video_backbone(m.backbone)
         d = self.backbone.out_dim
         self.head = nn.Sequential(nn.Linear(d, m.head_hidden), nn.ReLU(inplace=True), nn.Linear(m.head_hidden, m.head_dim))
@@ -71,7 +71,7 @@ class VideoContrastive(_VideoMethod):
 
     def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
         """anchor, x_f, x_s, x_v clips of videos `idx`: positions first, then four augmentations."""
-        plan = self.sampler.sample(train_set.frame_counts[idx], generator)
+        plan = self.clip_sampler.sample(train_set.frame_counts[idx], generator)
         clips = train_set.clips(idx, plan.frames)  # uint8 [B, 3 views, C, T, H, W]
         self._gap_ok = dict(zip(idx.tolist(), plan.gap_ok.tolist(), strict=True))
         aug = self._augment(train_set)
@@ -109,12 +109,12 @@ class VideoFinetune(_VideoMethod):
     clip per video and epoch; `classify_clips` gives logits (the video evaluations average them)."""
 
     num_views = 1
-    video_classifier = True  # read by semcl.evals.protocols.video_accuracy
+    has_clip_classifier = True  # read by semcl.evals.protocols.video_accuracy
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         m = cfg.method
-        self.sampler = clip_sampler(m)
+        self.clip_sampler = clip_sampler(m)
         self.backbone = build_video_backbone(m.backbone)
         self.drop = nn.Dropout(m.dropout)
         self.fc = nn.Linear(self.backbone.out_dim, info.num_classes)
@@ -127,10 +127,10 @@ class VideoFinetune(_VideoMethod):
 
     def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
         counts = train_set.frame_counts[idx]
-        last = (counts - self.sampler.span).clamp(min=0)
+        last = (counts - self.clip_sampler.span).clamp(min=0)
         starts = torch.minimum((torch.rand(len(idx), generator=generator, dtype=torch.float64)
                                 * (last + 1)).long(), last)
-        frames = self.sampler.clip_frames(starts, counts)[:, None]  # [B, 1, T]
+        frames = self.clip_sampler.clip_frames(starts, counts)[:, None]  # [B, 1, T]
         return [self._augment(train_set)(train_set.clips(idx, frames)[:, 0], generator)]
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -146,7 +146,7 @@ class VideoFeatures(Method):
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
-        self.sampler = clip_sampler(cfg.method)
+        self.clip_sampler = clip_sampler(cfg.method)
         self.backbone = build_video_backbone(cfg.method.backbone)
         self.backbone.requires_grad_(False)
 

@@ -114,7 +114,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
         stop, last_epoch = min(steps, -(-max_steps // accum) * accum), min(epochs, start + 1)
     # file-backed sets under the default views: per-image seeds, in loader workers (semcl.data.file_views)
     files = training_images(train_set)
-    by_file = isinstance(files, WholeImages) and type(method).make_views is Method.make_views
+    by_file = isinstance(files, WholeImages) and not method.makes_own_views
     workers = loader_workers(device) if by_file else 0
     # one loader for the run: its workers persist across epochs; they hand out uint8 views, normalised on `device`
     view_loader = ViewLoader(files, workers, pin_memory=device.type == "cuda") if by_file else None

@@ -100,8 +100,9 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
         # file-backed sets decode at their real size when data.image_size is unset (segmentation: 512)
         if reduce.image_size is not None and (d.image_size is not None or DATASETS[d.name].file_backed):
             over["data.image_size"] = reduce.image_size
+        schema_fields = {f.name for f in dataclasses.fields(run.config.method)}
         for field_name, value in (reduce.method or {}).items():
-            if hasattr(run.config.method, field_name):
+            if field_name in schema_fields:  # a reduction knob applies to the methods whose schema has it
                 over[f"method.{field_name}"] = value
     return _replace(run.config, **{k: v for k, v in over.items() if hasattr(getattr(run.config, k.split(".")[0]),
                                                                            k.split(".")[1])})
@@ -171,10 +172,9 @@ def _stand_in_per_class(run) -> int:
     """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
     on the 20 stand-in classes needs more than 40 images)."""
     from semcl.data.registry import DATASETS
+    from semcl.methods.registry import METHODS
 
-    k = getattr(run.config.method, "k", None)
-    if not isinstance(k, int) or isinstance(k, bool):
-        return 2
+    k = METHODS[run.config.method.name].load().stand_in_neighbours(run.config.method)
     return max(2, -(-(k + 1) // DATASETS[run.config.data.name].synthetic_classes) + 1)
 
 

@@ -59,7 +59,7 @@ def probe_gpu_bytes(method, x: torch.Tensor, num_classes: int, batch_size: int) 
 
     with torch.no_grad():
         dims = {s: int(f.shape[1]) for s, f in method.stage_features(x).items()}
-        backbone = getattr(method, "backbone", None)
+        backbone = dict(method.named_children()).get("backbone")  # a registered module; a few methods have none
         maps = sum(m.numel() for m in stage_outputs(backbone, x).values()) if backbone is not None else 0
     state = sum(t.numel() * t.element_size() for t in method.state_dict().values() if hasattr(t, "numel"))
     return state + BYTES * maps * batch_size + probe_device_bytes(dims, num_classes, batch_size)

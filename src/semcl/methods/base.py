@@ -135,6 +135,12 @@ class Method(nn.Module):
         if "make_views" in cls.__dict__:
             cls.makes_own_views = True
 
+    @classmethod
+    def stand_in_neighbours(cls, method_cfg: Any) -> int:
+        """How many other training images one search of this method's config takes (a kNN's k); the
+        preflight's synthetic stand-in set then holds more than that. 0: no such search."""
+        return 0
+
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()
         self.cfg = cfg

@@ -133,6 +133,10 @@ class CRD(Distill):
 class SCNSClass(CRD):
     """SCNS-class: a negative class drawn from p(c'|y) over the top-k word-similar classes, then an image."""
 
+    @classmethod
+    def stand_in_neighbours(cls, method_cfg) -> int:
+        return method_cfg.k  # top-k classes
+
     def make_sampler(self, ctx: TrainContext):
         from semcl.data.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
 
@@ -155,6 +159,10 @@ class SCNSClass(CRD):
 class SCNSInstance(CRD):
     """SCNS-instance: each image's top-k most similar other-class images under the teacher's penultimate
     features of the un-augmented training set (one pass before training)."""
+
+    @classmethod
+    def stand_in_neighbours(cls, method_cfg) -> int:
+        return method_cfg.k  # top-k other-class images
 
     def needs_teacher_pass(self) -> bool:
         return True

@@ -89,6 +89,10 @@ class HSA(Method):
 
     num_views = 2
 
+    @classmethod
+    def stand_in_neighbours(cls, method_cfg) -> int:
+        return method_cfg.k or 0  # the neighbourhood size (None: mocov2, no search)
+
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         m = self.knobs = hsa_knobs(cfg.method)

@@ -16,6 +16,10 @@ from semcl.models import ProjectionHead, build_backbone
 class SCNSSupCon(Method):
     num_views = 2
 
+    @classmethod
+    def stand_in_neighbours(cls, method_cfg) -> int:
+        return method_cfg.k  # top-k classes or other-class images per pool
+
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)

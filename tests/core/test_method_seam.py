@@ -69,13 +69,32 @@ def test_no_spine_file_names_a_method():
         assert not re.search(r"semcl\.methods\.(?!base|registry|spec)\w+", text), f"{path} imports a method family"
 
 
-def test_the_engine_never_probes_a_method():
-    for path in sorted((SRC / "engine").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-                target = node.args[0]
-                name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
-                assert "method" not in name, f"{path}:{node.lineno} probes the method with {node.func.id}"
+def _probes(path: Path, root: Path = SRC) -> list[str]:
+    """hasattr/getattr calls on a method (or a method config) in one file: every hook they would read is
+    declared on Method / MethodSpec instead, with a default."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+            target = node.args[0]
+            name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+            if "method" in name:
+                out.append(f"{path.relative_to(root)}:{node.lineno} probes the method with {node.func.id}")
+    return out
+
+
+def test_no_caller_outside_methods_probes_a_method():
+    # the engine, the evaluation protocols, the preflight and every other caller: all of src/semcl but methods/
+    callers = [p for p in sorted(SRC.rglob("*.py")) if "methods" not in p.relative_to(SRC).parts]
+    assert SRC / "preflight.py" in callers and any("protocols" in p.parts for p in callers)
+    assert [line for path in callers for line in _probes(path)] == []
+
+
+def test_the_probe_scan_sees_a_probe(tmp_path):
+    fake = tmp_path / "f.py"
+    fake.write_text("def f(ctx, method):\n    return getattr(ctx.method, 'k', None) + hasattr(method, 'segment')"
+                    " + getattr(ctx, 'y')\n")
+    assert sorted(_probes(fake, tmp_path)) == ["f.py:2 probes the method with getattr",
+                                               "f.py:2 probes the method with hasattr"]
 
 
 # ---- a toy method that lives in this file only -------------------------------------------------
@@ -169,3 +188,25 @@ def test_a_toy_method_trains_and_evaluates_through_semcl_run(toy_registry, tmp_p
 def test_a_toy_method_choice_is_checked_by_its_spec(toy_registry):
     with pytest.raises(ConfigError, match=r"'method.mode' = 'fancy' is not one of \['plain'\]"):
         build_config({"method": {"name": "toy", "mode": "fancy"}}, where="test")
+
+
+def test_every_hook_a_caller_reads_is_declared_with_a_default():
+    # the base's defaults: no segmenter, no clip classifier, the evaluations' default clip sampler, the
+    # engine's default views, no neighbour search for the preflight's stand-in set
+    assert (Method.has_segmenter, Method.has_clip_classifier, Method.clip_sampler, Method.makes_own_views) == \
+        (False, False, None, False)
+    assert Method.stand_in_neighbours(None) == 0
+    for hook in ("segment", "classify_clips"):
+        with pytest.raises(NotImplementedError, match="ToyLinear has no"):
+            getattr(ToyLinear, hook)(object.__new__(ToyLinear), torch.zeros(1))
+    classes = {name: spec.load() for name, spec in METHODS.items()}
+    assert classes["video_finetune"].has_clip_classifier and classes["video_finetune"].makes_own_views
+    assert classes["video_rince"].makes_own_views and not classes["video_rince"].has_clip_classifier
+    assert classes["seg_baseline"].has_segmenter and classes["gpaco_seg"].has_segmenter
+    assert not classes["seg_baseline"].makes_own_views
+    assert not ToyLinear.makes_own_views  # set only where make_views is overridden
+    # the preflight's stand-in size: HSA's k (None: MoCo v2, no search), SCNS's top-k
+    hsa = build_config({"method": {"name": "hsa", "k": 40}}, where="test").method
+    assert classes["hsa"].stand_in_neighbours(hsa) == 40
+    assert classes["scns_supcon"].stand_in_neighbours(build_config({"method": {"name": "scns_supcon"}},
+                                                                    where="test").method) == 10

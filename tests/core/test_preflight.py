@@ -11,7 +11,6 @@ checkpoint round trip and every evaluation of the row are the real ones.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -26,16 +25,10 @@ from semcl.registry import load_registry
 # fails on any other error, and on a listed one that no longer occurs (then delete its line).
 # first errors the preflight is known to find, with the reason; each entry is a defect to fix, not a pass
 KNOWN_FAILURES: dict[str, str] = {
-    # not a defect of the suite: HSA's detection transfer calls detectron2, which has no wheel for this
-    # Python / torch on PyPI (the error names the install command); the export and call path are unit-tested
-    "detectron2_transfer needs detectron2": "detectron2 is not installed here",
     # a defect of the reduction, found at HEAD e97a473 too: the CI check shrinks the pre-training backbone
     # to resnet_tiny4, which the detectron2 export (semcl/methods/transfer/export.py) refuses as not a
     # torchvision ResNet-50; a full-size check exports the real ResNet-50
     "not a torchvision ResNet-50 backbone": "the reduced backbone cannot be exported for detectron2",
-    # found at HEAD e97a473 too (rince/tab6, method.name_similarity_file: official): the ImageNet-100 reader's
-    # class names are wnids, the official word_sims_imagenet100.npy is keyed by class words
-    "word_sims_imagenet100.npy: no row for class": "wnid class names against the word-keyed official matrix",
 }
 
 
@@ -85,7 +78,7 @@ def test_preflight_of_every_registered_table_at_ci_size(tmp_path):
     results = check_tables(tables, "paper", tmp_path, 80.0, reduce=reduce, rows_per_method=1)
     errors = [f"{r.table} / {r.row}: {r.error}" for r in results if r.error]
     assert [e for e in errors if not any(k in e for k in KNOWN_FAILURES)] == []
-    assert all(any(k in e for e in errors) for k in KNOWN_FAILURES) or importlib.util.find_spec("detectron2")
+    assert [k for k in KNOWN_FAILURES if not any(k in e for e in errors)] == []  # fixed: delete its line
     assert {r.table for r in results} == {t.id for t in tables}
     trained = [r for r in results if r.act_bytes_per_sample is not None and r.error is None]
     assert trained and all(r.params > 0 and r.act_bytes_per_sample > 0 and r.est_gpu_gb > CONTEXT_GB

@@ -121,3 +121,26 @@ def test_restrict_to_wnids_selects_rows_and_checks_the_list():
     assert restrict_to_wnids(s, wnids, ["n00000002", "n09999999"], strict=False).labels.tolist() == [1, 1]
     with pytest.raises(DataError, match="no image"):
         restrict_to_wnids(s, wnids, ["n09999999"], strict=False)
+
+
+def test_wnid_class_names_become_words_for_name_similarities():
+    # ImageNet folder sets name classes by wnid; the name similarities are of the words
+    from semcl.data.imagenet100 import words_of_wnids
+
+    wnids = imagenet100_wnids()
+    assert words_of_wnids(wnids) == imagenet100_class_names(wnids)
+    assert words_of_wnids(["maple_tree", "oak_tree"]) == ["maple_tree", "oak_tree"]
+    assert words_of_wnids([wnids[0], "not_a_wnid"]) == [wnids[0], "not_a_wnid"]
+
+
+def test_official_matrix_serves_a_run_whose_classes_are_wnids():
+    from semcl.data.name_similarity import load_similarity
+    from semcl.methods.base import DataInfo
+    from semcl.methods.ranked_contrastive import RinceMethod
+    from semcl.methods.ranked_contrastive.method import name_similarity
+
+    wnids = imagenet100_wnids()
+    m = RinceMethod(ranks="names", name_similarity_file="official")
+    names, sim = name_similarity(m, DataInfo(100, 3, None, None, tuple(wnids)))
+    _, direct = load_similarity("official", imagenet100_class_names(wnids))
+    assert names == imagenet100_class_names(wnids) and torch.equal(sim, direct)

@@ -109,6 +109,16 @@ def imagenet100_class_names(wnids: list[str] | None = None, path: str | Path | N
     return [table[w] for w in wnids]
 
 
+def words_of_wnids(names: list[str]) -> list[str]:
+    """`names` with each ImageNet wnid replaced by its class name from the shipped names file, when every
+    one of them is a wnid there: ImageNet folder sets name their classes by wnid, while class-name
+    similarities (a sentence model, the official matrix) are of the words. Other names are returned as given."""
+    table = read_wnid_names(packaged_file(_NAMES_FILE))
+    if names and all(n in table for n in names):
+        return [table[n] for n in names]
+    return list(names)
+
+
 def imagenet_outlier_wnids(split: int) -> list[str]:
     """The 100 wnids of ImageNet outlier split 1, 2 or 3 (OOD for ImageNet-100), in file order."""
     if split not in (1, 2, 3):

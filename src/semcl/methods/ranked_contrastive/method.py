@@ -17,6 +17,7 @@ import logging
 import torch
 
 from semcl.data.hierarchy import candidate_ranks, rank_matrix, superclass_similarity, threshold_similarity
+from semcl.data.imagenet100 import words_of_wnids
 from semcl.data.name_similarity import (
     THRESHOLDS,
     class_name_similarity,
@@ -39,7 +40,7 @@ def name_similarity(m: RinceMethod, info: DataInfo) -> tuple[list[str], torch.Te
     (rows matched by name) or the sentence transformer ``m.name_model``; checked against the pin."""
     if info.class_names is None:
         raise ValueError("RINCE with ranks 'names' needs a dataset with class names (DataInfo.class_names)")
-    names = list(info.class_names)
+    names = words_of_wnids(list(info.class_names))  # ImageNet folders name classes by wnid
     if m.name_similarity_file is not None:
         names, sim = load_similarity(m.name_similarity_file, names)
     else:

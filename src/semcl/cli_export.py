@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from semcl.cli_select import results_root
 
+# = semcl.export_run.FORMATS (tests/core/test_export_formats.py); named here so the CLI starts without torch
+FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
+
 
 def cmd_export(args) -> None:
     from semcl.export_run import export_run
@@ -13,7 +16,6 @@ def cmd_export(args) -> None:
 
 
 def add_parser(sub) -> None:
-    from semcl.export_run import FORMATS
 
     sp = sub.add_parser("export", help="write a run's backbone as torchvision / timm / detectron2 weights "
                                        "(or a plain state dict) with a metafile beside it")

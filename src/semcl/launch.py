@@ -130,12 +130,9 @@ def missing_dependency_file(base: Run, store: Store, todo: list[Run]) -> Path | 
         return None
     for run in todo:
         if base.run_id in run.depends_on:
-            if METHODS[run.config.method.name].depends == "ensemble":
-                from semcl.engine.dependencies import LOGITS_FILE
+            from semcl.methods.spec import DEPENDENCY_FILES
 
-                path = store.run_dir(base.run_id) / LOGITS_FILE
-            else:
-                path = store.run_dir(base.run_id) / "checkpoints" / "last.pt"
+            path = store.run_dir(base.run_id) / DEPENDENCY_FILES[METHODS[run.config.method.name].depends or "init_from"]
             if not path.exists():
                 return path
     return None

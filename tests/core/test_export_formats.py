@@ -184,3 +184,9 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
     _run(tmp_path, "odd", ours, {"method": {"name": "ce"}, "model": {"backbone": "mystery_net"}})
     assert main(["--results", str(tmp_path), "export", "odd", "--format", "state_dict"]) == 2
     assert "mystery_net" in capsys.readouterr().err
+
+
+def test_the_cli_names_the_export_formats_without_importing_torch():
+    from semcl import cli_export, export_run
+
+    assert cli_export.FORMATS == export_run.FORMATS

@@ -466,3 +466,11 @@ def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(
     with redirect_stdout(io.StringIO()):
         assert select(runs, store3, retry_failed=False) == []
     assert all(store3.status(r.run_id)[0] == "done" for r in runs)
+
+
+def test_the_dependency_file_table_names_what_each_kind_reads():
+    from semcl.engine.dependencies import LOGITS_FILE
+    from semcl.methods.spec import DEPENDENCY_FILES, DEPENDENCY_KINDS
+
+    assert set(DEPENDENCY_FILES) == set(DEPENDENCY_KINDS)
+    assert DEPENDENCY_FILES["ensemble"] == LOGITS_FILE and DEPENDENCY_FILES["teacher"] == "checkpoints/last.pt"

@@ -6,7 +6,7 @@ recipes' contract: `(uint8 [B, C, H, W], generator) -> normalised float32 [B, C,
 with every random draw fixed by the generator (a seed is drawn from it and torchvision runs
 under that seed inside `torch.random.fork_rng`, leaving the global stream untouched).
 
-Recipes (../shared/papers/paco.md d.1, d.2; official `--aug view1_view2`):
+Recipes (docs/papers/paco.md §d.1, §d.2; official `--aug view1_view2`):
 * `sim`: RandomResizedCrop(scale 0.08-1) -> ColorJitter(0.4, 0.4, 0.4, 0) -> grayscale p 0.2
   -> Gaussian blur sigma 0.1-2 p 0.5 -> flip.
 * `randcls_timm`: RandomResizedCrop -> flip -> ColorJitter(0.4, 0.4, 0.4, 0) -> RandAugment(n, m).

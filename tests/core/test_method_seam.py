@@ -208,5 +208,6 @@ def test_every_hook_a_caller_reads_is_declared_with_a_default():
     # the preflight's stand-in size: HSA's k (None: MoCo v2, no search), SCNS's top-k
     hsa = build_config({"method": {"name": "hsa", "k": 40}}, where="test").method
     assert classes["hsa"].stand_in_neighbours(hsa) == 40
+    assert classes["mocov2"].stand_in_neighbours(build_config({"method": {"name": "mocov2"}}, where="test").method) == 0
     assert classes["scns_supcon"].stand_in_neighbours(build_config({"method": {"name": "scns_supcon"}},
                                                                     where="test").method) == 10

@@ -91,7 +91,7 @@ class HSA(Method):
 
     @classmethod
     def stand_in_neighbours(cls, method_cfg) -> int:
-        return method_cfg.k or 0  # the neighbourhood size (None: mocov2, no search)
+        return getattr(method_cfg, "k", None) or 0  # HSA's neighbourhood size; mocov2's schema has none (no search)
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)

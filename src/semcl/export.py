@@ -48,6 +48,15 @@ def select_prefix(state: Mapping[str, torch.Tensor], prefix: str) -> dict[str, t
     return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
+def layout_mismatch(want: Mapping[str, tuple[int, ...]], sd: Mapping[str, torch.Tensor]
+                    ) -> tuple[list[str], list[str], str | None]:
+    """(keys of `want` missing from `sd`, keys of `sd` not in `want`, the first shared key whose shape differs,
+    or None): what a strict load_state_dict of `sd` into a model with the shapes `want` would refuse."""
+    missing, extra = [k for k in want if k not in sd], [k for k in sd if k not in want]
+    bad = next((k for k, shape in want.items() if k in sd and tuple(sd[k].shape) != tuple(shape)), None)
+    return missing, extra, bad
+
+
 def to_torchvision_resnet50(state: Mapping[str, torch.Tensor], *, prefix: str = "") -> dict[str, torch.Tensor]:
     """Backbone weights under ``prefix`` as a torchvision ``resnet50`` state dict without ``fc``.
 
@@ -57,15 +66,13 @@ def to_torchvision_resnet50(state: Mapping[str, torch.Tensor], *, prefix: str = 
     """
     sd = {k: v for k, v in select_prefix(state, prefix).items() if not k.startswith("fc.")}
     want = _resnet50_shapes()
-    missing = [k for k in want if k not in sd]
-    extra = [k for k in sd if k not in want]
+    missing, extra, bad = layout_mismatch(want, sd)
     if missing or extra:
         what = f"missing {prefix}{missing[0]}" if missing else f"unexpected {prefix}{extra[0]}"
         raise ValueError(f"not a torchvision ResNet-50 backbone under prefix {prefix!r}: {what} "
                          f"({len(missing)} missing, {len(extra)} unexpected)")
-    for k, shape in want.items():
-        if tuple(sd[k].shape) != shape:
-            raise ValueError(f"{prefix}{k} has shape {tuple(sd[k].shape)}, torchvision ResNet-50 expects {shape}")
+    if bad is not None:
+        raise ValueError(f"{prefix}{bad} has shape {tuple(sd[bad].shape)}, torchvision ResNet-50 expects {want[bad]}")
     return {k: sd[k].detach().cpu().clone() for k in want}
 
 

@@ -27,7 +27,7 @@ import yaml
 
 from semcl.engine.checkpoint import safe_load
 from semcl.errors import DataError, SemclError
-from semcl.export import detectron2_name
+from semcl.export import detectron2_name, layout_mismatch
 from semcl.files import write_atomic
 
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
@@ -85,14 +85,13 @@ def _on_meta(build):
 def _check_loads(target: torch.nn.Module, sd: Mapping[str, torch.Tensor], what: str) -> None:
     """The keys and shapes of ``sd`` are exactly ``target``'s (what a strict load_state_dict needs)."""
     want = {k: tuple(v.shape) for k, v in target.state_dict().items()}
-    missing, extra = [k for k in want if k not in sd], [k for k in sd if k not in want]
+    missing, extra, bad = layout_mismatch(want, sd)
     if missing or extra:
         first = f"missing {missing[0]}" if missing else f"unexpected {extra[0]}"
         raise SemclError(f"the backbone's weights do not fit {what}: {first} ({len(missing)} missing, "
                          f"{len(extra)} unexpected)")
-    for k, shape in want.items():
-        if tuple(sd[k].shape) != shape:
-            raise SemclError(f"the backbone's {k} has shape {tuple(sd[k].shape)}, {what} expects {shape}")
+    if bad is not None:
+        raise SemclError(f"the backbone's {bad} has shape {tuple(sd[bad].shape)}, {what} expects {want[bad]}")
 
 
 def _vit_kwargs(name: str, sd: Mapping[str, torch.Tensor]) -> dict:

@@ -153,18 +153,27 @@ def _data_info(train_set, real_classes: int):
 
 
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
-              batch: int = 4) -> RowCheck:
+              batch: int = 4, for_dependents: bool = True) -> RowCheck:
     """Run one config through the pipeline (module docstring); never raises: the first error is in
     the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
     A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
-    the small batch; it is checked again at the entry's batch, on enough stand-in images."""
-    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run))
+    the small batch; it is checked again at the entry's batch, on enough stand-in images. `for_dependents`
+    False (no row of the check builds on this one): the BN-calibrated checkpoint and the test logits, which only
+    dependents read, are not written again; the engine's own checkpoint and its read-back are."""
+    from semcl.engine.checkpoint import scratch_writes
+
+    with scratch_writes():
+        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents)
+
+
+def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool) -> RowCheck:
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
-        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class)
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents)
     return out
 
 
@@ -220,7 +229,8 @@ class _StepMeter:
         self.bytes, self.batch, self.views = sum(saved.values()), len(batch.labels), batch.views
 
 
-def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int) -> RowCheck:
+def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
+               for_dependents: bool = True) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -283,12 +293,14 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             restore(opt, state["optimizer"], ckpt)
             # rows that build on this one (a KD teacher in eval mode) read these statistics from the checkpoint
             _calibrate_norm(method, meter.views)
-            save_atomic({**state, "method": method.state_dict()}, ckpt)
+            if for_dependents:
+                save_atomic({**state, "method": method.state_dict()}, ckpt)
         else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
             save_atomic({"method": method.state_dict()}, ckpt)
         # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images
         few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
-        metrics = evaluate(method, cfg, few, test_set, root, run.seed, logits_path=folder / LOGITS_FILE)
+        metrics = evaluate(method, cfg, few, test_set, root, run.seed,
+                           logits_path=folder / LOGITS_FILE if for_dependents else None)
         store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
         if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
@@ -337,10 +349,12 @@ class TableRef:
     path: Path
 
 
-def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int) -> RowCheck:
+def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
+                for_dependents: bool) -> RowCheck:
     from semcl.runs import Store
 
-    return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch)
+    return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch,
+                     for_dependents=for_dependents)
 
 
 def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
@@ -393,12 +407,13 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
             stack += [keys[d] for d in first[rep[key]][1].depends_on]
     order = [k for k in dict.fromkeys(keys.values()) if k in todo]
     prereq = {k: {keys[d] for d in first[rep[k]][1].depends_on} for k in order}
+    needed = {d for k in order for d in prereq[k]}  # shapes some checked row builds on
     checked: dict[str, RowCheck] = {}
 
     def args(key: str) -> tuple:
         table, run = first[rep[key]]
         return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
-                gpu_mem_gb, reduce, batch)
+                gpu_mem_gb, reduce, batch, key in needed)
 
     def on_done(key: str, res: RowCheck) -> None:
         checked[key] = res
@@ -415,7 +430,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
         return RowCheck(table.id, run.row_label, run.run_id, gpus=gpus[run.run_id], gpu_mem_gb=gpu_mem_gb,
                         error=f"{table.path}: {why}")
 
-    run_ordered(order, prereq, _check_task, args, jobs, on_done, died)
+    run_ordered(order, prereq, _check_task, args, jobs, on_done, died, cost=lambda k: _step_cost(first[rep[k]][1]))
     results, reported = [], {}
     for table, run in entries:
         rid = run.run_id
@@ -435,6 +450,17 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
         reported[rid] = res
         results.append(res)
     return results
+
+
+def _step_cost(run) -> float:
+    """A check's relative cost, for the pool's order: the row's model time per training sample (semcl.estimate;
+    the same networks, views and input size as the check's step), 0 where it cannot be told."""
+    from semcl.estimate import seconds_per_sample
+
+    try:
+        return seconds_per_sample(run.config)
+    except Exception:  # noqa: BLE001 - an order hint only; the check itself reports the row's error
+        return 0.0
 
 
 def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:

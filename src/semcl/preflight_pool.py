@@ -28,9 +28,12 @@ def _init_worker(threads: int) -> None:
 
 
 def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, args: Callable[[str], tuple],
-                jobs: int, on_done: Callable[[str, Any], None], died: Callable[[str, str], Any]) -> None:
+                jobs: int, on_done: Callable[[str, Any], None], died: Callable[[str, str], Any],
+                cost: Callable[[str], float] | None = None) -> None:
     """fn(*args(key)) for each key of `order`, a key once every key of prereq[key] is done; on_done(key,
-    result) in this process as results arrive. jobs <= 1: in this process, in order."""
+    result) in this process as results arrive. jobs <= 1: in this process, in order. With `cost`, a free
+    process takes the costliest ready key (longest first: the last checks to finish are short ones, so the
+    wall time is near total / jobs rather than a long check alone at the end); ties keep `order`."""
     if jobs <= 1:
         for key in order:
             on_done(key, fn(*args(key)))
@@ -46,6 +49,8 @@ def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, arg
     try:
         while pending or running:
             ready = [k for k in pending if prereq.get(k, set()) <= done]
+            if cost is not None:  # only as many as there are processes: the next free one picks again
+                ready = sorted(ready, key=lambda k: -cost(k))[:max(0, jobs - len(running))]
             for key in ready:
                 running[pool.submit(fn, *args(key))] = key
                 pending.remove(key)

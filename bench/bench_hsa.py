@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 from common import Row, interleaved, median, paired_ratio
 
-from semcl.config import build_config
 from semcl.data.neighbours import knn_table
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 N, D, K = 50_000, 128, 10
 BATCH = 64

@@ -1,6 +1,6 @@
 """Method step overhead on one backbone (item 3): CIFAR ResNet-18, batch 128, 32x32, CPU.
 
-Each implemented method is built from the real config schema (``semcl.config.build_config``) and
+Each implemented method is built from the real config schema (``semcl.run_config.build_config``) and
 the real method registry, then one training step is timed exactly as ``engine.train`` runs it:
 ``training_step`` (forward, key forward, loss, momentum update), ``zero_grad``, ``backward``,
 ``after_backward`` (enqueue), ``optimizer.step``. The CE step on the same batch is the unit; the
@@ -20,10 +20,10 @@ from __future__ import annotations
 import torch
 from common import Row, interleaved, median, paired_ratio
 
-from semcl.config import build_config
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import METHODS, method_class
+from semcl.run_config import build_config
 
 BATCH = 128
 # name -> (config method section, floor, limit)

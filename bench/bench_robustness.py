@@ -38,11 +38,11 @@ class _Classifier(torch.nn.Module):
 
 
 def run(rounds: int = 3) -> list[Row]:
-    from semcl.config import build_config
     from semcl.data import ensure_synthetic, load
     from semcl.data.fileset import decode
     from semcl.evals.protocols import robustness
     from semcl.evals.protocols.context import EvalContext
+    from semcl.run_config import build_config
 
     saved = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -17,9 +17,9 @@ import os
 import torch
 from common import Row, interleaved, median, paired_ratio
 
-from semcl.config import build_config
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 BATCH = int(os.environ.get("SEMCL_BENCH_VIT_BATCH", "16"))
 SIZE = 32

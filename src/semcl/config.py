@@ -1,7 +1,8 @@
 """The one strict run-config schema.
 
 A run's config is built in layers (schema defaults -> preset -> row overrides -> profile
-overrides) as a nested dict, then validated into dataclasses: unknown keys, wrong types and
+overrides) as a nested dict, then validated into dataclasses (semcl.run_config.build_config, one layer
+up, which adds the method section from the method registry): unknown keys, wrong types and
 unknown methods raise ConfigError naming the file and the dotted key.
 
 Run-id stability: `hashable_config` drops launch-only keys and every key whose value is
@@ -12,13 +13,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.methods.registry import DEFAULT_METHOD, METHODS, PLANNED_METHODS
-from semcl.schema import NON_NEGATIVE, POSITIVE, SEED, at_most, build, check_type, type_hints
+from semcl.schema import NON_NEGATIVE, POSITIVE, SEED, at_most
 
 # upper bounds of the sized knobs: far above any paper's value, low enough that a typo of a few zeros is one
 # line at load instead of an allocation (or a months-long job) that dies after submission
@@ -37,7 +36,7 @@ class DataConfig:
     name: str = "cifar100"
     train_per_class: int | None = field(default=None, metadata=PER_CLASS)  # balanced subset for small profiles
     test_limit: int | None = field(default=None, metadata=IMAGES)  # first N test images (fixed, seed-independent)
-    augment: str = "supcon"  # view recipe, see semcl.data.augment.RECIPES
+    augment: str = "supcon"  # view recipe(s), see semcl.data.view_recipes (checked by semcl.run_config)
     synthetic: bool = False  # write synthetic data in the real format (smoke profile)
     synthetic_train_per_class: int = field(default=10, metadata=SYNTHETIC_PER_CLASS)
     synthetic_test_per_class: int = field(default=5, metadata=SYNTHETIC_PER_CLASS)
@@ -162,31 +161,6 @@ CHOICES: dict[str, set[str]] = {
 }
 
 
-# data.augment names one recipe for every view, or one per view joined by "+" (view 1 first,
-# the official `--aug a_b`). RandAugment recipes take "-n<ops>-m<magnitude>" (default n2, m10);
-# any recipe with a random crop takes "-c<percent>" for the crop's minimum area (e.g. -c20 = 0.2).
-# _timm: the official (timm) RandAugment; without it: torchvision's (the named variant)
-RANDAUG_RECIPES = {"randcls", "randclsstack", "randcls_timm", "randclsstack_timm"}
-# mae: MAE's timm create_transform (fixed arguments); aug_cifar: sim_cifar with blur p 0.2 (GPaCo's CIFAR-LT view 2)
-AUGMENT_RECIPES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "aug_cifar", "autoaug_cutout", "mae",
-                   *RANDAUG_RECIPES}
-_RANDAUG = re.compile(r"^(?P<base>[a-z_]+?)(?:-n(?P<n>\d+)-m(?P<m>\d+))?(?:-c(?P<c>\d+))?$")
-
-
-def parse_augment(name: str) -> list[tuple[str, int, int, float | None]]:
-    """`data.augment` -> [(recipe, randaug_n, randaug_m, crop_min_scale)] per view; ValueError if malformed."""
-    views = []
-    for part in name.split("+"):
-        match = _RANDAUG.match(part)
-        base = match["base"] if match else part
-        bad_crop = match is not None and match["c"] and not 0 < int(match["c"]) <= 100
-        if match is None or base not in AUGMENT_RECIPES or (match["n"] and base not in RANDAUG_RECIPES) or bad_crop:
-            raise ValueError(f"{part!r} is not a recipe in {sorted(AUGMENT_RECIPES)} "
-                             f"(RandAugment suffix -n<N>-m<M> only on {sorted(RANDAUG_RECIPES)})")
-        views.append((base, int(match["n"] or 2), int(match["m"] or 10), int(match["c"]) / 100 if match["c"] else None))
-    return views
-
-
 @dataclass
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
@@ -228,43 +202,6 @@ def merge(tree: dict, layer: dict, *, where: str) -> None:
             set_dotted(tree, "method.name", value, where=where)
         else:
             raise ConfigError(f"{where}: key '{key}' is not a config section or <section>.<field>")
-
-
-# the strict checker is shared with the registry entry (semcl.schema); these names stay for old callers
-_check_type = check_type
-_type_hints = type_hints
-
-
-def _build(cls: type, values: dict, prefix: str, where: str, choices: dict | None = None) -> Any:
-    """A config section; `choices` (a method spec's, by field name) replaces the CHOICES table."""
-    allowed = CHOICES if choices is None else {f"{prefix}.{k}": v for k, v in choices.items()}
-    return build(cls, values, prefix, where, allowed)
-
-
-def build_config(tree: dict, *, where: str) -> RunConfig:
-    """Validate a nested dict into a RunConfig; `where` names the source in errors."""
-    method = dict(tree.get("method", {}))
-    name = method.get("name", DEFAULT_METHOD)
-    if name not in METHODS:
-        extra = " (planned, not implemented yet)" if name in PLANNED_METHODS else ""
-        raise ConfigError(f"{where}: unknown method 'method.name' = {name!r}{extra}; known: {sorted(METHODS)}")
-    spec = METHODS[name]
-    cfg = RunConfig(method=_build(spec.schema, method, "method", where, choices=spec.choices))
-    for section, cls in SECTIONS.items():
-        setattr(cfg, section, _build(cls, tree.get(section, {}), section, where))
-    try:
-        parse_augment(cfg.data.augment)
-    except ValueError as err:
-        raise ConfigError(f"{where}: 'data.augment' = {cfg.data.augment!r}: {err}") from None
-    if cfg.probe.recipe is not None:
-        try:
-            if len(parse_augment(cfg.probe.recipe)) != 1:
-                raise ValueError("one recipe, not a per-view pair")
-        except ValueError as err:
-            raise ConfigError(f"{where}: 'probe.recipe' = {cfg.probe.recipe!r}: {err}") from None
-    if cfg.probe.init not in (None, "uniform", "normal"):
-        raise ConfigError(f"{where}: 'probe.init' = {cfg.probe.init!r} is not one of ['normal', 'uniform']")
-    return cfg
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from semcl import throughput
 from semcl.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
-from semcl.config import parse_augment
 from semcl.data.registry import DATASETS
+from semcl.data.view_recipes import parse_augment
 from semcl.methods.registry import METHODS
 
 # catalog entries counted as fwd+bwd FLOPs (scripts/count_kd_gflops.py); the others are 3 x forward GMACs

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from semcl.cluster import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
-from semcl.config import build_config, merge
+from semcl.config import merge
 from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
@@ -25,6 +25,7 @@ from semcl.index_store import registry_root, remember_tables, table_paths  # noq
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.registry_schema import DEFAULT_SEEDS, ProfileEntry, parse_entry  # noqa: F401  (DEFAULT_SEEDS re-exported)
+from semcl.run_config import build_config
 from semcl.schema import NON_NEGATIVE, build
 from semcl.yaml_strict import StrictLoader
 from semcl.yaml_strict import load_file as load_yaml_file

@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
-from semcl.config import SECTIONS, build_config, hashable_config
+from semcl.config import SECTIONS, hashable_config
 from semcl.errors import ConfigError
+from semcl.run_config import build_config
 from semcl.yaml_strict import StrictLoader
 
 # YAML 1.1 reads "1e-3" as a string; on the command line it means the number

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 import semcl.engine.train as train_mod
-from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.data.sampling import anchor_neighbour_order
 from semcl.engine import interrupt
@@ -20,6 +19,7 @@ from semcl.losses.hierarchical_triplet import class_statistics, nearest_classes,
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry import get_table
+from semcl.run_config import build_config
 
 F2C = torch.tensor([0, 0, 0, 1, 1, 2])  # 6 classes: superclass 0 of 3, 1 of 2, class 5 alone
 L_PRIME, C, T = 2, 3, 2  # batch 2 + 2 * 3 + 2 = 10

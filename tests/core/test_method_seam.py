@@ -17,13 +17,14 @@ import torch
 import torch.nn.functional as F
 
 from semcl import cli
-from semcl.config import AUGMENT_RECIPES, build_config
+from semcl.data.view_recipes import AUGMENT_RECIPES
 from semcl.errors import ConfigError
 from semcl.evals.protocols.accuracy import THRESHOLDS
 from semcl.methods.base import Batch, Method
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
+from semcl.run_config import build_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "semcl"
 SPINE = ["cli.py", "registry.py", "config.py", "runs.py", "launch.py", "slurm_job.py", "slurm_submit.py", "manifest.py",

@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 
 import semcl.losses.metric as metric
-from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.data.sampling import two_superclass_order
 from semcl.engine.train import train
@@ -19,6 +18,7 @@ from semcl.methods.base import Batch, DataInfo
 from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry import get_table
+from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

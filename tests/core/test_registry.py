@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.methods.ranked_contrastive import RinceMethod
 from semcl.registry import get_table, load_registry
+from semcl.run_config import build_config
 
 
 def test_rince_tab2_lists_every_method_of_the_paper_table():

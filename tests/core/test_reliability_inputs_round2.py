@@ -13,11 +13,11 @@ import yaml
 
 from semcl.cli import main
 from semcl.cluster import Resources, load_cluster_profile, parse_resources, slurm_parameters
-from semcl.config import build_config
 from semcl.errors import ConfigError, ResultsError
 from semcl.registry import load_table, registry_root
 from semcl.registry_schema import parse_entry
 from semcl.report.claims import load_claims_file
+from semcl.run_config import build_config
 from semcl.yaml_strict import MAX_NODES, expanded_size, load_file, load_text
 
 PROFILES = Path(__file__).resolve().parents[2] / "slurm" / "profiles"

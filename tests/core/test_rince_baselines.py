@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE, FASHION_MNIST_FINE_TO_COARSE
 from semcl.errors import ConfigError
 from semcl.losses import LOSSES, superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
@@ -15,6 +14,7 @@ from semcl.methods.base import Batch, DataInfo
 from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry import get_table
+from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from semcl.config import build_config
 from semcl.errors import ResultsError
 from semcl.registry import get_table
+from semcl.run_config import build_config
 from semcl.runs import Store, make_run_id, plan_runs, write_json_atomic
 
 

@@ -7,11 +7,11 @@ import copy
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.losses import ranked_info_nce
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
+from semcl.run_config import build_config
 
 F2C = torch.tensor([0, 0, 1, 1, 2, 2])  # 6 classes, 3 superclasses of 2
 LABELS = torch.tensor([0, 1, 2, 0, 3, 5, 4, 1])

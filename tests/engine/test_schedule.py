@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from semcl.config import build_config, hashable_config
+from semcl.config import hashable_config
 from semcl.engine.schedule import lr_at, paco_lr
 from semcl.errors import ConfigError
+from semcl.run_config import build_config
 
 
 def _optim(**kw):

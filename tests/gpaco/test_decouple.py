@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.data.sampling import class_balanced_order
 from semcl.engine.train import train
 from semcl.errors import ConfigError
 from semcl.methods.base import DataInfo, Dependency
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
+from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.config import build_config
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 COUNTS = torch.tensor([6, 3, 1, 2])
 

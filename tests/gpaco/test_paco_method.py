@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.paco.method import init_backbone
 from semcl.methods.registry import method_class
 from semcl.models import build_backbone
+from semcl.run_config import build_config
 
 COUNTS = torch.tensor([6, 3, 1, 0])  # an empty class must not break the prior (official +1e-9)
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.engine.train import train
 from semcl.losses import LOSSES, ride_loss
@@ -19,6 +18,7 @@ from semcl.losses.ride import diversity_temperatures, effective_number_weights, 
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
 from semcl.models.ride import RideBackbone
+from semcl.run_config import build_config
 
 F64 = torch.float64
 COUNTS = torch.tensor([40, 12, 5, 2])

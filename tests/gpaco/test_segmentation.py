@@ -116,10 +116,10 @@ def test_mmseg_export_writes_configs_and_names_the_missing_package(tmp_path: Pat
 def test_segmenters_start_from_the_users_imagenet_resnet_and_refuse_a_misfit(tmp_path: Path):
     from torchvision.models import resnet50
 
-    from semcl.config import build_config
     from semcl.errors import ConfigError
     from semcl.methods.base import DataInfo
     from semcl.methods.segmentation.method import Segmenter
+    from semcl.run_config import build_config
 
     torch.manual_seed(0)
     weights = resnet50().state_dict()  # a torchvision-layout file as the user would give it (fc included)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semcl.config import build_config, parse_augment
 from semcl.data import build_augment, stats
 from semcl.data.tvaugment import PerImageAugment, ViewCycle
+from semcl.data.view_recipes import parse_augment
 from semcl.errors import ConfigError
+from semcl.run_config import build_config
 
 RECIPES = ["sim", "randcls-n2-m10", "randclsstack-n3-m10", "sim_cifar", "aug_cifar", "autoaug_cutout", "sim-c20"]
 

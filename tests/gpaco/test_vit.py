@@ -14,7 +14,6 @@ import torch.nn.functional as F
 
 pytest.importorskip("timm")
 
-from semcl.config import build_config  # noqa: E402
 from semcl.data import ImageSet  # noqa: E402
 from semcl.engine.schedule import lr_at  # noqa: E402
 from semcl.engine.train import train  # noqa: E402
@@ -23,6 +22,7 @@ from semcl.methods.base import Batch, DataInfo, Method, TrainContext  # noqa: E4
 from semcl.methods.registry import method_class  # noqa: E402
 from semcl.methods.vit.mixup import SeededMixup  # noqa: E402
 from semcl.models.vit import build_vit  # noqa: E402
+from semcl.run_config import build_config  # noqa: E402
 
 C = 4
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.data import build_augment, stats
 from semcl.data.neighbours import draw_neighbours
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 REPO = Path(__file__).resolve().parents[2]
 N, SIZE, B, TAU = 24, 12, 6, 0.2

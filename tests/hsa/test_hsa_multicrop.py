@@ -8,13 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.data import build_augment, stats
 from semcl.data.augment import RECIPES, Augment
 from semcl.data.multicrop import small_crop_view
 from semcl.losses.hsa import two_positive_loss
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 SIZE, N, B, TAU = 16, 24, 6, 0.2
 MEAN, STD = stats("fashion_mnist")

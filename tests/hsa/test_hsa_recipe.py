@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.losses.hsa import hsa_loss
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 TAU = 0.2
 

@@ -4,13 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.data import load
 from semcl.data.synthetic import ensure_synthetic
 from semcl.errors import ConfigError, DataError
 from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
 from semcl.methods.registry import method_class
 from semcl.methods.semi.method import read_subset, subset_list_path
+from semcl.run_config import build_config
 
 
 def _cfg(**knobs):

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import torch
 
-from semcl.config import build_config
 from semcl.data import ImageSet
 from semcl.evals import stage_probe as sp
 from semcl.evals.protocols import stage_probe as protocol
 from semcl.evals.protocols.context import EvalContext
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.models import build_backbone
+from semcl.run_config import build_config
 
 
 def _to_float(images, generator):

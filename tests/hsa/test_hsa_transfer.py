@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.errors import ConfigError, DataError
 from semcl.methods.base import Dependency
 from semcl.methods.transfer import BENCHMARK_OPTS, train_net
 from semcl.methods.transfer import method as transfer
+from semcl.run_config import build_config
 
 # a stand-in for the entry point: records its argv and the call, writes detectron2's metrics.json with
 # AP = 50 + SEED (and the COCO mask metrics)

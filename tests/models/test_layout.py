@@ -5,11 +5,11 @@ import copy
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.errors import ConfigError
 from semcl.models.backbones import resnet_tiny
 from semcl.models.layout import apply_memory_format
 from semcl.models.video import SmallR3D
+from semcl.run_config import build_config
 
 
 def _pair(build, seed=0):

@@ -10,7 +10,6 @@ import hashlib
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.data.imagenet100 import imagenet100_class_names
 from semcl.data.name_similarity import (
     OFFICIAL_FILE,
@@ -22,6 +21,7 @@ from semcl.data.name_similarity import (
 from semcl.errors import DataError
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
+from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

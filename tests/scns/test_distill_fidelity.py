@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.config import build_config
 from semcl.data import build_augment, stats
 from semcl.losses.distill import ConvRegressor, LinearEmbed
 from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
 from semcl.methods.distill import STUDENTS
 from semcl.methods.distill.method import AB, CC, FT, KD, KDTeacher, SCNSInstance, ab_connector, ft_init_lr
 from semcl.models.kd import build_kd_model, feature_shapes
+from semcl.run_config import build_config
 
 C, N, SIZE = 5, 20, 16
 NAMES = ("apple", "pear", "truck", "bus", "orange")

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from semcl.config import build_config
 from semcl.data.negatives import UniformNegatives
 from semcl.losses.distill import REPDISTILLER_WEIGHTS
 from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
@@ -23,6 +22,7 @@ from semcl.methods.distill.contrast import CRD
 from semcl.methods.distill.method import FSP, FT, KD, KDTeacher, SCNSClass
 from semcl.methods.distill.teacher import plain_transform
 from semcl.methods.registry import METHODS
+from semcl.run_config import build_config
 
 C, N, SIZE = 5, 20, 16
 NAMES = ("apple", "pear", "truck", "bus", "orange")

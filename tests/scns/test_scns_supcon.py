@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.config import build_config
 from semcl.losses.scns_supcon import bank_supcon_loss
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.scns_supcon.method import SCNSSupCon
+from semcl.run_config import build_config
 
 
 def _reference(z, labels, negatives, tau):

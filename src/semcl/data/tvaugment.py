@@ -26,7 +26,8 @@ Recipes (docs/papers/paco.md §d.1, §d.2; official `--aug view1_view2`):
   MAE-ViTs copy): timm `create_transform(is_training=True, color_jitter=None, auto_augment=
   "rand-m9-mstd0.5-inc1", interpolation="bicubic", re_prob=0.25, re_mode="pixel", re_count=1)` --
   bicubic RandomResizedCrop, flip, RandAugment, normalise, RandomErasing; no colour jitter (`MAETransform`).
-Names joined by "+" give one recipe per view (`ViewCycle`); see semcl.config.parse_augment.
+Names joined by "+" give one recipe per view (`ViewCycle`); the names and their builders are
+semcl.data.view_recipes.VIEW_RECIPES.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from semcl.config import parse_augment
 from semcl.data.augment import RECIPES, Augment
+from semcl.data.view_recipes import BATCHED, MAE, VIEW_RECIPES, parse_augment
 
 ImageTransform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -241,11 +242,12 @@ def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[fl
     """The augmentation `semcl.data.views.build_augment` names: a batched recipe, a per-image one, or a "+" pair."""
     views = []
     for base, n, m, crop_min in parse_augment(name):
-        if base == "mae":
+        builder = VIEW_RECIPES[base].builder
+        if builder == MAE:
             if crop_min is not None:
                 raise ValueError("the mae recipe is MAE's fixed transform: no -c crop scale")
             views.append(MAETransform(size, mean=mean, std=std))
-        elif base in RECIPES:
+        elif builder == BATCHED:
             recipe = RECIPES[base]
             if crop_min is not None and recipe.crop_scale is not None:
                 recipe = type(recipe)(**{**recipe.__dict__, "crop_scale": (crop_min, recipe.crop_scale[1])})

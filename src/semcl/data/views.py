@@ -23,5 +23,5 @@ def build_augment(recipe: str, *, size: int, mean: Sequence[float],
             return build_named(recipe, size=size, mean=mean, std=std)
         except ValueError:
             raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)}, "
-                             "and the names semcl.config.parse_augment accepts)") from None
+                             "and the names semcl.data.view_recipes.parse_augment accepts)") from None
     return Augment(RECIPES[recipe], size=size, mean=mean, std=std)

@@ -103,3 +103,19 @@ def test_shape_none_is_the_old_schedule_exactly(kw):
 def test_shape_is_validated():
     with pytest.raises(ConfigError, match="'optim.shape' = 'cosine' is not one of"):
         _optim(shape="cosine")
+
+
+def test_every_shape_the_schema_allows_has_a_rule():
+    from semcl.config import CHOICES
+    from semcl.engine.schedule import SHAPES
+
+    assert set(SHAPES) == CHOICES["optim.shape"] | {None}  # None: the SupCon/RINCE default
+    # each entry is reached through lr_at: warm-up epoch 0, step 5 of 10, lr 1, 2 warm-up epochs, 10 epochs.
+    # None: warmup_from + p (target - warmup_from), p = 5 / 20, target = the cosine lr of epoch 2 of 10 with
+    # floor 1e-3: 1e-3 + 0.999 (1 + cos(pi / 5)) / 2 = 0.904508...; paco: lr (e + 1) / w = 0.5;
+    # mae: lr t / w = 0.5 / 2 = 0.25; plateau: warmup_from + p (lr - warmup_from) = 0.01 + 0.25 x 0.99
+    target = 1e-3 + 0.999 * (1 + math.cos(math.pi / 5)) / 2
+    expected = {None: 0.01 + 0.25 * (target - 0.01), "paco": 0.5, "mae": 0.25, "plateau": 0.01 + 0.25 * 0.99}
+    for shape, want in expected.items():
+        opt = _optim(shape=shape, lr=1.0, warmup_epochs=2, warmup_from=0.01)
+        assert lr_at(opt, 10, 0, 5, 10) == pytest.approx(want, rel=1e-12), shape

@@ -5,12 +5,13 @@ lr * rate**3, and a linear warm-up per iteration from warmup_from over the first
 optim.shape "paco": the official PaCo/GPaCo scripts, which set the lr once per epoch (`paco_lr`).
 optim.shape "mae": MAE's fine-tuning rule, set per iteration (`mae_lr`).
 optim.shape "plateau": x0.1 on a plateau of the epoch loss (RINCE video, `plateau_reductions`).
+`lr_at` looks the shape up in SHAPES, one function per shape.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from semcl.config import OptimConfig
 
@@ -78,31 +79,53 @@ def plateau_reductions(losses: Sequence[float], patience: int) -> int:
     return cuts
 
 
-def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
-          losses: Sequence[float] = ()) -> float:
-    """lr for 0-indexed `epoch` and `step` within it; `losses` are the mean losses of the epochs
-    before `epoch` (shape "plateau" only: the schedule is a function of the run's own history, so a
-    resumed run, which restores the history, continues on the same lr)."""
-    if optim.shape == "plateau":
-        # the paper monitors a validation loss; the video splits have no validation set, so the epoch's
-        # training loss is monitored (named in rince/tab4's deviations)
-        cuts = plateau_reductions(losses[:epoch], 10 if optim.plateau_patience is None else optim.plateau_patience)
-        lr, factor = optim.lr, 0.1 if optim.plateau_factor is None else optim.plateau_factor
-        for _ in range(cuts):
-            new = max(lr * factor, optim.min_lr or 0.0)
-            if lr - new > 1e-8:  # torch's eps: a smaller decay is ignored
-                lr = new
-        if optim.warmup_epochs > 0 and epoch < optim.warmup_epochs:
-            p = (step + epoch * steps_per_epoch) / (optim.warmup_epochs * steps_per_epoch)
-            return optim.warmup_from + p * (lr - optim.warmup_from)
-        return lr
-    if optim.shape == "paco":
-        return paco_lr(optim, epochs, epoch)
-    if optim.shape == "mae":
-        return mae_lr(optim, epochs, epoch + step / steps_per_epoch)
+def _plateau(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+             losses: Sequence[float]) -> float:
+    # the paper monitors a validation loss; the video splits have no validation set, so the epoch's
+    # training loss is monitored (named in rince/tab4's deviations)
+    cuts = plateau_reductions(losses[:epoch], 10 if optim.plateau_patience is None else optim.plateau_patience)
+    lr, factor = optim.lr, 0.1 if optim.plateau_factor is None else optim.plateau_factor
+    for _ in range(cuts):
+        new = max(lr * factor, optim.min_lr or 0.0)
+        if lr - new > 1e-8:  # torch's eps: a smaller decay is ignored
+            lr = new
+    if optim.warmup_epochs > 0 and epoch < optim.warmup_epochs:
+        p = (step + epoch * steps_per_epoch) / (optim.warmup_epochs * steps_per_epoch)
+        return optim.warmup_from + p * (lr - optim.warmup_from)
+    return lr
+
+
+def _paco(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+          losses: Sequence[float]) -> float:
+    return paco_lr(optim, epochs, epoch)
+
+
+def _mae(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+         losses: Sequence[float]) -> float:
+    return mae_lr(optim, epochs, epoch + step / steps_per_epoch)
+
+
+def _supcon(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+            losses: Sequence[float]) -> float:
+    """The SupCon/RINCE scripts: cosine or step per epoch, linear warm-up per iteration towards the
+    lr of the last warm-up epoch."""
     epoch1 = epoch + 1
     if optim.warmup_epochs > 0 and epoch1 <= optim.warmup_epochs:
         target = _epoch_lr(optim, epochs, optim.warmup_epochs)
         p = (step + epoch * steps_per_epoch) / (optim.warmup_epochs * steps_per_epoch)
         return optim.warmup_from + p * (target - optim.warmup_from)
     return _epoch_lr(optim, epochs, epoch1)
+
+
+# optim.shape -> its rule, called as (optim, epochs, epoch, step, steps_per_epoch, losses); None is the
+# SupCon/RINCE default (cosine, or step with optim.cosine false). A new shape is one function + one entry
+# here + its name in semcl.config.CHOICES["optim.shape"] (tests/engine/test_schedule.py checks they agree).
+SHAPES: dict[str | None, Callable[..., float]] = {None: _supcon, "plateau": _plateau, "paco": _paco, "mae": _mae}
+
+
+def lr_at(optim: OptimConfig, epochs: int, epoch: int, step: int, steps_per_epoch: int,
+          losses: Sequence[float] = ()) -> float:
+    """lr for 0-indexed `epoch` and `step` within it; `losses` are the mean losses of the epochs
+    before `epoch` (shape "plateau" only: the schedule is a function of the run's own history, so a
+    resumed run, which restores the history, continues on the same lr)."""
+    return SHAPES[optim.shape](optim, epochs, epoch, step, steps_per_epoch, losses)

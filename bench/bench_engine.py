@@ -5,7 +5,7 @@ ImageNet-LT's n = 115,846 training labels (class sizes from ``common.long_tail_c
 rule scaled to that n, shuffled), against ``torch.randperm(n)`` (what instance sampling costs) as the
 floor. It runs once per epoch, so the absolute time is what matters; target ≤ 5×.
 
-Logit scoring: ``engine.evaluate.logit_metrics`` (top-1 + many / medium / few accuracy, paco
+Logit scoring: ``evals.protocols.accuracy.logit_metrics`` (top-1 + many / medium / few accuracy, paco
 convention) on 50,000 × 1000 float32 logits, ImageNet-LT's test set (50 images per class), what
 ``engine.ensemble.ensemble_metrics`` runs on the summed logits once they are loaded (that part is
 store-bound and not timed). Floor: one ``argmax`` over the logits. Absolute time only (no target).
@@ -58,7 +58,7 @@ def _sampling_rows(repeats: int, gen: torch.Generator) -> list[Row]:
 
 
 def _logit_rows(repeats: int, gen: torch.Generator) -> list[Row]:
-    from semcl.engine.evaluate import logit_metrics
+    from semcl.evals.protocols.accuracy import logit_metrics
 
     n_classes, per_class = 1000, 50
     counts = long_tail_counts()

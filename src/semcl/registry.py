@@ -20,11 +20,10 @@ from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
 from semcl.evals.protocols import gain as gain_column
-from semcl.evals.protocols.accuracy import SHOT_GROUPS, THRESHOLDS  # noqa: F401  (re-exported)
 from semcl.index_store import registry_root, remember_tables, table_paths  # noqa: F401  (registry_root re-exported)
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
-from semcl.registry_schema import DEFAULT_SEEDS, ProfileEntry, parse_entry  # noqa: F401  (DEFAULT_SEEDS re-exported)
+from semcl.registry_schema import ProfileEntry, parse_entry
 from semcl.run_config import build_config
 from semcl.schema import NON_NEGATIVE, build
 from semcl.yaml_strict import StrictLoader

@@ -18,9 +18,7 @@ from semcl.config import RunConfig
 from semcl.data import ImageSet
 from semcl.engine.checkpoint import save_atomic
 from semcl.evals.protocols import EVALUATIONS
-from semcl.evals.protocols.accuracy import logit_metrics  # noqa: F401  (ensembles score logits)
 from semcl.evals.protocols.context import EvalContext, outputs
-from semcl.evals.protocols.latency import classify_latency  # noqa: F401  (re-exported)
 from semcl.methods.base import Method
 
 log = logging.getLogger("semcl.evaluate")

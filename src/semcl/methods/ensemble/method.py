@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from semcl.config import RunConfig
-from semcl.engine.evaluate import logit_metrics
 from semcl.errors import ResultsError
+from semcl.evals.protocols.accuracy import logit_metrics
 from semcl.methods.base import Dependency, Method
 
 

@@ -26,6 +26,7 @@ from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, stats
 from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
+from semcl.data.video.clip_loader import ClipLoader
 from semcl.engine import distributed, interrupt
 from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
 from semcl.engine.history import EpochLog
@@ -118,6 +119,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     workers = loader_workers(device) if by_file else 0
     # one loader for the run: its workers persist across epochs; they hand out uint8 views, normalised on `device`
     view_loader = ViewLoader(files, workers, pin_memory=device.type == "cuda") if by_file else None
+    # video clips: planned here, decoded in its workers (persistent), augmented on `device` (where the method plans)
+    clip_loader = None if by_file else ClipLoader(train_set, method.decode_plan, loader_workers(device),
+                                                  pin_memory=device.type == "cuda")
 
     def save(epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
         """All ranks call it together (they agree on the step): RNG states gathered, rank 0 writes."""
@@ -165,6 +169,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                                         part=distributed.local_slice(bs), workers=workers,
                                         pin_memory=device.type == "cuda", partners=pick,
                                         partner_recipes=partner_recipes, device=device, loader=view_loader)
+            # plans drawn ahead of training: the checkpoint and Batch take the generator as of the step
+            clip_feed = None if by_file else clip_loader.epoch(method, augs, g, perm, bs, range(first, stop),
+                                                              distributed.local_slice(bs), device)
             for step in range(first, stop):
                 first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
                 if first_of_cycle:
@@ -174,14 +181,16 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 idx = perm[step * bs:(step + 1) * bs]
                 labels = train_set.labels[idx]
                 part = distributed.local_slice(len(idx))
-                partner_views = None
-                if by_file:  # this rank's slice only, made ahead by the loader
+                partner_views, step_g = None, g
+                if clip_feed is not None:  # this rank's clips, decoded ahead by the loader
+                    views, step_g = next(clip_feed), clip_feed.generator_at(step + 1)
+                elif by_file:  # this rank's slice only, made ahead by the loader
                     views, partners = next(file_views)
                     views = [v.to(device, non_blocking=True) for v in views]
                     partner_views = [tuple(v.to(device, non_blocking=True) for v in p) for p in partners] or None
                 else:  # every rank draws the whole global batch's views (same stream), then keeps its slice
                     views = [v[part].to(device, non_blocking=True) for v in method.make_views(train_set, idx, g, augs)]
-                batch = Batch(views, labels[part].to(device), idx[part], epoch, step, g, partner_views)
+                batch = Batch(views, labels[part].to(device), idx[part], epoch, step, step_g, partner_views)
                 # several ranks: DDP all-reduces the gradients in buckets during the cycle's last backward
                 with distributed.sync_context(ddp, last_of_cycle):
                     with torch.autocast(device.type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None), \
@@ -201,7 +210,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 if step + 1 < stop and last_of_cycle:
                     timed = every_s is not None and distributed.rank() == 0 and time.monotonic() - last_save >= every_s
                     if distributed.any_rank(requeue or timed, device):  # the same step on every rank
-                        save(epoch, step + 1, g, total)
+                        save(epoch, step + 1, step_g, total)
                         last_save = time.monotonic()
                         log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
                                  epoch, step + 1)
@@ -216,4 +225,6 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             interrupt.fire_if_pending()
     if view_loader is not None:
         view_loader.close()
+    if clip_loader is not None:
+        clip_loader.close()
     return history

@@ -10,6 +10,7 @@ overrides the hooks it needs and nothing else. Order of calls in one run:
     per epoch:  method.on_epoch_start(epoch)
                 order = method.epoch_order(labels, num_classes, generator, batch_size)
                 per step: views = method.make_views(train_set, idx, generator, augs)
+                          (or, where method.clip_plan gives plans: decode_plan in workers, finish_views)
                           out = method.training_step(batch); backward; method.after_backward(); opt.step()
     evaluation: method.features(x), method.classify(x) where has_classifier, method.stage_features(x)
 
@@ -203,6 +204,28 @@ class Method(nn.Module):
         on this in-process path."""
         images = training_images(train_set)[idx]
         return [recipe(images, generator) for recipe in self.view_recipes(augs)]
+
+    # ---- video clips: planned here, decoded in loader workers (semcl.data.video.clip_loader) ----------------
+    def clip_plan(self, train_set: Any, idx: torch.Tensor, generator: torch.Generator,
+                  augs: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> Any | None:
+        """The views of step `idx` as a plan: every draw `make_views` would take from `generator`, in its
+        order, without decoding (a clip_loader.ClipViews: frame indices and augmentation parameters). The
+        engine then has `decode_plan` run in loader workers and `finish_views` on the device, and may draw
+        plans a few steps ahead (a `Batch.generator` is then a copy positioned after the step's plan).
+        None (default, and it must then draw nothing): the method makes its views in `make_views`."""
+        return None
+
+    @staticmethod
+    def decode_plan(train_set: Any, plan: Any, part: slice) -> torch.Tensor:
+        """The uint8 pixels the views of `plan`'s samples `part` (this rank's slice) are cut from. Runs in a
+        loader worker process: a module-level function (picklable), it sees the set and the plan, never
+        the method."""
+        raise NotImplementedError("a method whose clip_plan gives plans defines decode_plan")
+
+    def finish_views(self, decoded: Any, plan: Any, device: torch.device) -> list[torch.Tensor]:
+        """The `num_views` views on `device` from `decode_plan`'s output and `plan` (cut to this rank's part),
+        in the training process, just before the step trains."""
+        raise NotImplementedError(f"{type(self).__name__} gives clip plans without finish_views")
 
     def view_recipes(self, augs: list[Callable[[Any, torch.Generator], torch.Tensor]]) -> list[Callable]:
         """The recipe of each view `make_views` (and the file loader) makes, in order: view k is

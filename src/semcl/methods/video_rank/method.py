@@ -1,9 +1,13 @@
 """Video pre-training (InfoNCE / HP / HN / RINCE) and fine-tuning on clips.
 
-Views come from `make_views` (the engine's hook): the epoch generator draws the clip positions
-(ClipSampler: x_f, x_s, x_v) and then the clip augmentations (ClipAugment, one parameter set per
-clip), so a resumed run replays the same clips. Views of the pre-training methods, in order:
-anchor (x_f's frames, augmentation 1), x_f (same frames, augmentation 2), x_s, x_v.
+Views: the epoch generator draws the clip positions (ClipSampler: x_f, x_s, x_v) and then the clip
+augmentations (ClipAugment, one parameter set per clip), so a resumed run replays the same clips.
+Views of the pre-training methods, in order: anchor (x_f's frames, augmentation 1), x_f (same frames,
+augmentation 2), x_s, x_v. The engine takes them in three parts (semcl.data.video.clip_loader):
+`clip_plan` draws positions and augmentation parameters in the training process, `decode_plan`
+decodes a rank's clips in loader workers, `finish_views` augments on the training device.
+`make_views` makes the same views in one call (the path of sets without a fixed frame size, whose
+augmentation draws need the decoded frames' size).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from torch import nn
 
 from semcl.data.augment import RECIPES
 from semcl.data.video import ClipAugment, ClipSampler
+from semcl.data.video.clip_loader import ClipViews, decode_clips, finish_clip_views
 from semcl.losses import ranked_info_nce
 from semcl.losses.video_ranks import video_ranks, video_similarities
 from semcl.methods.base import Batch, DataInfo, Method
@@ -49,6 +54,17 @@ class _VideoMethod(Method):
             self._aug = clip_augment(self.cfg, train_set)
         return self._aug
 
+    def _plan(self, train_set: Any, idx: torch.Tensor, frames: torch.Tensor, views: tuple[int, ...],
+              generator: torch.Generator, gap_ok: torch.Tensor | None = None) -> ClipViews:
+        """The augmentation draws of each view (cut from clip `views[k]`), in view order, after the positions."""
+        aug, (h, w) = self._augment(train_set), train_set.frame_size
+        return ClipViews(idx, frames, tuple((k, aug.draw(len(idx), h, w, generator)) for k in views), gap_ok)
+
+    decode_plan = staticmethod(decode_clips)  # a module-level function: workers unpickle it by name
+
+    def finish_views(self, decoded: torch.Tensor, plan: ClipViews, device: torch.device) -> list[torch.Tensor]:
+        return finish_clip_views(self._aug, decoded, plan, device)
+
 
 class VideoContrastive(_VideoMethod):
     num_views = 4
@@ -76,6 +92,18 @@ class VideoContrastive(_VideoMethod):
         self._gap_ok = dict(zip(idx.tolist(), plan.gap_ok.tolist(), strict=True))
         aug = self._augment(train_set)
         return [aug(clips[:, v], generator) for v in (0, 0, 1, 2)]
+
+    def clip_plan(self, train_set, idx, generator, augs) -> ClipViews | None:
+        """What `make_views` draws, in its order; None for frames of the stored size (unknown before decode)."""
+        if train_set.frame_size is None:
+            return None
+        sampled = self.clip_sampler.sample(train_set.frame_counts[idx], generator)
+        return self._plan(train_set, idx, sampled.frames, (0, 0, 1, 2), generator, sampled.gap_ok)
+
+    def finish_views(self, decoded: torch.Tensor, plan: ClipViews, device: torch.device) -> list[torch.Tensor]:
+        # the step about to train: its x_v placements (make_views sets them as it draws)
+        self._gap_ok = dict(zip(plan.videos.tolist(), plan.gap_ok.tolist(), strict=True))
+        return super().finish_views(decoded, plan, device)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.head(self.backbone(x)), dim=1)
@@ -125,13 +153,22 @@ class VideoFinetune(_VideoMethod):
         state = {k.removeprefix("backbone."): v for k, v in dep.load_state().items() if k.startswith("backbone.")}
         self.backbone.load_state_dict(state)
 
-    def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
+    def _frames(self, train_set, idx, generator) -> torch.Tensor:
+        """int64 [B, 1, T]: one clip per video at a uniform random start."""
         counts = train_set.frame_counts[idx]
         last = (counts - self.clip_sampler.span).clamp(min=0)
         starts = torch.minimum((torch.rand(len(idx), generator=generator, dtype=torch.float64)
                                 * (last + 1)).long(), last)
-        frames = self.clip_sampler.clip_frames(starts, counts)[:, None]  # [B, 1, T]
+        return self.clip_sampler.clip_frames(starts, counts)[:, None]
+
+    def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
+        frames = self._frames(train_set, idx, generator)
         return [self._augment(train_set)(train_set.clips(idx, frames)[:, 0], generator)]
+
+    def clip_plan(self, train_set, idx, generator, augs) -> ClipViews | None:
+        if train_set.frame_size is None:
+            return None
+        return self._plan(train_set, idx, self._frames(train_set, idx, generator), (0,), generator)
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         logits = self.fc(self.drop(self.backbone(batch.views[0])))

@@ -28,7 +28,7 @@ class MethodSpec:
 
     name: str  # `method.name` in configs and registry rows
     schema: type  # the config dataclass of `method.*`
-    cls: str | type  # the Method subclass, or "package.module:Class" (imported only when a run starts)
+    cls: str | type  # the Method subclass, or "package.module:Class" in the module defining the class (imported at start)
     # training FLOPs per image-epoch relative to one fwd+bwd of the backbone; a function of the method's
     # config where the method's knobs change it (HSA's positives, multi-crop)
     train_cost: float | Callable[[Any], float] = 4 / 3
@@ -40,6 +40,12 @@ class MethodSpec:
     # the run's dataset (its class count; the synthetic stand-in's under data.synthetic) cannot serve the
     # config; the registry calls it for every row under every profile, so such a run fails at load, not at start
     check_dataset: Callable[[Any, int], None] = serves_any_dataset
+    # the loss functions its Method class calls, as "module:function" strings naming the module that defines
+    # each (not a re-exporting package), so `semcl show --files` can point at the code behind a row
+    losses: tuple[str, ...] = ()
+    # what builds its network: "module:function" (or class) of the builder the Method class calls; None
+    # where the method builds no network of its own (logit ensembles, external trainers)
+    builder: str | None = "semcl.models.backbones:build_backbone"
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:

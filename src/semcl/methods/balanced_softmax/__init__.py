@@ -14,4 +14,5 @@ class BalancedSoftmaxMethod:
 
 BALANCED_SOFTMAX = MethodSpec("balanced_softmax", BalancedSoftmaxMethod,
                               "semcl.methods.balanced_softmax.method:BalancedSoftmax", train_cost=1.0,
-                              summary="cross-entropy with the log class prior added to the logits")
+                              summary="cross-entropy with the log class prior added to the logits",
+                               losses=("torch.nn.functional:cross_entropy",))

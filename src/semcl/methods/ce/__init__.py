@@ -19,6 +19,6 @@ class CESAMethod:
 
 
 CE = MethodSpec("ce", CEMethod, "semcl.methods.ce.method:CrossEntropy", train_cost=1.0,
-                summary="cross-entropy, backbone + linear head")
+                summary="cross-entropy, backbone + linear head", losses=("torch.nn.functional:cross_entropy",))
 CE_SA = MethodSpec("ce_sa", CESAMethod, "semcl.methods.ce.method:CrossEntropy", train_cost=1.0,
-                   summary="cross-entropy with strong augmentation")
+                   summary="cross-entropy with strong augmentation", losses=("torch.nn.functional:cross_entropy",))

@@ -28,6 +28,8 @@ class TwoHeadsMethod:
 LABEL_SMOOTHING_SUPERCLASS = MethodSpec(
     "label_smoothing_superclass", LabelSmoothingSuperclassMethod,
     "semcl.methods.ce_baselines.method:LabelSmoothingSuperclass", train_cost=1.0,
-    summary="CE with label smoothing within the superclass")
+    summary="CE with label smoothing within the superclass",
+    losses=("semcl.losses.hierarchical_ce:superclass_label_smoothing_loss",))
 TWO_HEADS = MethodSpec("two_heads", TwoHeadsMethod, "semcl.methods.ce_baselines.method:TwoHeads", train_cost=1.0,
-                       choices={"logit_norm": frozenset({"l2"})}, summary="CE with a fine and a superclass head")
+                       choices={"logit_norm": frozenset({"l2"})}, summary="CE with a fine and a superclass head",
+                       losses=("semcl.losses.hierarchical_ce:two_heads_loss",))

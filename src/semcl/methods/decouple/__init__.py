@@ -41,10 +41,12 @@ class DecoupleLWSMethod:
 # stage 2 runs the frozen backbone forward only: a third of a fwd+bwd; tau-norm trains nothing
 DECOUPLE_CRT = MethodSpec("decouple_crt", DecoupleCRTMethod, "semcl.methods.decouple.method:DecoupleCRT",
                           train_cost=1 / 3, depends="init_from", choices=SAMPLING,
-                          summary="classifier re-training on a frozen base backbone")
+                          summary="classifier re-training on a frozen base backbone",
+                          losses=("torch.nn.functional:cross_entropy",))
 DECOUPLE_TAU_NORM = MethodSpec("decouple_tau_norm", DecoupleTauNormMethod, "semcl.methods.decouple.method:DecoupleTauNorm",
                                train_cost=0.0, depends="init_from", choices={"tau_select": frozenset({"val"})},
                                summary="tau-normalised base classifier")
 DECOUPLE_LWS = MethodSpec("decouple_lws", DecoupleLWSMethod, "semcl.methods.decouple.method:DecoupleLWS",
                           train_cost=1 / 3, depends="init_from", choices=SAMPLING,
-                          summary="learned per-class weight scales on a frozen base model")
+                          summary="learned per-class weight scales on a frozen base model",
+                          losses=("torch.nn.functional:cross_entropy",))

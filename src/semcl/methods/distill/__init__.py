@@ -242,7 +242,14 @@ def check_scns_classes(method_cfg: _SCNSFields, num_classes: int) -> None:
                           f"(the other classes of each class)")
 
 
-_M = "semcl.methods.distill.method"
+# each Method class by the module that defines it: the students in method.py, CRD / SCNS in contrast.py,
+# the teacher and the student base in core.py (method.py re-exports them all)
+_M, _CONTRAST, _CORE = "semcl.methods.distill.method", "semcl.methods.distill.contrast", "semcl.methods.distill.core"
+_L = "semcl.losses.distill"
+# every student's step: gamma * CE + alpha * KD (semcl.methods.distill.core.Distill.training_step)
+_STEP_LOSSES = ("torch.nn.functional:cross_entropy", f"{_L}.logits:kd_loss")
+_CRD_LOSSES = (f"{_L}.crd:infonce_loss", f"{_L}.crd:nce_loss")  # method.objective chooses
+_SCNS_LOSSES = (*_CRD_LOSSES, "semcl.losses.latent_mixup:lm_distance_loss")  # + Latent Mixup's distance term
 _OUT = frozenset({"cached", "online"})
 _VAR = frozenset({"paper", "repdistiller"})
 _STAGE2 = frozenset({"fresh", "carried"})
@@ -252,39 +259,51 @@ _LM = {**_CRD, "lm_mode": frozenset({"extra", "distance"})}
 _COST = 4 / 3
 
 
-def _student(name: str, schema: type, cls: str, summary: str, **choices: frozenset[str]) -> MethodSpec:
+def _student(name: str, schema: type, cls: str, summary: str, losses: tuple[str, ...], module: str = _M,
+             **choices: frozenset[str]) -> MethodSpec:
+    """A student's spec; `losses`: its distillation terms beside the common CE + KD ones."""
     extra = {"check_dataset": check_scns_classes} if name.startswith("scns") else {}
-    return MethodSpec(name, schema, f"{_M}:{cls}", train_cost=_COST, depends="teacher",
-                      choices={"teacher_outputs": _OUT, **choices}, summary=summary, **extra)
+    return MethodSpec(name, schema, f"{module}:{cls}", train_cost=_COST, depends="teacher",
+                      choices={"teacher_outputs": _OUT, **choices}, summary=summary, **extra,
+                      losses=_STEP_LOSSES + losses, builder="semcl.models.kd:build_kd_model")
 
 
-KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_M}:KDTeacher", train_cost=1.0,
-                        summary="cross-entropy training of a KD-zoo network (teachers, no-teacher students)")
-KD_STUDENT = MethodSpec("kd_student", KDStudentMethod, f"{_M}:KDTeacher", train_cost=1.0,
-                        summary="cross-entropy training of a KD-zoo student without a teacher")
-KD = _student("kd", KDMethod, "KD", "Hinton KD: 0.1 CE + 0.9 KL(T=4)")
-FITNET = _student("fitnet", FitNetMethod, "FitNet", "FitNet hints (layer 2) + CE")
-AT = _student("at", ATMethod, "AT", "attention transfer + CE")
-SP = _student("sp", SPMethod, "SP", "similarity-preserving KD + CE")
-CC = _student("cc", CCMethod, "CC", "correlation congruence + CE", variant=_VAR)
-VID = _student("vid", VIDMethod, "VID", "variational information distillation + CE")
-RKD = _student("rkd", RKDMethod, "RKD", "relational KD (distance + angle) + CE")
-PKT = _student("pkt", PKTMethod, "PKT", "probabilistic knowledge transfer + CE", variant=_VAR)
+KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_CORE}:KDTeacher", train_cost=1.0,
+                        summary="cross-entropy training of a KD-zoo network (teachers, no-teacher students)",
+                        losses=_STEP_LOSSES[:1], builder="semcl.models.kd:build_kd_model")
+KD_STUDENT = MethodSpec("kd_student", KDStudentMethod, f"{_CORE}:KDTeacher", train_cost=1.0,
+                        summary="cross-entropy training of a KD-zoo student without a teacher",
+                        losses=_STEP_LOSSES[:1], builder="semcl.models.kd:build_kd_model")
+KD = _student("kd", KDMethod, "KD", "Hinton KD: 0.1 CE + 0.9 KL(T=4)", ())
+FITNET = _student("fitnet", FitNetMethod, "FitNet", "FitNet hints (layer 2) + CE", (f"{_L}.feature_maps:hint_loss",))
+AT = _student("at", ATMethod, "AT", "attention transfer + CE", (f"{_L}.feature_maps:at_loss",))
+SP = _student("sp", SPMethod, "SP", "similarity-preserving KD + CE", (f"{_L}.relational:sp_loss",))
+CC = _student("cc", CCMethod, "CC", "correlation congruence + CE", (f"{_L}.relational:cc_loss",), variant=_VAR)
+VID = _student("vid", VIDMethod, "VID", "variational information distillation + CE",
+               (f"{_L}.learned:vid_loss",))
+RKD = _student("rkd", RKDMethod, "RKD", "relational KD (distance + angle) + CE", (f"{_L}.relational:rkd_loss",))
+PKT = _student("pkt", PKTMethod, "PKT", "probabilistic knowledge transfer + CE",
+               (f"{_L}.relational:pkt_loss",), variant=_VAR)
 AB = _student("ab", ABMethod, "AB", "activation boundaries: 30-epoch init stage, then CE",
+              (f"{_L}.feature_maps:ab_loss",),
               connector=frozenset({"repdistiller", "conv"}), main_stage_optimizer=_STAGE2)
-FT = _student("ft", FTMethod, "FT", "factor transfer: 30-epoch paraphraser stage, then CE + FT", variant=_VAR,
+FT = _student("ft", FTMethod, "FT", "factor transfer: 30-epoch paraphraser stage, then CE + FT",
+              (f"{_L}.learned:ft_loss", f"{_L}.learned:ft_reconstruction_loss"), variant=_VAR,
               main_stage_optimizer=_STAGE2)
 FSP = _student("fsp", FSPMethod, "FSP", "flow of solution procedure: 30-epoch init stage, then CE",
+               (f"{_L}.feature_maps:fsp_loss",),
                main_stage_optimizer=_STAGE2)
-NST = _student("nst", NSTMethod, "NST", "neuron selectivity transfer + CE")
-CRD = _student("crd", CRDMethod, "CRD", "contrastive representation distillation + CE", **_CRD)
-CRD_KD = _student("crd_kd", CRDKDMethod, "CRD", "CRD + KD + CE", **_CRD)
+NST = _student("nst", NSTMethod, "NST", "neuron selectivity transfer + CE", (f"{_L}.feature_maps:nst_loss",))
+CRD = _student("crd", CRDMethod, "CRD", "contrastive representation distillation + CE", _CRD_LOSSES,
+               _CONTRAST, **_CRD)
+CRD_KD = _student("crd_kd", CRDKDMethod, "CRD", "CRD + KD + CE", _CRD_LOSSES, _CONTRAST, **_CRD)
 SCNS_CLASS = _student("scns_class", SCNSClassMethod, "SCNSClass",
-                      "CRD with class-conditioned (word-vector) negatives, optional Latent Mixup",
+                      "CRD with class-conditioned (word-vector) negatives, optional Latent Mixup", _SCNS_LOSSES, _CONTRAST,
                       **_LM, weighting=frozenset({"similarity", "softmax"}),
                       vectors=frozenset({"glove", "vectors", "sentence"}))
 SCNS_INSTANCE = _student("scns_instance", SCNSInstanceMethod, "SCNSInstance",
                          "CRD with instance-conditioned (teacher-feature) negatives, optional Latent Mixup",
+                         _SCNS_LOSSES, _CONTRAST,
                          **_LM, weighting=frozenset({"uniform", "similarity"}))
 
 STUDENTS = (KD, FITNET, AT, SP, CC, VID, RKD, PKT, AB, FT, FSP, NST, CRD, CRD_KD, SCNS_CLASS, SCNS_INSTANCE)

@@ -21,4 +21,5 @@ class HierarchicalTripletMethod:
 
 HIERARCHICAL_TRIPLET = MethodSpec("hierarchical_triplet", HierarchicalTripletMethod,
                                   "semcl.methods.hierarchical_triplet.method:HierarchicalTriplet",
-                                  summary="hierarchical triplet loss with anchor-neighbour batches")
+                                  summary="hierarchical triplet loss with anchor-neighbour batches",
+                                  losses=("semcl.losses.hierarchical_triplet:hierarchical_triplet_loss",))

@@ -103,6 +103,9 @@ class MoCoV2Method:
 
 
 _M = "semcl.methods.hsa.method:HSA"
+# the loss forms HSA's knobs choose between (loss_form, positives, neighbours); MoCo v2 is info_nce alone
+_HSA_LOSSES = tuple(f"semcl.losses.hsa:{f}" for f in (
+    "hsa_loss", "multi_positive_hsa_loss", "two_positive_loss", "info_nce", "byol_regression"))
 
 
 def hsa_train_cost(m: HSAMethod) -> float:
@@ -131,7 +134,8 @@ HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=hsa_train_cost,
                           "loss_form": frozenset({"code", "single_softmax", "byol"}), "reduction": frozenset({"sum", "mean"}),
                           "cutmix_mode": frozenset({"batch", "sample"}), "stages": STAGES,
                           "stage_branch": frozenset({"bottleneck", "mlp"})},
-                 summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses")
+                 summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses",
+                 losses=_HSA_LOSSES)
 # one query pass with gradients + one key forward
 MOCOV2 = MethodSpec("mocov2", MoCoV2Method, _M, train_cost=4 / 3,
-                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE")
+                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE", losses=("semcl.losses.hsa:info_nce",))

@@ -24,6 +24,6 @@ class FastAPMethod:
 
 
 TRIPLET = MethodSpec("triplet", TripletMethod, "semcl.methods.metric_learning.method:RankMarginTriplet",
-                     summary="batch-all triplet loss with rank margins")
+                     summary="batch-all triplet loss with rank margins", losses=("semcl.losses.metric:rank_margin_triplet_loss",))
 FASTAP = MethodSpec("fastap", FastAPMethod, "semcl.methods.metric_learning.method:FastAP",
-                    summary="FastAP with two-superclass batches")
+                    summary="FastAP with two-superclass batches", losses=("semcl.losses.metric:fastap_loss",))

@@ -113,12 +113,13 @@ def _check_floor(floor: float | None) -> None:
 
 
 KEY_UPDATES = frozenset({"after_loss", "before_keys"})
+_RANKED_LOSSES = ("semcl.losses.ranked:ranked_info_nce",)
 SCL = MethodSpec("scl", SCLMethod, "semcl.methods.ranked_contrastive.method:RankedContrastive",
                  choices={"form": frozenset({"in", "out", "khosla_out"}), "key_update": KEY_UPDATES},
-                 summary="supervised contrastive, one rank")
+                 summary="supervised contrastive, one rank", losses=_RANKED_LOSSES)
 RINCE = MethodSpec("rince", RinceMethod, "semcl.methods.ranked_contrastive.method:RankedContrastive",
                    choices={"form": frozenset({"in", "out", "out_in", "khosla_out"}),
                             "variant": frozenset(RINCE_VARIANTS),
                             "ranks": frozenset({"superclass", "names"}), "positives": frozenset({"rank", "cumulative"}),
                             "rank_reduction": frozenset({"sum", "mean"}), "key_update": KEY_UPDATES},
-                   summary="ranked InfoNCE, one term per rank with rising temperatures")
+                   summary="ranked InfoNCE, one term per rank with rising temperatures", losses=_RANKED_LOSSES)

@@ -25,4 +25,5 @@ class RideMethod:
 
 # three 0.75-width experts are ~1.66x a ResNet-50 (39.0M vs 23.5M parameters)
 RIDE = MethodSpec("ride", RideMethod, "semcl.methods.ride.method:Ride", train_cost=1.66,
-                  summary="RIDE: LDAM-DRW experts with a diversity loss")
+                  summary="RIDE: LDAM-DRW experts with a diversity loss", losses=("semcl.losses.ride:ride_loss",),
+                  builder="semcl.models.ride:RideBackbone")

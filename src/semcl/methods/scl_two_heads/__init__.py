@@ -23,4 +23,5 @@ class SCLTwoHeadsMethod:
 
 
 SCL_TWO_HEADS = MethodSpec("scl_two_heads", SCLTwoHeadsMethod, "semcl.methods.scl_two_heads.method:SCLTwoHeads",
-                           choices={"form": frozenset({"in", "out"})}, summary="SCL with fine and superclass heads")
+                           choices={"form": frozenset({"in", "out"})}, summary="SCL with fine and superclass heads",
+                           losses=("semcl.losses.ranked:ranked_info_nce",))

@@ -73,16 +73,18 @@ def check_instance_classes(method_cfg: SCNSSupConInstanceMethod, num_classes: in
         raise ConfigError(f"'method.name' = {method_cfg.name!r}: SCNS-instance needs at least 2 classes")
 
 
+_LOSSES = ("semcl.losses.scns_supcon:bank_supcon_loss",)
 SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.method:SCNSSupCon", train_cost=2.0,
                   check_dataset=check_top_k_classes,
                   choices={"negatives": frozenset({"uniform", "class"}),
                            "weighting": frozenset({"similarity", "softmax"}),
                            "vectors": frozenset({"glove", "vectors", "sentence"})},
-                  summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class")
+                  summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class",
+                  losses=_LOSSES)
 
 INSTANCE_SPEC = MethodSpec("scns_supcon_instance", SCNSSupConInstanceMethod,
                            "semcl.methods.scns_supcon.method:SCNSSupConInstance", train_cost=2.0, depends="teacher",
                            check_dataset=check_instance_classes,
                            choices={"weighting": frozenset({"uniform", "similarity"})},
                            summary="supervised contrastive loss over bank negatives drawn by SCNS-instance (pools "
-                                   "from a finished run's features)")
+                                   "from a finished run's features)", losses=_LOSSES)

@@ -40,7 +40,11 @@ class GPacoSegMethod:
 
 
 _M = "semcl.methods.segmentation.method"
+_BUILDER = f"{_M}:build_deeplabv3"
 SEG_BASELINE = MethodSpec("seg_baseline", SegBaselineMethod, f"{_M}:Segmenter", choices={"segmenter": SEGMENTERS},
-                          summary="DeepLabV3 (torchvision stand-in) with pixel cross-entropy")
+                          summary="DeepLabV3 (torchvision stand-in) with pixel cross-entropy",
+                          losses=("torch.nn.functional:cross_entropy",), builder=_BUILDER)
 GPACO_SEG = MethodSpec("gpaco_seg", GPacoSegMethod, f"{_M}:GPacoSegmenter", choices={"segmenter": SEGMENTERS},
-                       summary="DeepLabV3 (torchvision stand-in) + GPaCo auxiliary pixel loss")
+                       summary="DeepLabV3 (torchvision stand-in) + GPaCo auxiliary pixel loss",
+                       losses=("torch.nn.functional:cross_entropy", "semcl.losses.gpaco_seg:gpaco_pixel_loss"),
+                       builder=_BUILDER)

@@ -42,4 +42,5 @@ class SemiFinetuneMethod:
 SEMI_FINETUNE = MethodSpec("semi_finetune", SemiFinetuneMethod, "semcl.methods.semi.method:SemiFinetune",
                            train_cost=1.0, depends="init_from",
                            choices={"subset": frozenset(SUBSETS), "mining": frozenset(MINING)},
-                           summary="fine-tuning backbone + classifier on the 1 % / 10 % ImageNet label subsets")
+                           summary="fine-tuning backbone + classifier on the 1 % / 10 % ImageNet label subsets",
+                           losses=("torch.nn.functional:cross_entropy",))

@@ -62,4 +62,5 @@ class Detectron2TransferMethod:
 DETECTRON2_TRANSFER = MethodSpec("detectron2_transfer", Detectron2TransferMethod,
                                  "semcl.methods.transfer.method:Detectron2Transfer", train_cost=0.0,
                                  depends="init_from", choices={"benchmark": frozenset(BENCHMARK_OPTS)},
-                                 summary="detection transfer of the exported backbone via detectron2, mean of 5 trials")
+                                 summary="detection transfer of the exported backbone via detectron2, mean of 5 trials",
+                                 builder=None)  # detectron2 builds and trains the detector in its own process

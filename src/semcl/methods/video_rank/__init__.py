@@ -104,18 +104,21 @@ class VideoFeatures(_Clips):
 _CLS = "semcl.methods.video_rank.method"
 _CLIP_CHOICES = {"backbone": BACKBONES, "positive": POSITIVES}
 _CHOICES = {**_CLIP_CHOICES, "own_video_keys": OWN_VIDEO_KEYS}
+_CONTRAST = {"losses": ("semcl.losses.ranked:ranked_info_nce",), "builder": "semcl.models.video:build_video_backbone"}
 # four clips per video (anchor, x_f, x_s, x_v), one with gradients: cost per video-epoch ≈ 1 + 3/3
 VIDEO_SPECS = (
     MethodSpec("video_infonce", VideoInfoNCE, f"{_CLS}:VideoContrastive", train_cost=5 / 3, choices=_CHOICES,
-               summary="MoCo-style InfoNCE on clips: x_f the only positive"),
+               summary="MoCo-style InfoNCE on clips: x_f the only positive", **_CONTRAST),
     MethodSpec("video_hp", VideoHP, f"{_CLS}:VideoContrastive", train_cost=2.0, choices=_CHOICES,
-               summary="InfoNCE with x_s and x_v as extra positives (hard positives)"),
+               summary="InfoNCE with x_s and x_v as extra positives (hard positives)", **_CONTRAST),
     MethodSpec("video_hn", VideoHN, f"{_CLS}:VideoContrastive", train_cost=2.0, choices=_CHOICES,
-               summary="InfoNCE with x_s and x_v as negatives (hard negatives)"),
+               summary="InfoNCE with x_s and x_v as negatives (hard negatives)", **_CONTRAST),
     MethodSpec("video_rince", VideoRince, f"{_CLS}:VideoContrastive", train_cost=2.0, choices=_CHOICES,
-               summary="RINCE on clips: ranks x_f < x_s < x_v, τ 0.1 / 0.15 / 0.2"),
+               summary="RINCE on clips: ranks x_f < x_s < x_v, τ 0.1 / 0.15 / 0.2", **_CONTRAST),
     MethodSpec("video_finetune", VideoFinetune, f"{_CLS}:VideoFinetune", depends="init_from", choices=_CLIP_CHOICES,
-               summary="end-to-end fine-tuning of a pre-trained video backbone (dropout 0.9 + linear)"),
+               summary="end-to-end fine-tuning of a pre-trained video backbone (dropout 0.9 + linear)",
+               losses=("torch.nn.functional:cross_entropy",), builder=_CONTRAST["builder"]),
     MethodSpec("video_features", VideoFeatures, f"{_CLS}:VideoFeatures", train_cost=0.0, depends="init_from",
-               choices=_CLIP_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)"),
+               choices=_CLIP_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)",
+               builder=_CONTRAST["builder"]),
 )

@@ -278,8 +278,7 @@ def _runs_with_resources(args) -> list:
 
 
 def cmd_run(args) -> None:
-    from semcl.launch import check_data_root, submit_runs
-    from semcl.slurm_submit import submit_slurm
+    from semcl.launch import backend, check_data_root
 
     store = _store(args)
     if args.progress:  # read by each run's training loop (semcl.engine.progress), inherited by local jobs
@@ -299,10 +298,11 @@ def cmd_run(args) -> None:
     if args.executor == "slurm":
         from semcl.cluster import load_cluster_profile
 
-        submit_slurm(pairs, store, data_root, load_cluster_profile(args.cluster), retry_failed=args.retry_failed)
+        backend("slurm").submit_slurm(pairs, store, data_root, load_cluster_profile(args.cluster),
+                                      retry_failed=args.retry_failed)
         return
-    submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,
-                retry_failed=args.retry_failed)
+    backend(args.executor).submit_runs(runs, store, data_root, executor=args.executor, workers=args.workers,
+                                       retry_failed=args.retry_failed)
 
 
 def _statuses(args, store):

@@ -163,10 +163,11 @@ def test_table_shows_the_variant_beside_the_registered_row(env, capsys):
 
 def test_run_submits_only_the_variants_runs(env, capsys, monkeypatch):
     import semcl.launch
+    import semcl.launch_local
 
     submitted = []
     monkeypatch.setattr(semcl.launch, "check_data_root", lambda runs, root: None)
-    monkeypatch.setattr(semcl.launch, "submit_runs", lambda runs, *a, **k: submitted.extend(runs))
+    monkeypatch.setattr(semcl.launch_local, "submit_runs", lambda runs, *a, **k: submitted.extend(runs))
     assert main(["--results", str(env), "run", TABLE, "--profile", "smoke", "--row", "RINCE-in",
                  "--set", "optim.lr=0.1", "--executor", "debug"]) == 0
     assert [r.run_id for r in submitted] == variant_ids(TABLE, "RINCE-in", lr=0.1)

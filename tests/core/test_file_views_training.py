@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
-from semcl.launch import RunBatch, prepare_synthetic_data
+from semcl.launch import prepare_synthetic_data
+from semcl.launch_local import RunBatch
 from semcl.registry import get_table
 from semcl.runs import Store, plan_runs
 

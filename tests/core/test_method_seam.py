@@ -27,8 +27,8 @@ from semcl.models import LinearClassifier, build_backbone
 from semcl.run_config import build_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "semcl"
-SPINE = ["cli.py", "registry.py", "config.py", "runs.py", "launch.py", "slurm_job.py", "slurm_submit.py", "manifest.py",
-         "cluster.py", "engine", "report"]
+SPINE = ["cli.py", "registry.py", "config.py", "run_config.py", "runs.py", "launch.py", "launch_local.py", "slurm_job.py",
+         "slurm_submit.py", "manifest.py", "cluster.py", "engine", "report"]
 
 
 def _spine_files() -> list[Path]:

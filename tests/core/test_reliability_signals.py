@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import semcl.engine.train as train_mod
-from semcl.launch import RunBatch
+from semcl.launch_local import RunBatch
 from semcl.registry import get_table
 from semcl.runs import Store, plan_runs
 

@@ -255,15 +255,15 @@ def _no_training(*args, **kwargs):
 
 
 def test_run_batch_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkeypatch, smoke_run, capfd):
-    from semcl import launch
+    from semcl import launch_local
     from semcl.engine import job
 
     store = Store(tmp_path)
     record = {"run_id": smoke_run.run_id, "metrics": {"top1": 41.5}}
-    _finish_before_lock(monkeypatch, launch, store, smoke_run, record)
+    _finish_before_lock(monkeypatch, launch_local, store, smoke_run, record)
     monkeypatch.setattr(job, "train", _no_training)
     monkeypatch.setattr(job, "load", _no_training)
-    outcome = launch.RunBatch([smoke_run], tmp_path, tmp_path / "data", threads=1)()
+    outcome = launch_local.RunBatch([smoke_run], tmp_path, tmp_path / "data", threads=1)()
     folder = store.run_dir(smoke_run.run_id)
     assert outcome == {smoke_run.run_id: "done"}
     assert json.loads(store.metrics_path(smoke_run.run_id).read_text()) == record

@@ -101,6 +101,16 @@ def cmd_show(args) -> None:
 
     table = overlaid(args, get_table(args.table))  # the user's paper numbers (semcl numbers) as user-supplied
     rows = matching_rows(table, args.rows) if args.rows is not None else table.rows
+    if args.row:
+        from semcl.trail import pick_rows
+
+        rows = [r for r in pick_rows(table, args.row) if r in rows]
+    if args.files:
+        from semcl.cli_format import files_json
+        from semcl.trail import print_trails, table_trails
+
+        trails = table_trails(table, rows)
+        return dump(files_json(table, trails)) if args.format == "json" else print_trails(table, trails)
     if args.format == "json":
         return dump(show_json(table, rows))
     print(f"{table.id}: {table.title}\n  paper: {table.paper}, {table.source}; file: {table.path}")
@@ -508,6 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("show", help="rows, columns, protocols and reported numbers of a table")
     sp.add_argument("table", help="table id, e.g. rince/tab2 (see `semcl list`)")
     sp.add_argument("--rows", metavar="REGEX", help="only the rows whose label matches (case-insensitive)")
+    sp.add_argument("--row", action="append", metavar="LABEL", help="only this row, by its exact label (repeatable)")
+    sp.add_argument("--files", action="store_true",
+                    help="the files behind each row: registry YAML, preset, method spec and class, losses, model "
+                         "builder, dataset reader, and each column's protocol and metric code")
     with_json(sp)
     add_numbers_option(sp)
     sp.set_defaults(func=cmd_show)

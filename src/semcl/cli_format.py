@@ -96,6 +96,29 @@ def show_json(table, rows: list) -> dict:
     }
 
 
+def files_json(table, trails: list) -> dict:
+    """{id, path, rows: [trail_json of each semcl.trail.RowTrail]} (`semcl show --files --format json`)."""
+    return {"id": table.id, "path": str(table.path), "rows": [trail_json(t) for t in trails]}
+
+
+def ref_json(ref) -> dict | None:
+    """A semcl.trail.Ref as JSON (None stays null)."""
+    if ref is None:
+        return None
+    return {"role": ref.role, "file": ref.shown, "path": str(ref.path), "module": ref.module, "name": ref.name,
+            "note": ref.note}
+
+
+def trail_json(trail) -> dict:
+    """One semcl.trail.RowTrail for `semcl show --files --format json` (every key always present)."""
+    return {"label": trail.label, "method": trail.method, "state": trail.state, "note": trail.note,
+            "files": [ref_json(r) for r in trail.refs],
+            "columns": [{"key": c.key, "eval": c.eval, "protocol": ref_json(c.protocol),
+                         "metrics": [ref_json(m) for m in c.metrics]} for c in trail.columns],
+            "sources": [trail_json(s) for s in trail.sources], "selects": trail.selects,
+            "files_to_a_cell": trail.files_to_a_cell()}
+
+
 def plan_json(index: dict, tables: list[dict], profile: str, runs_dir: Path, store_factory) -> dict:
     """{profile, unit, tables: [{id, runs: [{id, row, seed, profile, cost, status, after}], not_implemented,
     total}], total} (`semcl plan --format json`); the overall total counts a run two tables share once.

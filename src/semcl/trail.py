@@ -192,7 +192,8 @@ def row_trail(table, row, columns: tuple[ColumnTrail, ...] | None = None) -> Row
         labels = dict.fromkeys(label for pair in row.derived for label in pair)
         sources = tuple(row_trail(table, by_label[label], columns) for label in labels)
         return RowTrail(row.label, row.method, state, tuple(refs), columns, sources,
-                        f"derived: mean of A - B over {', '.join(f'{a} - {b}' for a, b in row.derived)}")
+                        f"derived: the mean of A - B over {len(row.derived)} row pair(s), the first "
+                        f"{row.derived[0][0]!r} - {row.derived[0][1]!r}")
     if row.reference:
         return RowTrail(row.label, row.method, state, tuple(refs), columns, note="a published number; nothing runs")
     if preset:
@@ -241,7 +242,9 @@ def print_trails(table, trails: list[RowTrail]) -> None:
             what = " ".join(x for x in (r.name, f"({r.note})" if r.note else "") if x)
             print(f"    {r.role:<9} {r.shown}{'  ' + what if what else ''}")
         if t.sources:
-            print(f"    its cells come from: {', '.join(repr(s.label) for s in t.sources)} "
+            named = ", ".join(repr(s.label) for s in t.sources[:4])
+            named += f" and {len(t.sources) - 4} more" if len(t.sources) > 4 else ""
+            print(f"    its cells come from: {named} "
                   f"(`semcl show {t.selects or table.id} --files`)")
     print("  columns (each row's cells):")
     for c in trails[0].columns if trails else ():

@@ -119,45 +119,14 @@ class ProbeConfig:
     init: str | None = None  # linear layer init: None = uniform (nn.Linear's) | normal (N(0, 0.01), bias 0: MoCo)
 
 
-@dataclass
-class EvalConfig:
-    linear_probe: bool = True
-    retrieval: list[str] = field(default_factory=list)  # label sets: fine, coarse
-    retrieval_ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20], metadata=TOP_K)
-    ood: list[str] = field(default_factory=list)  # out-of-distribution dataset names
-    ood_limit: int | None = field(default=None, metadata=IMAGES)  # first N images of each OOD test set
-    # classifier top-1 split by training-class size; threshold conventions: paco (>100, <20), oltr
-    accuracy: list[str] | None = None
-    # time method.classify on one test batch (GPaCo Fig. 1(a)); the paper's batch size and GPU are
-    # unknown, so latency_batch None = 64 is our choice
-    latency: bool | None = None
-    latency_batch: int | None = field(default=None, metadata=BATCH)
-    # weighted k-NN classification (semcl.evals.knn): the ks to compute (None = off) and T (None = 0.07)
-    knn: list[int] | None = field(default=None, metadata=TOP_K)
-    knn_temperature: float | None = field(default=None, metadata=POSITIVE)
-    # robustness test sets to score the classifier on (imagenet_c, imagenet_r, imagenet_sketch; None = off)
-    robustness: list[str] | None = None
-    # segmentation mIoU: the test scales (1.0 alone = single-scale; None = off)
-    seg_scales: list[float] | None = field(default=None, metadata=POSITIVE)
-    # per-stage linear probes (HSA Fig. 3, semcl.evals.stage_probe): the stages probed (None = off)
-    stage_probe: list[str] | None = None
-    # video (RINCE Tab. 4): fine-tuned top-1 and retrieval R@k over clip-averaged outputs; None = off
-    video_accuracy: bool | None = None
-    video_retrieval: list[int] | None = field(default=None, metadata=TOP_K)
-    video_clips: int | None = field(default=None, metadata={**POSITIVE, **at_most(1_000)})  # clips per test video (None = 10)
-    # write the test features (float16) into the run folder for the feature figures (None = off)
-    save_features: bool | None = None
-
-
-# allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices
+# allowed values of string fields; a method's own (`method.*`) come from its MethodSpec.choices, the
+# evaluations' (`eval.*`) from each Evaluation.choices
 CHOICES: dict[str, set[str]] = {
     "data.test_split": {"test", "val"},
     "optim.shape": {"paco", "mae", "plateau"},
     "optim.amp": {"fp16", "bf16"},
     "optim.precision": {"fast"},  # official is no value
     "model.memory_format": {"channels_last"},
-    "eval.accuracy": {"paco", "oltr"},
-    "eval.retrieval": {"fine", "coarse"},
 }
 
 
@@ -169,7 +138,9 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    # the dataclass the evaluations' settings assemble into (semcl.evals.protocols.eval_config_type), built by
+    # semcl.run_config.build_config: this layer knows no evaluation
+    eval: Any = None
 
 
 SECTIONS: dict[str, type] = {
@@ -178,15 +149,16 @@ SECTIONS: dict[str, type] = {
     "optim": OptimConfig,
     "schedule": ScheduleConfig,
     "probe": ProbeConfig,
-    "eval": EvalConfig,
 }
+# sections whose dataclass a layer above assembles: the method's from the method registry, `eval` from the evaluations
+ASSEMBLED = ("method", "eval")
 
 
 def set_dotted(tree: dict, key: str, value: Any, *, where: str) -> None:
     """Set `a.b` = value in a nested dict; the first part must be a config section."""
     parts = key.split(".")
-    if len(parts) != 2 or parts[0] not in (*SECTIONS, "method"):
-        raise ConfigError(f"{where}: key '{key}' is not <section>.<field> with a section in {sorted((*SECTIONS, 'method'))}")
+    if len(parts) != 2 or parts[0] not in (*SECTIONS, *ASSEMBLED):
+        raise ConfigError(f"{where}: key '{key}' is not <section>.<field> with a section in {sorted((*SECTIONS, *ASSEMBLED))}")
     tree.setdefault(parts[0], {})[parts[1]] = copy.deepcopy(value)
 
 
@@ -195,7 +167,7 @@ def merge(tree: dict, layer: dict, *, where: str) -> None:
     for key, value in layer.items():
         if "." in key:
             set_dotted(tree, key, value, where=where)
-        elif isinstance(value, dict) and (key in SECTIONS or key == "method"):
+        elif isinstance(value, dict) and (key in SECTIONS or key in ASSEMBLED):
             for sub, v in value.items():
                 set_dotted(tree, f"{key}.{sub}", v, where=where)
         elif key == "method" and isinstance(value, str):

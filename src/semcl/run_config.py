@@ -11,14 +11,20 @@ from typing import Any
 from semcl.config import CHOICES, SECTIONS, RunConfig
 from semcl.data.view_recipes import parse_augment
 from semcl.errors import ConfigError
+from semcl.evals.protocols import eval_choices, eval_config_type
 from semcl.methods.registry import DEFAULT_METHOD, METHODS, PLANNED_METHODS
 from semcl.schema import build
 
 
 def _section(cls: type, values: dict, prefix: str, where: str, choices: dict | None = None) -> Any:
-    """A config section; `choices` (a method spec's, by field name) replaces the CHOICES table."""
+    """A config section; `choices` (a method spec's or the evaluations', by field name) replaces the CHOICES table."""
     allowed = CHOICES if choices is None else {f"{prefix}.{k}": v for k, v in choices.items()}
     return build(cls, values, prefix, where, allowed)
+
+
+def section_types() -> dict[str, type]:
+    """Every section's dataclass but the method's: semcl.config's and the `eval` section the evaluations assemble."""
+    return {**SECTIONS, "eval": eval_config_type()}
 
 
 def build_config(tree: dict, *, where: str) -> RunConfig:
@@ -32,6 +38,7 @@ def build_config(tree: dict, *, where: str) -> RunConfig:
     cfg = RunConfig(method=_section(spec.schema, method, "method", where, choices=spec.choices))
     for section, cls in SECTIONS.items():
         setattr(cfg, section, _section(cls, tree.get(section, {}), section, where))
+    cfg.eval = _section(eval_config_type(), tree.get("eval", {}), "eval", where, choices=eval_choices())
     try:
         parse_augment(cfg.data.augment)
     except ValueError as err:

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from semcl.config import SECTIONS, hashable_config
+from semcl.config import hashable_config
 from semcl.errors import ConfigError
-from semcl.run_config import build_config
+from semcl.run_config import build_config, section_types
 from semcl.yaml_strict import StrictLoader
 
 # YAML 1.1 reads "1e-3" as a string; on the command line it means the number
@@ -60,10 +60,11 @@ def check_key(key: str, text: str) -> None:
             raise ConfigError(f"--set {text!r}: unknown key {key!r} (no method has field {name!r}; "
                               "`semcl show <table>` lists each row's method and overrides)")
         return
-    if section not in SECTIONS or not name or "." in name:
+    sections = section_types()
+    if section not in sections or not name or "." in name:
         raise ConfigError(f"--set {text!r}: key {key!r} is not <section>.<field> with a section in "
-                          f"{sorted((*SECTIONS, 'method'))}")
-    known = sorted(f.name for f in dataclasses.fields(SECTIONS[section]))
+                          f"{sorted((*sections, 'method'))}")
+    known = sorted(f.name for f in dataclasses.fields(sections[section]))
     if name not in known:
         raise ConfigError(f"--set {text!r}: unknown key {key!r} (known in {section}: {', '.join(known)})")
 

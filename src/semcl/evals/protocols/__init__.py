@@ -2,7 +2,9 @@
 
 The registry validates a table's columns through this table (`validate_column`), builds each run's
 `eval` config section from it (`eval_section`), and the engine runs every enabled evaluation
-through it (semcl.engine.evaluate). See CONTRIBUTING.md, "Add an evaluation".
+through it (semcl.engine.evaluate). The column type and the `eval` section's dataclass are assembled
+from what the registered evaluations declare (`column_type()`, `eval_config_type()`; semcl.evals.protocols.assemble),
+so an evaluation's fields and settings live in its module. See CONTRIBUTING.md, "Add an evaluation".
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from semcl.evals.protocols import (
     retrieval,
     robustness,
     segmentation,
+    spec,
     stage_probe,
     video_accuracy,
     video_retrieval,
 )
-from semcl.evals.protocols.spec import COMMON_FIELDS, Column, Evaluation, column_error
+from semcl.evals.protocols.assemble import Assembled, assemble
+from semcl.evals.protocols.spec import COMMON_FIELDS, Evaluation, column_error
 from semcl.schema import build
 
 # run order: the classifier pass first (its logits feed ensembles), then the feature-based protocols
@@ -51,41 +55,83 @@ EVALUATIONS: dict[str, Evaluation] = {
     )
 }
 
+_assembled: tuple[tuple[Evaluation, ...], Assembled] | None = None
 
-def validate_column(raw: Any, where: str, index: int | None = None) -> Column:
+
+def assembled() -> Assembled:
+    """The column type, `eval` section and choices of the evaluations registered now; rebuilt when
+    EVALUATIONS changes (a test registers a toy one), else the same classes every call."""
+    global _assembled
+    current = tuple(EVALUATIONS.values())
+    if _assembled is None or len(_assembled[0]) != len(current) or any(
+            a is not b for a, b in zip(_assembled[0], current, strict=True)):
+        _assembled = (current, assemble(current))
+    return _assembled[1]
+
+
+def column_type() -> type:
+    """The registry's column dataclass: spec.Column's common fields plus every evaluation's own."""
+    return assembled().column
+
+
+def eval_config_type() -> type:
+    """The run config's `eval` section dataclass: every evaluation's settings."""
+    return assembled().eval_config
+
+
+def eval_choices() -> dict[str, frozenset[str]]:
+    """Allowed strings of the `eval` settings, by field name (semcl.run_config checks them)."""
+    return dict(assembled().choices)
+
+
+def __getattr__(name: str) -> type:
+    # `from semcl.evals.protocols import Column` (and pickle, by the classes' qualified names) gets the
+    # types assembled from the evaluations registered now
+    if name == "Column":
+        return column_type()
+    if name == "EvalConfig":
+        return eval_config_type()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+assembled()  # a clash between two evaluations' declarations is an error at import
+
+
+def validate_column(raw: Any, where: str, index: int | None = None) -> spec.Column:
     """A registry column (a parsed-YAML mapping) -> Column; ConfigError naming `where` and the key."""
     at = "columns" if index is None else f"columns[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: '{at}' must be a mapping {{key, label, eval, ...}}")
-    column = build(Column, raw, at, where)
+    column = build(column_type(), raw, at, where)
     if column.eval not in EVALUATIONS:
         raise column_error(column, where, f"key 'eval' = {column.eval!r} is not one of {sorted(EVALUATIONS)}")
-    spec = EVALUATIONS[column.eval]
-    foreign = sorted(set(raw) - COMMON_FIELDS - spec.fields)
+    evaluation = EVALUATIONS[column.eval]
+    foreign = sorted(set(raw) - COMMON_FIELDS - evaluation.fields)
     if foreign:
-        takes = ", ".join(sorted(spec.fields)) or "no other key"
+        takes = ", ".join(sorted(evaluation.fields)) or "no other key"
         raise column_error(column, where, f"key {foreign[0]!r} does not apply to eval {column.eval!r} (it takes: {takes})")
-    spec.validate(column, where)
+    evaluation.validate(column, where)
     return column
 
 
-def eval_section(columns: list[Column], substitute: dict[str, str | None], ev: dict[str, Any]) -> None:
+def eval_section(columns: list[spec.Column], substitute: dict[str, str | None], ev: dict[str, Any]) -> None:
     """Let every evaluation set its keys of a run's `eval` section from the columns measured in
     this profile (a column whose metric key is None is not measured)."""
     measured = [c for c in columns if metric_key(c, substitute) is not None]
-    for name, spec in EVALUATIONS.items():
-        spec.eval_config([c for c in measured if c.eval == name], substitute, ev)
+    for name, evaluation in EVALUATIONS.items():
+        evaluation.eval_config([c for c in measured if c.eval == name], substitute, ev)
 
 
-__all__ = ["EVALUATIONS", "Column", "Evaluation", "column_error", "eval_section", "is_measured", "validate_column"]
+__all__ = ["EVALUATIONS", "Column", "EvalConfig", "Evaluation", "column_error", "column_type", "eval_choices",
+           "eval_config_type", "eval_section", "is_measured", "validate_column"]
 
 
-def metric_key(column: Column, substitute: dict[str, str | None]) -> str | None:
+def metric_key(column: spec.Column, substitute: dict[str, str | None]) -> str | None:
     """Key of the column's number in a run's metrics.json (None: not measured in this profile)."""
     return EVALUATIONS[column.eval].metric_key(column, substitute)
 
 
-def is_measured(column: Column, columns: list[Column], substitute: dict[str, str | None]) -> bool:
+def is_measured(column: spec.Column, columns: list[spec.Column], substitute: dict[str, str | None]) -> bool:
     """Whether the suite gives the column a number in this profile: a run measures it, or (a gain) the
     table computes it from columns that runs measure."""
     if column.eval == gain.EVALUATION.name:
@@ -94,6 +140,6 @@ def is_measured(column: Column, columns: list[Column], substitute: dict[str, str
     return metric_key(column, substitute) is not None
 
 
-def describe(column: Column) -> str:
+def describe(column: spec.Column) -> str:
     """One sentence on how the column is measured (`semcl show`, table captions)."""
     return EVALUATIONS[column.eval].describe(column)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
@@ -17,6 +18,18 @@ log = logging.getLogger("semcl.evaluate")
 SHOT_GROUPS = ("overall", "many", "medium", "few")
 THRESHOLDS = {"paco": "many > 100, 20 <= medium <= 100, few < 20 training images",
               "oltr": "many >= 100, 20 < medium < 100, few <= 20 training images"}
+
+
+@dataclass
+class ColumnFields:
+    group: str | None = None  # overall | many | medium | few
+    thresholds: str = "paco"  # the shot-group convention (THRESHOLDS)
+
+
+@dataclass
+class Settings:
+    # the shot-group conventions computed (None = none: head_top1 only)
+    accuracy: list[str] | None = None
 
 
 def validate(column: Column, where: str) -> None:
@@ -81,5 +94,6 @@ def stored_logits(logits):
     return half if bool(torch.isfinite(half).all()) or not bool(torch.isfinite(logits).all()) else logits.float()
 
 
-EVALUATION = Evaluation("accuracy", frozenset({"group", "thresholds"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(method.has_classifier), run=run)
+EVALUATION = Evaluation("accuracy", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(method.has_classifier), run=run,
+                        settings=Settings, choices={"accuracy": frozenset(THRESHOLDS)})

@@ -29,4 +29,4 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
     """The transfer run computes its numbers itself: nothing to ask of the run's evaluation."""
 
 
-EVALUATION = Evaluation("detection", frozenset(), validate, metric_key, describe, eval_config)
+EVALUATION = Evaluation("detection", None, validate, metric_key, describe, eval_config)

@@ -9,12 +9,18 @@ column's number is N, the count of saved rows. Tables without such a column keep
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation
 
 log = logging.getLogger("semcl.evaluate")
 FEATURES_FILE = "test_features.pt"
+
+
+@dataclass
+class Settings:
+    save_features: bool | None = None  # write the test features into the run folder (None = off)
 
 
 def validate(column: Column, where: str) -> None:
@@ -49,5 +55,6 @@ def run(ctx) -> dict[str, float]:
     return {"test_features_saved": float(len(payload["labels"]))}
 
 
-EVALUATION = Evaluation("features", frozenset(), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.save_features), run=run)
+EVALUATION = Evaluation("features", None, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.save_features), run=run,
+                        settings=Settings)

@@ -12,11 +12,19 @@ in `over` have no value. Runs measure nothing for it: the table computes it (sem
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 REDUCERS = ("min", "max")
+
+
+@dataclass
+class ColumnFields:
+    of: list[str] | None = None  # the column key(s) the gain is taken on
+    over: dict[str, str] | None = None  # row label -> the row it is compared with
+    reduce: str | None = None  # min | max over several `of` columns (REDUCERS)
 
 
 def lower_is_better(column: Column) -> bool:
@@ -78,4 +86,4 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
     """Computed from other columns, so it asks nothing of the run."""
 
 
-EVALUATION = Evaluation("gain", frozenset({"of", "over", "reduce"}), validate, metric_key, describe, eval_config)
+EVALUATION = Evaluation("gain", ColumnFields, validate, metric_key, describe, eval_config)

@@ -8,14 +8,29 @@ T = eval.knn_temperature (None = 0.07).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import TOP_K
 from semcl.evals.protocols.spec import Column, Evaluation
+from semcl.schema import POSITIVE
 
 log = logging.getLogger("semcl.evaluate")
 DEFAULT_K = 20
 PROTOCOL_KS = (20, 200)
 DEFAULT_TEMPERATURE = 0.07
+
+
+@dataclass
+class ColumnFields:
+    k: int | None = field(default=None, metadata=POSITIVE)  # neighbours (None = DEFAULT_K)
+
+
+@dataclass
+class Settings:
+    # the ks computed in one pass (None = off) and the temperature T (None = DEFAULT_TEMPERATURE)
+    knn: list[int] | None = field(default=None, metadata=TOP_K)
+    knn_temperature: float | None = field(default=None, metadata=POSITIVE)
 
 
 def _k(column: Column) -> int:
@@ -50,5 +65,6 @@ def run(ctx) -> dict[str, float]:
     return {f"knn_top1_k{k}": 100.0 * v for k, v in acc.items()}
 
 
-EVALUATION = Evaluation("knn", frozenset({"k"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.knn), run=run)
+EVALUATION = Evaluation("knn", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.knn), run=run,
+                        settings=Settings)

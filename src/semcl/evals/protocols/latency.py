@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import BATCH
 from semcl.evals.protocols.spec import Column, Evaluation
 
 log = logging.getLogger("semcl.evaluate")
 DEFAULT_BATCH = 64  # the paper's batch size and GPU are unknown: our choice
+
+
+@dataclass
+class Settings:
+    latency: bool | None = None  # None = off
+    latency_batch: int | None = field(default=None, metadata=BATCH)  # None = DEFAULT_BATCH
 
 
 def validate(column: Column, where: str) -> None:
@@ -57,5 +65,6 @@ def run(ctx) -> dict[str, float]:
                             ctx.cfg.eval.latency_batch or DEFAULT_BATCH, ctx.device)
 
 
-EVALUATION = Evaluation("latency", frozenset(), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.latency), run=run)
+EVALUATION = Evaluation("latency", None, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.latency), run=run,
+                        settings=Settings)

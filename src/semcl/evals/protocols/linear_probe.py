@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
 EPOCHS = ("last", "best")
+
+
+@dataclass
+class ColumnFields:
+    epoch: str = "last"  # the probe epoch the number is read at (EPOCHS)
+
+
+@dataclass
+class Settings:
+    linear_probe: bool = True
 
 
 def validate(column: Column, where: str) -> None:
@@ -50,5 +61,6 @@ def run(ctx) -> dict[str, float]:
     return {"linear_top1_last": res.top1_last, "linear_top1_best": res.top1_best}
 
 
-EVALUATION = Evaluation("linear_probe", frozenset({"epoch"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.linear_probe), run=run)
+EVALUATION = Evaluation("linear_probe", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.linear_probe), run=run,
+                        settings=Settings)

@@ -8,12 +8,26 @@ outlier classes, RINCE docs/papers/rince.md §g.7). Every run with that OOD set 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import IMAGES
 from semcl.data.imagenet100 import OOD_CLASS_SUBSETS
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
+
+
+@dataclass
+class ColumnFields:
+    out: str | None = None  # the out-of-distribution set
+    classes: str | None = None  # only these classes of `out` (semcl.data.imagenet100.OOD_CLASS_SUBSETS)
+
+
+@dataclass
+class Settings:
+    ood: list[str] = field(default_factory=list)  # out-of-distribution dataset names
+    ood_limit: int | None = field(default=None, metadata=IMAGES)  # first N images of each OOD test set
 
 
 def validate(column: Column, where: str) -> None:
@@ -78,5 +92,6 @@ def run(ctx) -> dict[str, float]:
     return metrics
 
 
-EVALUATION = Evaluation("ood", frozenset({"out", "classes"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.ood), run=run)
+EVALUATION = Evaluation("ood", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.ood), run=run,
+                        settings=Settings)

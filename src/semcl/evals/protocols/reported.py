@@ -23,4 +23,4 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
     """Never measured, so it asks nothing of the run."""
 
 
-EVALUATION = Evaluation("reported", frozenset(), validate, metric_key, describe, eval_config)
+EVALUATION = Evaluation("reported", None, validate, metric_key, describe, eval_config)

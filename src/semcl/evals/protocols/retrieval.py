@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import TOP_K
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
 LABEL_SETS = ("fine", "coarse")
-DEFAULT_KS = (1, 5, 10, 20)  # config.EvalConfig.retrieval_ks
+DEFAULT_KS = (1, 5, 10, 20)  # the default of Settings.retrieval_ks
 _RECALL = re.compile(r"^R@([1-9][0-9]*)$")
+
+
+@dataclass
+class ColumnFields:
+    labels: str | None = None  # the label set (LABEL_SETS)
+    measure: str | None = None  # R@k | AP
+
+
+@dataclass
+class Settings:
+    retrieval: list[str] = field(default_factory=list)  # the label sets retrieved with
+    retrieval_ks: list[int] = field(default_factory=lambda: list(DEFAULT_KS), metadata=TOP_K)
 
 
 def recall_k(measure: str) -> int | None:
@@ -67,5 +81,6 @@ def run(ctx) -> dict[str, float]:
     return metrics
 
 
-EVALUATION = Evaluation("retrieval", frozenset({"labels", "measure"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.retrieval), run=run)
+EVALUATION = Evaluation("retrieval", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.retrieval), run=run,
+                        settings=Settings, choices={"retrieval": frozenset(LABEL_SETS)})

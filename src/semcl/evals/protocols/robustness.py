@@ -10,6 +10,7 @@ scores only the logits of its 200 classes (the fixed mask of the official evalua
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
@@ -18,6 +19,17 @@ log = logging.getLogger("semcl.evaluate")
 SETS = ("imagenet_c", "imagenet_r", "imagenet_sketch")
 MEASURES = {"top1": "top-1 (%)", "error": "top-1 error (%)", "mce": "mCE, unnormalised (%)",
             "mce_alexnet": "mCE normalised by AlexNet's errors (Hendrycks & Dietterich)"}
+
+
+@dataclass
+class ColumnFields:
+    testset: str | None = None  # SETS
+    score: str | None = None  # MEASURES
+
+
+@dataclass
+class Settings:
+    robustness: list[str] | None = None  # the test sets scored (None = off)
 
 
 def validate(column: Column, where: str) -> None:
@@ -110,5 +122,6 @@ def run(ctx) -> dict[str, float]:
     return metrics
 
 
-EVALUATION = Evaluation("robustness", frozenset({"testset", "score"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.robustness) and method.has_classifier, run=run)
+EVALUATION = Evaluation("robustness", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.robustness) and method.has_classifier, run=run,
+                        settings=Settings)

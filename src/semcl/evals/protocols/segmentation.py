@@ -8,13 +8,25 @@ are unknown). The method must offer `segment(x)` (logits at the input size).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
+from semcl.schema import POSITIVE
 
 log = logging.getLogger("semcl.evaluate")
 INFERENCE = {"single_scale": "miou_ss", "multi_scale": "miou_ms"}
 MS_SCALES = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75]  # mmseg's aug-test img_ratios (an assumption, docs/papers/paco.md §f)
+
+
+@dataclass
+class ColumnFields:
+    inference: str | None = None  # single_scale | multi_scale (INFERENCE)
+
+
+@dataclass
+class Settings:
+    seg_scales: list[float] | None = field(default=None, metadata=POSITIVE)  # test scales (1.0 alone = single; None = off)
 
 
 def validate(column: Column, where: str) -> None:
@@ -63,5 +75,6 @@ def run(ctx) -> dict[str, float]:
     return out
 
 
-EVALUATION = Evaluation("segmentation", frozenset({"inference"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.seg_scales) and method.has_segmenter, run=run)
+EVALUATION = Evaluation("segmentation", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.seg_scales) and method.has_segmenter, run=run,
+                        settings=Settings)

@@ -8,12 +8,12 @@ it, and runs it on a trained method (its `run` imports torch lazily).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from semcl.errors import ConfigError
-from semcl.schema import POSITIVE
 
 if TYPE_CHECKING:
     from semcl.config import RunConfig
@@ -25,27 +25,14 @@ COMMON_FIELDS = frozenset({"key", "label", "eval"})
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a registry table. Which of the optional fields apply depends on `eval`
-    (`Evaluation.fields`); a field another evaluation owns is an error at load time."""
+    """One column of a registry table: the fields every column has. The registry's column type
+    (`semcl.evals.protocols.column_type()`) adds every evaluation's own fields (`Evaluation.column`);
+    which of them a column may set depends on `eval`, and a field another evaluation owns is an error
+    at load time."""
 
     key: str
     label: str
     eval: str
-    epoch: str = "last"  # linear_probe: the probe epoch the number is read at, last | best
-    labels: str | None = None  # retrieval label set: fine | coarse
-    measure: str | None = None  # retrieval: R@k | AP
-    out: str | None = None  # ood: the out-of-distribution set
-    classes: str | None = None  # ood: only these classes of `out` (semcl.data.imagenet100.OOD_CLASS_SUBSETS)
-    group: str | None = None  # accuracy: overall | many | medium | few
-    thresholds: str = "paco"  # accuracy: shot-group convention, paco | oltr
-    k: int | None = field(default=None, metadata=POSITIVE)  # knn: neighbours (None = 20)
-    testset: str | None = None  # robustness: imagenet_c | imagenet_r | imagenet_sketch
-    score: str | None = None  # robustness: top1 | error | mce | mce_alexnet
-    inference: str | None = None  # segmentation: single_scale | multi_scale
-    stage: str | None = None  # stage_probe: the backbone stage probed (stem, layer1 ... layer4)
-    of: list[str] | None = None  # gain: the column key(s) the gain is taken on
-    over: dict[str, str] | None = None  # gain: row label -> the row it is compared with
-    reduce: str | None = None  # gain: min | max over several `of` columns
 
 
 def column_error(column: Column, where: str, message: str) -> ConfigError:
@@ -58,7 +45,9 @@ class Evaluation:
     """One evaluation protocol, registered in `semcl.evals.protocols.EVALUATIONS`.
 
     name:        the columns' `eval:` value
-    fields:      optional column fields it accepts (see `Column`); any other set field is an error
+    column:      a dataclass of the optional column fields it accepts (types, defaults, range rules as
+                 `semcl.schema` metadata), or None; any other set field is an error. Two evaluations may
+                 share a field only when they declare it alike (semcl.evals.protocols.assemble).
     validate:    (column, where) -> None; ConfigError naming `where` and the key for a bad value
     metric_key:  (column, profile substitute) -> key in metrics.json, or None when not measured
     describe:    (column) -> one sentence for `semcl show` and table captions
@@ -66,16 +55,26 @@ class Evaluation:
                  section as a dict) -> None;
                  sets the keys its engine side reads. Must set nothing new when it has no column,
                  so a table without such a column keeps its run ids.
+    settings:    a dataclass of the run config's `eval` keys its `run` reads, or None; default None
+                 ("off": hashable_config drops None, so adding one keeps every run id)
+    choices:     allowed string values of `settings` fields, by field name (`eval.<name>` in errors)
     enabled:     (run config, method) -> whether `run` is called for this run
     run:         (EvalContext) -> {metric key: value}; None for numbers the suite does not measure
     """
 
     name: str
-    fields: frozenset[str]
+    column: type | None
     validate: Callable[[Column, str], None]
     metric_key: Callable[[Column, dict[str, str | None]], str | None]
     describe: Callable[[Column], str]
     eval_config: Callable[[list[Column], dict[str, str | None], dict[str, Any]], None]
     enabled: Callable[[RunConfig, Any], bool] = lambda cfg, method: False
     run: Callable[[EvalContext], dict[str, float]] | None = None
+    settings: type | None = None
+    choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The names of the column fields it accepts besides COMMON_FIELDS."""
+        return frozenset(f.name for f in dataclasses.fields(self.column)) if self.column else frozenset()
 

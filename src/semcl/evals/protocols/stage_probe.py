@@ -6,12 +6,23 @@ augment, init, lr, epochs, batch, momentum, weight decay, milestones, gamma), as
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
 STAGES = ("stem", "layer1", "layer2", "layer3", "layer4")
+
+
+@dataclass
+class ColumnFields:
+    stage: str | None = None  # the backbone stage probed (STAGES)
+
+
+@dataclass
+class Settings:
+    stage_probe: list[str] | None = None  # the stages probed (None = off)
 
 
 def validate(column: Column, where: str) -> None:
@@ -85,5 +96,6 @@ def run(ctx) -> dict[str, float]:
     return out
 
 
-EVALUATION = Evaluation("stage_probe", frozenset({"stage"}), validate, metric_key, describe, eval_config,
-                        enabled=lambda cfg, method: bool(cfg.eval.stage_probe), run=run)
+EVALUATION = Evaluation("stage_probe", ColumnFields, validate, metric_key, describe, eval_config,
+                        enabled=lambda cfg, method: bool(cfg.eval.stage_probe), run=run,
+                        settings=Settings)

@@ -4,11 +4,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.evals.protocols.spec import Column, Evaluation
+from semcl.schema import POSITIVE, at_most
 
 DEFAULT_CLIPS = 10
+
+
+@dataclass
+class Settings:
+    video_accuracy: bool | None = None  # None = off
+    # clips per test video (None = DEFAULT_CLIPS); declared alike in video_retrieval
+    video_clips: int | None = field(default=None, metadata={**POSITIVE, **at_most(1_000)})
 
 
 def validate(column: Column, where: str) -> None:
@@ -41,6 +50,7 @@ def run(ctx) -> dict[str, float]:
     return {"video_top1": 100.0 * top1}
 
 
-EVALUATION = Evaluation("video_accuracy", frozenset(), validate, metric_key, describe, eval_config,
+EVALUATION = Evaluation("video_accuracy", None, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
-                        and method.has_clip_classifier, run=run)
+                        and method.has_clip_classifier, run=run,
+                        settings=Settings)

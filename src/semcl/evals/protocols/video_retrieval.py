@@ -6,15 +6,30 @@ precision–recall curve is written to the run folder as video_pr_curve.csv (Fig
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import TOP_K
 from semcl.evals.protocols.retrieval import DEFAULT_KS, recall_k
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 from semcl.files import write_text_atomic
+from semcl.schema import POSITIVE, at_most
 
 log = logging.getLogger("semcl.evaluate")
 DEFAULT_CLIPS = 10
 PR_FILE = "video_pr_curve.csv"
+
+
+@dataclass
+class ColumnFields:
+    measure: str | None = None  # R@k | AP, as retrieval's
+
+
+@dataclass
+class Settings:
+    video_retrieval: list[int] | None = field(default=None, metadata=TOP_K)  # the ks (None = off)
+    # clips per test video (None = DEFAULT_CLIPS); declared alike in video_accuracy
+    video_clips: int | None = field(default=None, metadata={**POSITIVE, **at_most(1_000)})
 
 
 def validate(column: Column, where: str) -> None:
@@ -59,7 +74,8 @@ def run(ctx) -> dict[str, float]:
     return {f"video_retrieval_{key}": 100.0 * v for key, v in scores.items()}
 
 
-EVALUATION = Evaluation("video_retrieval", frozenset({"measure"}), validate, metric_key, describe, eval_config,
+EVALUATION = Evaluation("video_retrieval", ColumnFields, validate, metric_key, describe, eval_config,
                         # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
                         enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
-                        and not method.has_clip_classifier, run=run)
+                        and not method.has_clip_classifier, run=run,
+                        settings=Settings)

@@ -277,6 +277,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
                                      cfg.model.memory_format)
         if deps:
             method.load_dependencies(deps)
+        method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
         ckpt = folder / "checkpoints" / "last.pt"
@@ -367,7 +368,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     the first row of each method not sampled in an earlier table (at least the table's first row), and
     what they build on."""
     from semcl.preflight_pool import run_ordered
-    from semcl.preflight_shapes import ShapeCache, alias_folder, from_cache, shape_key, share
+    from semcl.preflight_shapes import ShapeCache, alias_folder, from_cache, release_scratch, shape_key, share
     from semcl.runs import Store
 
     store = Store(work)
@@ -415,13 +416,25 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
         return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
                 gpu_mem_gb, reduce, batch, key in needed)
 
+    waiting = {k: sum(k in prereq[d] for d in order) for k in order}  # checks still to read k's folder
+    same_shape: dict[str, list[str]] = {}
+    for rid, k in keys.items():
+        same_shape.setdefault(k, []).append(rid)
+
     def on_done(key: str, res: RowCheck) -> None:
         checked[key] = res
-        for rid, k in keys.items():  # rows of this shape that others build on read its folder
-            if k == key:
-                alias_folder(store, rep[key], rid)
+        for rid in same_shape[key]:  # rows of this shape that others build on read its folder
+            alias_folder(store, rep[key], rid)
         if store_cache is not None:
             store_cache.put(key, res)
+        # a scratch checkpoint is freed once nothing left to check reads it: the paper profile's checkpoints
+        # together (ViT-L with AdamW state: 3.6 GB each) are larger than a /tmp
+        for k in prereq[key]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                release_scratch(store, same_shape[k])
+        if waiting[key] == 0:
+            release_scratch(store, same_shape[key])
         if progress:
             progress(res)
 

@@ -27,6 +27,12 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def costliest(ready: list[str], cost: Callable[[str], float], free: int) -> list[str]:
+    """The `free` costliest of `ready` (ties in `ready`'s order): only as many as there are free processes,
+    so the next process to free up picks again among what is ready then."""
+    return sorted(ready, key=lambda k: -cost(k))[:max(0, free)]
+
+
 def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, args: Callable[[str], tuple],
                 jobs: int, on_done: Callable[[str, Any], None], died: Callable[[str, str], Any],
                 cost: Callable[[str], float] | None = None) -> None:
@@ -49,8 +55,8 @@ def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, arg
     try:
         while pending or running:
             ready = [k for k in pending if prereq.get(k, set()) <= done]
-            if cost is not None:  # only as many as there are processes: the next free one picks again
-                ready = sorted(ready, key=lambda k: -cost(k))[:max(0, jobs - len(running))]
+            if cost is not None:
+                ready = costliest(ready, cost, jobs - len(running))
             for key in ready:
                 running[pool.submit(fn, *args(key))] = key
                 pending.remove(key)

@@ -130,3 +130,13 @@ def alias_folder(store, rep_id: str, run_id: str) -> None:
             os.symlink(src / rel, dst / rel)
     if store.read_record(run_id) is None:
         store.write_record(run_id, {"run_id": run_id, "metrics": record["metrics"]})
+
+
+def release_scratch(store, run_ids: list[str]) -> None:
+    """Delete the scratch checkpoints and test logits of `run_ids` (their records stay: the report and the
+    status of dependents read them). Symlinks (alias_folder) go with their targets."""
+    for rid in run_ids:
+        folder = store.run_dir(rid)
+        for rel in ("test_logits.pt",):
+            (folder / rel).unlink(missing_ok=True)
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)

@@ -5,6 +5,7 @@ in processes in dependency order."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -192,3 +193,32 @@ def test_a_dead_check_process_fails_its_check_with_a_reason():
     got: dict = {}
     run_ordered(["dies"], {}, os._exit, lambda k: (3,), 2, got.__setitem__, lambda k, why: f"died: {why}")
     assert got["dies"].startswith("died: the check's process died")
+
+
+def test_a_free_process_takes_the_costliest_ready_check():
+    from semcl.preflight_pool import costliest
+
+    cost = {"a": 1.0, "b": 5.0, "c": 5.0, "d": 0.0}.__getitem__
+    assert costliest(["a", "b", "c", "d"], cost, 2) == ["b", "c"]  # ties keep the given order
+    assert costliest(["a", "d"], cost, 3) == ["a", "d"] and costliest(["a"], cost, 0) == []
+    done: list[str] = []
+    run_ordered(["short", "long"], {}, time.sleep, lambda k: ({"short": 0.0, "long": 0.3}[k],), 2,
+                lambda k, _res: done.append(k), lambda k, why: why, cost={"short": 0.0, "long": 1.0}.__getitem__)
+    assert done == ["short", "long"]
+
+
+def test_scratch_checkpoints_are_freed_once_no_check_reads_them(tmp_path):
+    """A KD teacher's checkpoint stays until its student is checked (the student passes, reading it); at the
+    end no checkpoint is left in the scratch store, and every record is."""
+    from semcl.registry import get_table
+    from semcl.runs import Store
+
+    table = get_table("scns/kd-cifar100")
+    keep = {"Teacher resnet56", "KD resnet56 to resnet20"}
+    table = dataclasses.replace(table, rows=[r for r in table.rows if r.label in keep])
+    results = check_tables([table], "smoke", tmp_path, 80.0)
+    assert sorted(r.row for r in results) == sorted(keep) and all(r.error is None for r in results), results
+    store = Store(tmp_path)
+    for r in results:
+        assert store.read_record(r.run_id) is not None
+    assert not list((tmp_path / "runs").rglob("*.pt"))

@@ -241,3 +241,23 @@ def test_accumulation_equals_one_big_batch(tmp_path):
     one = _train_linear(tmp_path, "c", batch_size=8, accum=1)
     assert torch.allclose(accumulated, big, rtol=0, atol=1e-12)
     assert torch.equal(big, one)  # accum_steps 1 is the plain loop, bit for bit
+
+
+def test_preflight_stand_in_mae_checkpoint_loads_through_the_real_path(tmp_path):
+    """The preflight's stand-in (Method.write_stand_in_files) is MAE's layout: another model loads it by name
+    (every backbone key but fc_norm equals the writer's), the extra keys are dropped, an existing file is kept."""
+    writer = _method("gpaco_vit", size=16, checkpoint="mae_pretrain_vit_base.pth", queue_size=8)
+    written = writer.write_stand_in_files(tmp_path)
+    assert written == [tmp_path / "mae_pretrain_vit_base.pth"]
+    blob = torch.load(written[0], weights_only=True)
+    assert {"norm.weight", "mask_token", "decoder_embed.weight"} <= set(blob["model"])
+    assert not any(k.startswith("fc_norm.") for k in blob["model"])
+    torch.manual_seed(123)
+    reader = _method("mae_finetune", size=16, checkpoint="mae_pretrain_vit_base.pth")
+    reader.on_train_start(_ctx(tmp_path))
+    mine, theirs = reader.backbone.state_dict(), writer.backbone.state_dict()
+    for key in mine:
+        if not key.startswith("fc_norm."):
+            assert torch.equal(mine[key], theirs[key]), key
+    assert writer.write_stand_in_files(tmp_path) == []  # present: never overwritten
+    assert _method("mae_finetune", checkpoint=None).write_stand_in_files(tmp_path / "x") == []

@@ -142,6 +142,12 @@ class Method(nn.Module):
         preflight's synthetic stand-in set then holds more than that. 0: no such search."""
         return 0
 
+    def write_stand_in_files(self, data_root: Path) -> list[Path]:
+        """Write, in its real layout, each file under the data root that this run reads and no dataset writer
+        makes (e.g. a pre-trained checkpoint named relative to the root), where it is absent; the paths
+        written. The preflight calls it on its synthetic stand-in root, never on a user's. Default: none."""
+        return []
+
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()
         self.cfg = cfg

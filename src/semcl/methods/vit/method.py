@@ -72,6 +72,22 @@ class _ViTMethod(Method):
         load_mae_checkpoint(self.backbone, p)
         self.pretrained_loaded.fill_(True)
 
+    def write_stand_in_files(self, data_root: Path) -> list[Path]:
+        """A stand-in MAE checkpoint at `method.checkpoint` (relative to the root): MAE's {"model": state}
+        layout with its pre-training `norm` in place of `fc_norm`, plus a decoder key and the mask token, which
+        the fine-tuning load drops, so load_mae_checkpoint runs its whole path at the real ViT size."""
+        path = self.cfg.method.checkpoint
+        if path is None or Path(path).is_absolute() or (Path(data_root) / path).is_file():
+            return []
+        state = {k: v for k, v in self.backbone.state_dict().items() if not k.startswith("fc_norm.")}
+        dim = self.backbone.out_dim
+        state.update({"norm.weight": torch.ones(dim), "norm.bias": torch.zeros(dim),
+                      "mask_token": torch.zeros(1, 1, dim), "decoder_embed.weight": torch.zeros(dim, dim)})
+        out = Path(data_root) / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"model": state}, out)
+        return [out]
+
     def param_groups(self) -> list[dict]:
         prefix = "backbone."
         named = [(n, p, n[len(prefix):] if n.startswith(prefix) else None) for n, p in self.named_parameters()]

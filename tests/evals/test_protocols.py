@@ -14,21 +14,26 @@ import pytest
 from semcl.cli import main
 from semcl.config import hashable_config
 from semcl.errors import ConfigError
-from semcl.evals.protocols import EVALUATIONS, Column, describe, metric_key, validate_column
+from semcl.evals import protocols
+from semcl.evals.protocols import EVALUATIONS, Column, EvalConfig, describe, metric_key, validate_column
 from semcl.evals.protocols.spec import COMMON_FIELDS
 from semcl.registry import get_table, load_registry, load_table
 from semcl.runs import Store, plan_runs
 
 
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
-    assert set(EVALUATIONS) == {"linear_probe", "retrieval", "ood", "accuracy", "latency", "reported", "gain", "knn",
-                                "robustness", "segmentation", "stage_probe",
-                                "video_accuracy", "video_retrieval", "features", "detection"}
-    optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
-    owned = [f for e in EVALUATIONS.values() for f in e.fields]
     assert all(name == e.name for name, e in EVALUATIONS.items())
-    # every optional field belongs to an evaluation (video retrieval reuses retrieval's `measure`)
-    assert set(owned) == optional
+    # the column type is exactly the common fields plus what the evaluations declare (video retrieval
+    # declares retrieval's `measure` alike), and every evaluation module is registered once
+    optional = {f.name for f in dataclasses.fields(Column)} - COMMON_FIELDS
+    assert {f for e in EVALUATIONS.values() for f in e.fields} == optional
+    modules = {p.stem for p in Path(protocols.__file__).parent.glob("*.py")} - {"__init__", "spec", "assemble", "context"}
+    assert sorted(e.validate.__module__.rpartition(".")[2] for e in EVALUATIONS.values()) == sorted(modules)
+    # and the run config's eval section is exactly their settings, each default "off" but the four that were on
+    settings = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    assert set(settings) == {f.name for e in EVALUATIONS.values() if e.settings for f in dataclasses.fields(e.settings)}
+    on = {name for name, f in settings.items() if f.default is not None}
+    assert on == {"linear_probe", "retrieval", "retrieval_ks", "ood"}  # what every run id already hashes
 
 
 @pytest.mark.parametrize("column, key", [

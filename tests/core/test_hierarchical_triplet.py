@@ -14,7 +14,7 @@ import semcl.engine.train as train_mod
 from semcl.data import ImageSet
 from semcl.data.sampling import anchor_neighbour_order
 from semcl.engine import interrupt
-from semcl.losses import LOSSES, hierarchical_triplet_loss
+from semcl.losses import hierarchical_triplet_loss
 from semcl.losses.hierarchical_triplet import class_statistics, nearest_classes, violate_margins
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
@@ -61,7 +61,7 @@ def test_schema_registry_and_table_profiles():
     assert m.l_prime + m.l_prime * m.c + m.t == 512  # the paper's batch
     cls = method_class("hierarchical_triplet")
     assert cls.num_views == 1 and cls.epoch_order is not Method.epoch_order  # its own batches
-    assert LOSSES["hierarchical_triplet"] is hierarchical_triplet_loss
+    assert METHODS["hierarchical_triplet"].losses == ("semcl.losses.hierarchical_triplet:hierarchical_triplet_loss",)
     table = get_table("rince/tab2")
     row = table.row("Hierarchical triplet")
     for profile in ("paper", "mini", "smoke"):  # every profile's batch is an anchor-neighbour batch

@@ -13,7 +13,7 @@ import semcl.losses.metric as metric
 from semcl.data import ImageSet
 from semcl.data.sampling import two_superclass_order
 from semcl.engine.train import train
-from semcl.losses import LOSSES, fastap_loss, fastap_per_query, rank_margin_triplet_loss
+from semcl.losses import fastap_loss, fastap_per_query, rank_margin_triplet_loss
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
@@ -277,7 +277,8 @@ def test_schemas_registry_and_rows():
     assert "triplet" not in PLANNED_METHODS and "fastap" not in PLANNED_METHODS
     assert build_config({"method": {"name": "triplet"}}, where="x").method.margins == [0.5, 1.0]
     assert build_config({"method": {"name": "fastap"}}, where="x").method.num_bins == 5
-    assert LOSSES["rank_margin_triplet"] is rank_margin_triplet_loss and LOSSES["fastap"] is fastap_loss
+    assert METHODS["triplet"].losses == ("semcl.losses.metric:rank_margin_triplet_loss",)
+    assert METHODS["fastap"].losses == ("semcl.losses.metric:fastap_loss",)
     rows = {r.label: r for r in get_table("rince/tab2").rows}
     assert rows["Triplet"].method == "triplet" and rows["Triplet"].overrides["optim.lr"] == 0.75
     assert rows["FastAP"].method == "fastap" and rows["FastAP"].overrides["optim.lr"] == 0.1

@@ -9,7 +9,7 @@ import torch
 
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE, FASHION_MNIST_FINE_TO_COARSE
 from semcl.errors import ConfigError
-from semcl.losses import LOSSES, superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
+from semcl.losses import superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
@@ -91,7 +91,7 @@ def test_smoothing_loss_matches_float64_brute_force_and_its_gradient():
     # alpha = 0 is the plain cross-entropy
     torch.testing.assert_close(superclass_label_smoothing_loss(logits, labels, F2C, 0.0),
                                torch.nn.functional.cross_entropy(logits, labels))
-    assert LOSSES["superclass_label_smoothing"] is superclass_label_smoothing_loss
+    assert "semcl.losses.hierarchical_ce:superclass_label_smoothing_loss" in METHODS["label_smoothing_superclass"].losses
 
 
 def test_smoothing_loss_refuses_missing_hierarchy_and_bad_alpha():

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from semcl.losses import LOSSES, paco_loss, supcon_loss
+from semcl.losses import paco_loss, supcon_loss
+from semcl.methods.registry import METHODS
 
 F64 = torch.float64
 
@@ -146,7 +147,7 @@ def test_large_logits_and_second_backward():
 
 
 def test_registry():
-    assert LOSSES["paco"] is paco_loss
+    assert "semcl.losses.paco:paco_loss" in METHODS["paco"].losses
 
 
 def test_bad_arguments():
@@ -266,7 +267,7 @@ def test_supcon_is_paco_without_centres_at_alpha_one():
 
 
 def test_supcon_registry_and_bad_arguments():
-    assert LOSSES["supcon"] is supcon_loss
+    assert "semcl.losses.paco:supcon_loss" in METHODS["supcon"].losses
     anchors, contrast, contrast_labels, anchor_labels, _, self_mask = make_case(2)
     with pytest.raises(ValueError, match="share d"):
         supcon_loss(anchors, contrast[:, :3], contrast_labels, anchor_labels, tau=0.1, self_mask=self_mask)

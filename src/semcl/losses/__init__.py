@@ -9,12 +9,8 @@ from semcl.losses.paco import paco_loss, supcon_loss
 from semcl.losses.ranked import key_first_rank_only, ranked_info_nce, tau_from_similarity, taus_for_levels
 from semcl.losses.ride import ldam_loss, ride_loss
 
-__all__ = ["LOSSES", "fastap_loss", "fastap_per_query", "hierarchical_triplet_loss", "key_first_rank_only", "ldam_loss",
+__all__ = ["fastap_loss", "fastap_per_query", "hierarchical_triplet_loss", "key_first_rank_only", "ldam_loss",
            "paco_loss", "ranked_info_nce", "rank_margin_triplet_loss", "ride_loss",
            "superclass_label_smoothing_loss", "superclass_smoothed_targets", "supcon_loss", "tau_from_similarity",
            "taus_for_levels", "two_heads_loss"]
 
-LOSSES = {"ranked_info_nce": ranked_info_nce, "paco": paco_loss, "ride": ride_loss, "supcon": supcon_loss,
-          "superclass_label_smoothing": superclass_label_smoothing_loss, "two_heads": two_heads_loss,
-          "rank_margin_triplet": rank_margin_triplet_loss, "fastap": fastap_loss,
-          "hierarchical_triplet": hierarchical_triplet_loss}

@@ -20,6 +20,7 @@ from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
 from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
 from semcl.evals.protocols import gain as gain_column
+from semcl.figure_kinds import check_figure
 from semcl.index_store import registry_root, remember_tables, table_paths  # noqa: F401  (registry_root re-exported)
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
@@ -43,8 +44,6 @@ DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 # the method name of a reference row: another source's published number shown beside ours (the CRD paper's
 # distillation tables, the MoCo README's detection results); nothing to run, so it counts as implemented
 REFERENCE = "reference"
-FEATURE_FIGURES = ("tsne", "similarity_hist")  # figure kinds drawn from saved test features
-CURVE_FIGURES = ("pr_curve",)  # figure kinds drawn from a curve file each run writes (semcl.report.curve_figures)
 
 
 @dataclass(frozen=True)
@@ -317,46 +316,6 @@ def _column(c: Any, where: str, index: int | None = None) -> Column:
     return validate_column(c, where, index)
 
 
-def _figure(spec: Any, keys: list[str], where: str) -> dict[str, Any] | None:
-    """{kind: scatter, x: <column>, y: <column>} (from the runs), or {kind: analytic, function:
-    <module>.<function> under semcl.analysis, args: {...}} (drawn without runs; imported only when drawn),
-    or {kind: lines, columns: [<column>, ...], ylabel: ...} (one line per row across those columns)."""
-    if spec is None:
-        return None
-    fw = f"{where}: figure"
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{fw}: must be a mapping {{kind: scatter, x: <column>, y: <column>}} "
-                          f"or {{kind: analytic, function: <module>.<function>, args: {{...}}}}")
-    if spec.get("kind") == "analytic":
-        _only(spec, {"kind", "function", "args"}, fw)
-        parts = _require(spec, "function", fw).split(".")
-        if len(parts) < 2 or not all(p.isidentifier() for p in parts):
-            raise ConfigError(f"{fw}: key 'function' = {spec['function']!r} is not <module>.<function> "
-                              f"(a function of semcl.analysis)")
-        if not isinstance(spec.get("args", {}), dict):
-            raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
-        return {"kind": "analytic", "function": spec["function"], "args": dict(spec.get("args") or {})}
-    if spec.get("kind") == "lines":  # one line per row over the columns (e.g. per-stage probes)
-        _only(spec, {"kind", "columns", "ylabel"}, fw)
-        cols = spec.get("columns", keys)
-        if not isinstance(cols, list) or not cols or any(c not in keys for c in cols):
-            raise ConfigError(f"{fw}: key 'columns' = {cols!r} must list column keys ({', '.join(keys)})")
-        return {"kind": "lines", "columns": list(cols), "ylabel": str(spec.get("ylabel", ""))}
-    if spec.get("kind") in FEATURE_FIGURES + CURVE_FIGURES:  # from files the rows' runs saved
-        _only(spec, {"kind", "args"}, fw)
-        if not isinstance(spec.get("args", {}), dict):
-            raise ConfigError(f"{fw}: key 'args' must be a mapping of keyword arguments")
-        return {"kind": spec["kind"], "args": dict(spec.get("args") or {})}
-    _only(spec, {"kind", "x", "y"}, fw)
-    if spec.get("kind") != "scatter":
-        raise ConfigError(f"{fw}: key 'kind' must be one of 'scatter', 'lines', 'analytic', "
-                          f"{', '.join(map(repr, FEATURE_FIGURES + CURVE_FIGURES))}")
-    for axis in ("x", "y"):
-        if _require(spec, axis, fw) not in keys:
-            raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")
-    return dict(spec)
-
-
 def _preset(path: Path) -> dict:
     return _parse_preset(path, path.stat().st_mtime_ns)
 
@@ -435,7 +394,7 @@ def load_table(path: Path, presets: Path) -> Table:
     resources = parse_resources(entry.resources, where)
     table = Table(entry.id, entry.paper, entry.source, entry.title, path, preset, list(entry.seeds),
                   columns, rows, profiles, list(entry.deviations or []), list(entry.notes or []),
-                  resources, _figure(entry.figure, keys, where),
+                  resources, check_figure(entry.figure, keys, where),
                   row_resources=parse_row_resources(entry.resources, resources, labels, where))
     for row in rows:  # fail at load time, not when a job starts
         if row.implemented and not row.derived and not row.select and not row.reference:

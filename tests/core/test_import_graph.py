@@ -116,7 +116,7 @@ LAYER_ORDER = ["base", "config", "data/models/losses", "methods/evals", "plan", 
 LAYERS: dict[str, str] = {
     **dict.fromkeys(["semcl", "semcl.errors", "semcl.files", "semcl.schema", "semcl.yaml_strict", "semcl.locations",
                      "semcl.tracking", "semcl.slurm_state", "semcl.catalog", "semcl.throughput", "semcl.registry_schema",
-                     "semcl.cluster", "semcl.index_store", "semcl.runlock", "semcl.export", "semcl.analysis",
+                     "semcl.cluster", "semcl.index_store", "semcl.runlock", "semcl.export", "semcl.analysis", "semcl.figure_kinds",
                      "semcl.engine.checkpoint", "semcl.engine.interrupt", "semcl.engine.progress", "semcl.engine.history",
                      "semcl.engine.distributed"], "base"),
     **dict.fromkeys(["semcl.config", "semcl.engine.precision"], "config"),

@@ -78,7 +78,7 @@ def test_truncated_curve_file_is_named(tmp_path):
 
 
 def test_unknown_figure_kind_lists_pr_curve(tmp_path):
-    from semcl.registry import _figure  # the validator the loader calls
+    from semcl.figure_kinds import check_figure  # the validator the loader calls
 
     with pytest.raises(ConfigError, match="'pr_curve'"):
-        _figure({"kind": "roc"}, ["r1"], "fig.yaml")
+        check_figure({"kind": "roc"}, ["r1"], "fig.yaml")

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from semcl.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.files import save_figure_atomic, write_csv_atomic
-from semcl.registry import CURVE_FIGURES, FEATURE_FIGURES, Table
+from semcl.registry import Table
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
 
@@ -135,18 +136,20 @@ def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> 
     plt.close(fig)
 
 
-def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
-    out_dir = out_dir or store.root / "figures"
-    if table.figure is not None and table.figure.get("kind") == "analytic":  # no runs, no profile
-        return write_analytic(table, out_dir)
-    if table.figure is not None and table.figure.get("kind") in FEATURE_FIGURES:  # the runs' saved features
-        from semcl.report.feature_figures import write_feature_figure
+def _write_features(table: Table, profile: str, store: Store, out_dir: Path) -> tuple[pd.DataFrame, Path]:
+    from semcl.report.feature_figures import write_feature_figure
 
-        return write_feature_figure(table, profile, store, out_dir)
-    if table.figure is not None and table.figure.get("kind") in CURVE_FIGURES:  # a curve file in each run folder
-        from semcl.report.curve_figures import write_curve_figure
+    return write_feature_figure(table, profile, store, out_dir)
 
-        return write_curve_figure(table, profile, store, out_dir)
+
+def _write_curves(table: Table, profile: str, store: Store, out_dir: Path) -> tuple[pd.DataFrame, Path]:
+    from semcl.report.curve_figures import write_curve_figure
+
+    return write_curve_figure(table, profile, store, out_dir)
+
+
+def _write_points(table: Table, profile: str, store: Store, out_dir: Path) -> tuple[pd.DataFrame, Path]:
+    """scatter (one point per row) and lines (one line per row): the table's cells, CSV + PNG."""
     lines = table.figure is not None and table.figure.get("kind") == "lines"
     points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,3 +157,19 @@ def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None 
     write_csv_atomic(out_dir / f"{stem}.csv", points, index=False)
     (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png")
     return points, out_dir / f"{stem}.png"
+
+
+# figure kind (semcl.figure_kinds.FIGURE_KINDS, the same keys) -> its writer: (table, profile, store, out_dir)
+FIGURE_WRITERS = {
+    "scatter": _write_points,
+    "lines": _write_points,
+    "analytic": lambda table, profile, store, out_dir: write_analytic(table, out_dir),  # no runs, no profile
+    **dict.fromkeys(FEATURE_FIGURES, _write_features),
+    **dict.fromkeys(CURVE_FIGURES, _write_curves),
+}
+
+
+def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
+    out_dir = out_dir or store.root / "figures"
+    kind = table.figure.get("kind") if table.figure is not None else "scatter"
+    return FIGURE_WRITERS[kind](table, profile, store, out_dir)

@@ -12,6 +12,8 @@ from semcl.errors import DataError
 from semcl.export import detectron2_name, export_checkpoint, to_detectron2, to_torchvision_resnet50
 from semcl.models.backbones import build_backbone
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 
 def _materialize(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Real CPU tensors for a meta-built model, each filled with its own index so values are traceable."""

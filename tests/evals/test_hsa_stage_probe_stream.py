@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from semcl.data import ImageSet
@@ -16,6 +17,8 @@ from semcl.evals.protocols.context import EvalContext
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.models import build_backbone
 from semcl.run_config import build_config
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
 
 def _to_float(images, generator):

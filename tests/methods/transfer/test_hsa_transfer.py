@@ -18,6 +18,8 @@ from semcl.methods.transfer import BENCHMARK_OPTS, train_net
 from semcl.methods.transfer import method as transfer
 from semcl.run_config import build_config
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 # a stand-in for the entry point: records its argv and the call, writes detectron2's metrics.json with
 # AP = 50 + SEED (and the COCO mask metrics)
 FAKE = """\

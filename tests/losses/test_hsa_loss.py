@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 from semcl.losses.hsa import CODE_WARMUP_EPOCHS, hsa_loss, neighbour_weights, two_positive_loss
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 B, D, K, TAU = 5, 6, 9, 0.2
 
 

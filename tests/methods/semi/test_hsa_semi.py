@@ -12,6 +12,8 @@ from semcl.methods.registry import method_class
 from semcl.methods.semi.method import read_subset, subset_list_path
 from semcl.run_config import build_config
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 
 def _cfg(**knobs):
     return build_config({"method": {"name": "semi_finetune", **knobs}, "model": {"backbone": "resnet_tiny"},

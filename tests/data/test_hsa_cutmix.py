@@ -8,6 +8,8 @@ import torch
 
 from semcl.data.cutmix import box_from_lam, cutmix, kept_fraction, sample_beta
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 
 def test_box_from_lam_by_hand():
     # 10x10, lambda0 0.75: side floor(10 * 0.5) = 5, half 2 -> centre (5, 5) gives rows/cols 3..7

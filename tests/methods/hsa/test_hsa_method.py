@@ -21,7 +21,7 @@ from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 N, SIZE, B, TAU = 24, 12, 6, 0.2
 MEAN, STD = stats("fashion_mnist")
 

@@ -1,10 +1,13 @@
 """Per-stage linear probes (HSA Fig. 3): the cached-feature probe, the feature table, the protocol."""
 
+import pytest
 import torch
 
 from semcl.evals.linear_probe import linear_probe
 from semcl.evals.protocols import eval_section, metric_key, validate_column
 from semcl.evals.stage_probe import probe_on_features, stage_feature_table
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
 
 def _to_float(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

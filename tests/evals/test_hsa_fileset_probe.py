@@ -1,11 +1,14 @@
 """The linear probe on file-backed images (synthetic ImageNet folders, decoded per batch)."""
 
+import pytest
 import torch
 
 from semcl.data import load
 from semcl.data.synthetic import ensure_synthetic
 from semcl.evals.features import check_images, extract_features
 from semcl.evals.linear_probe import linear_probe
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 
 
 def _to_float(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

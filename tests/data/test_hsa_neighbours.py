@@ -10,6 +10,8 @@ import torch
 
 from semcl.data.neighbours import draw_neighbours, knn_table
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
+
 
 def _circle(degrees: list[float], norms: list[float]) -> torch.Tensor:
     rad = [math.radians(d) for d in degrees]

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/run_ids.py --check  # list what changed against it; exit 1 if anything did
 
 A run id hashes the run's config, so a changed default, preset or profile changes ids (and results
-already on disk are no longer found under them). tests/core/test_run_ids_golden.py fails when an id
+already on disk are no longer found under them). tests/e2e/test_run_ids_golden.py fails when an id
 changes without the golden file being rewritten, naming each table / profile / row that moved.
 Ids are computed for the official precision, whatever $SEMCL_PRECISION says.
 """

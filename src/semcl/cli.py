@@ -18,7 +18,7 @@ from semcl.cli_select import say_skipped as _say_skipped
 from semcl.cli_select import tables_named as _tables
 from semcl.errors import ConfigError, SemclError
 
-PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.PROFILE_NAMES (tests/core/test_cli_fast.py)
+PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.PROFILE_NAMES (tests/e2e/test_first_hour.py)
 
 
 def _store(args):

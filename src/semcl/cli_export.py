@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from semcl.cli_select import results_root
 
-# = semcl.export_run.FORMATS (tests/core/test_export_formats.py); named here so the CLI starts without torch
+# = semcl.export_run.FORMATS (tests/spine/test_export_formats.py); named here so the CLI starts without torch
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parents[1]  # src/semcl -> the clone's root
-# package folder -> the clone's folder it is built from (setup.py holds the same pairs; tests/core/test_wheel.py)
+# package folder -> the clone's folder it is built from (setup.py holds the same pairs; tests/e2e/test_wheel.py)
 SHIPPED = {"_registry": "experiments", "_profiles": "slurm/profiles"}
 BUILD_INFO = "_build.json"  # setup.py writes it into the wheel: the commit the wheel was built from
 

@@ -1,7 +1,7 @@
 """A run config built from a tree: the sections from semcl.config, the method section from the method registry.
 
 One layer above both (and above the view recipes of semcl.data), so that the schema layer, semcl.config,
-imports nothing from methods/ or data/ (tests/core/test_import_graph.py keeps the layers).
+imports nothing from methods/ or data/ (tests/house/test_import_graph.py keeps the layers).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from semcl.data import DATASETS, DatasetSpec, dataset_spec, load, resolve, stats
 from semcl.data.procedural import Splits
 from semcl.errors import DataError
 
-FILE_BACKED = [n for n, s in DATASETS.items() if s.file_backed and not s.video]  # video: tests/rince
+FILE_BACKED = [n for n, s in DATASETS.items() if s.file_backed and not s.video]  # video: tests/data/test_video_*
 
 
 @pytest.mark.parametrize("name", list(DATASETS))

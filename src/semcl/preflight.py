@@ -71,7 +71,9 @@ def _replace(cfg, **dotted):
 
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
-    image per stand-in class), the small batch, a one-epoch probe; `reduce` shrinks model and images (CI)."""
+    image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
+    one-epoch probe, 8 OOD images, 2 images per robustness set and 2 clips per test video; `reduce` shrinks model
+    and images (CI)."""
     from semcl.models.backbones import BACKBONES
 
     d = run.config.data
@@ -79,13 +81,22 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
             "data.synthetic_test_per_class": 1,
             "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
             "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
-            "eval.ood_limit": 8}
+            "eval.ood_limit": 8,
+            # ImageNet-C is 75 sets (corruption x severity) of 20 stand-in images at 224 px: ~150 s of forwards
+            "eval.robustness_limit": 2}
+    # 2 evenly spaced clips per test video, not 10: the same multi-clip averaging (r3d_18: ~1 s a clip)
+    over["eval.video_clips"] = min(2, getattr(run.config.eval, "video_clips", None) or 2)
     if getattr(run.config.eval, "latency", None):
         over["eval.latency_batch"] = 2  # timed, not measured: the check only needs the code path
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if (run.config.optim.accum_steps or 1) > 2:  # one cycle of 2 batches runs every branch of the accumulation
         over["optim.accum_steps"] = 2
+    from semcl.methods.registry import METHODS
+
+    # a fixed-structure batch in the small batch's size (Method.stand_in_batch), not a retry at the full one
+    fields = METHODS[run.config.method.name].load().stand_in_batch(run.config, over["optim.batch_size"])
+    over.update({f"method.{name}": value for name, value in fields.items()})
     if reduce is not None:
         # the KD families name their own networks (semcl.models.kd): those stay
         backbone = reduce.backbone if run.config.model.backbone in BACKBONES else None
@@ -179,12 +190,17 @@ def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: i
 
 def _stand_in_per_class(run) -> int:
     """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
-    on the 20 stand-in classes needs more than 40 images)."""
+    on the 20 stand-in classes needs more than 40 images), or what the method declares (Method.stand_in_per_class:
+    SCNS-instance's teacher pass over every image)."""
     from semcl.data.registry import DATASETS
     from semcl.methods.registry import METHODS
 
-    k = METHODS[run.config.method.name].load().stand_in_neighbours(run.config.method)
-    return max(2, -(-(k + 1) // DATASETS[run.config.data.name].synthetic_classes) + 1)
+    cls, classes = METHODS[run.config.method.name].load(), DATASETS[run.config.data.name].synthetic_classes
+    declared = cls.stand_in_per_class(run.config, classes)
+    if declared is not None:
+        return declared
+    k = cls.stand_in_neighbours(run.config.method)
+    return max(2, -(-(k + 1) // classes) + 1)
 
 
 def _calibrate_norm(method, views) -> None:

@@ -142,6 +142,21 @@ class Method(nn.Module):
         preflight's synthetic stand-in set then holds more than that. 0: no such search."""
         return 0
 
+    @classmethod
+    def stand_in_per_class(cls, cfg: Any, classes: int) -> int | None:
+        """Training images per class of the preflight's synthetic stand-in (`classes` classes) for the row's run
+        config `cfg`, for a method whose own work passes over every training image (a teacher's caching pass);
+        None: the preflight's default (2, or enough for `stand_in_neighbours`)."""
+        return None
+
+    @classmethod
+    def stand_in_batch(cls, cfg: Any, batch: int) -> dict[str, Any]:
+        """Method fields that give a batch of fixed structure (hierarchical triplet: l' + l'c + t images) the
+        preflight's small `batch`, from the row's run config `cfg`: its check then steps the same sampler and
+        loss at that batch rather than again at the entry's full one. {}: the row's fields (no such structure,
+        or a structure the row gets wrong: the check reports that error)."""
+        return {}
+
     def write_stand_in_files(self, data_root: Path) -> list[Path]:
         """Write, in its real layout, each file under the data root that this run reads and no dataset writer
         makes (e.g. a pre-trained checkpoint named relative to the root), where it is absent; the paths

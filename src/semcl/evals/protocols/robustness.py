@@ -10,9 +10,10 @@ scores only the logits of its 200 classes (the fixed mask of the official evalua
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from semcl.config import IMAGES
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
 
 log = logging.getLogger("semcl.evaluate")
@@ -30,6 +31,8 @@ class ColumnFields:
 @dataclass
 class Settings:
     robustness: list[str] | None = None  # the test sets scored (None = off)
+    # first N images of each scored set (ImageNet-C: of each corruption x severity); the preflight's few
+    robustness_limit: int | None = field(default=None, metadata=IMAGES)
 
 
 def validate(column: Column, where: str) -> None:
@@ -75,6 +78,9 @@ def _score(ctx, s, where: str, r_mask=None) -> float:
     from semcl.evals.protocols.context import outputs
     from semcl.evals.robustness import top1
 
+    limit = ctx.cfg.eval.robustness_limit
+    if limit:  # every set is still read and scored, on its first `limit` images
+        s = s.subset(slice(0, limit))
     logits = outputs(ctx.classify, s.images, ctx.test_transform)
     labels = _label_map(s.class_names, list(ctx.train.class_names), where)[s.labels]
     if r_mask is None:

@@ -1,0 +1,109 @@
+"""The preflight's caps on what is not the engine's one-step work (issue 22): a fixed-structure batch shrunk
+to the small batch (hierarchical triplet) instead of a retry at the entry's 512, 2 clips per test video,
+2 images per robustness set (ImageNet-C: 75 of them), SCNS-instance's stand-in at 1 image per class (its
+teacher passes over all). Each applies to the check's config only: the rows' run configs keep their values."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from semcl.data.imageset import ImageSet
+from semcl.evals.protocols import robustness
+from semcl.methods.hierarchical_triplet.method import HierarchicalTriplet
+from semcl.preflight import _stand_in_per_class, check_config, check_run, distinct_runs
+from semcl.registry import get_table
+from semcl.runs import Store, plan_runs
+
+
+def _run(table: str, label: str, profile: str = "paper"):
+    return next(r for r in plan_runs(get_table(table), profile) if r.row_label == label)
+
+
+def _structure(cfg) -> tuple[int, int, int, int]:
+    m = cfg.method
+    return m.l_prime, m.c, m.t, cfg.optim.batch_size
+
+
+def test_a_fixed_structure_batch_is_shrunk_to_the_small_batch_only_in_the_check():
+    run = _run("rince/tab2", "Hierarchical triplet")
+    assert _structure(run.config) == (30, 10, 182, 512)
+    # one anchor, two of its nearest class, one random: 1 + 1 * 2 + 1 = 4
+    assert _structure(check_config(run, None, 4)) == (1, 2, 1, 4)
+    assert _structure(check_config(run, None, 8)) == (1, 2, 5, 8)
+    # at the full batch (the retry) the row's own structure
+    assert _structure(check_config(run, None, 512)) == (30, 10, 182, 512)
+    # a row whose structure does not add up keeps it: the check fails as the run would
+    bad = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, optim=dataclasses.replace(run.config.optim, batch_size=500)))
+    assert _structure(check_config(bad, None, 4)) == (30, 10, 182, 4)
+    assert HierarchicalTriplet.stand_in_batch(bad.config, 4) == {}
+    # methods without such a structure declare nothing
+    assert check_config(_run("rince/tab2", "Cross-entropy"), None, 4).method == _run("rince/tab2", "Cross-entropy").config.method
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_the_shrunk_triplet_batch_runs_the_method_s_sampler_and_loss_once(tmp_path, monkeypatch):
+    table = get_table("rince/tab2")
+    (run,) = [r for r in distinct_runs(table, "smoke") if r.row_label == "Hierarchical triplet"]
+    assert _structure(run.config) == (6, 5, 64, 100)
+    seen = []
+    step = HierarchicalTriplet.training_step
+
+    def record(self, batch):
+        seen.append((self.l_prime, self.c, self.t, batch.labels.tolist()))
+        return step(self, batch)
+
+    monkeypatch.setattr(HierarchicalTriplet, "training_step", record)
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
+    res = check_run(run, table, Store(tmp_path), table.resources_for(run.row_label, "smoke"), 80.0)
+    assert res.error is None
+    # one step at batch 4 (no second check at 100): anchor a, then two images of one other class
+    ((l_prime, c, t, labels),) = seen
+    assert (l_prime, c, t, len(labels)) == (1, 2, 1, 4)
+    assert labels[1] == labels[2] != labels[0]
+
+
+def test_video_clips_and_robustness_images_are_capped_in_the_check_only():
+    video = _run("rince/tab4", "RINCE (torchvision r3d_18)")
+    assert video.config.eval.video_clips == 10  # the run scores 10 clips per test video
+    assert check_config(video, None, 4).eval.video_clips == 2
+    one = dataclasses.replace(video, config=dataclasses.replace(
+        video.config, eval=dataclasses.replace(video.config.eval, video_clips=1)))
+    assert check_config(one, None, 4).eval.video_clips == 1  # a row's smaller count stays
+    rob = _run("gpaco/mae-robustness", "GPaCo ResNet-50")
+    assert rob.config.eval.robustness and rob.config.eval.robustness_limit is None
+    assert check_config(rob, None, 4).eval.robustness_limit == 2
+
+
+def test_a_robustness_set_is_scored_on_its_first_limit_images():
+    # 4 images of classes a, b, a, b; the classifier's logits favour class a for every image
+    s = ImageSet("toy", torch.zeros(4, 3, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 0, 1]), ("a", "b"))
+    calls = []
+
+    def classify(x):
+        calls.append(len(x))
+        return torch.tensor([[1.0, 0.0]]).repeat(len(x), 1)
+
+    def ctx(limit):
+        cfg = SimpleNamespace(eval=SimpleNamespace(robustness_limit=limit))
+        return SimpleNamespace(cfg=cfg, classify=classify, test_transform=lambda x, g: x,
+                               train=SimpleNamespace(class_names=("a", "b")))
+
+    assert robustness._score(ctx(None), s, "toy") == 50.0 and calls == [4]
+    assert robustness._score(ctx(1), s, "toy") == 100.0 and calls == [4, 1]  # image 0 (class a) alone
+
+
+def test_scns_instance_s_stand_in_has_one_image_per_class_enough_for_its_pools():
+    run = _run("scns/kd-tinyimagenet", "SCNS-instance ResNet50 to vgg8")
+    assert run.config.method.k == 10
+    assert _stand_in_per_class(run) == 1  # 199 other-class images >= k 10; 200 teacher forwards, not 400
+    # a k above the other classes' count takes more: k 250 over 199 other classes -> 2 each
+    big = dataclasses.replace(run, config=dataclasses.replace(
+        run.config, method=dataclasses.replace(run.config.method, k=250)))
+    assert _stand_in_per_class(big) == 2
+    # other students keep the default
+    assert _stand_in_per_class(_run("scns/kd-tinyimagenet", "Student wrn_16_2")) == 2

@@ -37,29 +37,44 @@ def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, arg
                 jobs: int, on_done: Callable[[str, Any], None], died: Callable[[str, str], Any],
                 cost: Callable[[str], float] | None = None) -> None:
     """fn(*args(key)) for each key of `order`, a key once every key of prereq[key] is done; on_done(key,
-    result) in this process as results arrive. jobs <= 1: in this process, in order. With `cost`, a free
+    result) in this process as results arrive. jobs <= 1: in this process, in order. A check whose process
+    dies is run again alone (see below) before `died(key, why)` reports it. With `cost`, a free
     process takes the costliest ready key (longest first: the last checks to finish are short ones, so the
     wall time is near total / jobs rather than a long check alone at the end); ties keep `order`."""
     if jobs <= 1:
         for key in order:
             on_done(key, fn(*args(key)))
         return
-    threads = max(1, default_jobs() // jobs)
     ctx = multiprocessing.get_context("spawn")
 
-    def new_pool() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+    def new_pool(workers: int) -> ProcessPoolExecutor:
+        threads = max(1, default_jobs() // workers)
+        return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
 
-    pending, running, done = list(order), {}, set()
-    pool = new_pool()
+    # a check whose process died (the kernel's OOM killer, most often: two paper-size ViT-L checks side by side
+    # hold ~2 x 9 GB) is run again alone, in a pool of one with every core, once the running ones are done;
+    # only a check that dies alone too is reported as died. Its dependents wait for it.
+    pending, running, done, alone = list(order), {}, set(), []
+    workers = jobs
+    pool = new_pool(workers)
     try:
-        while pending or running:
-            ready = [k for k in pending if prereq.get(k, set()) <= done]
-            if cost is not None:
-                ready = costliest(ready, cost, jobs - len(running))
-            for key in ready:
+        while pending or running or alone:
+            if alone and not running:  # the pool is idle: the next retry runs by itself
+                if workers != 1:
+                    pool.shutdown(wait=True)
+                    workers, pool = 1, new_pool(1)
+                key = alone.pop(0)
                 running[pool.submit(fn, *args(key))] = key
-                pending.remove(key)
+            elif not alone:
+                if workers != jobs:
+                    pool.shutdown(wait=True)
+                    workers, pool = jobs, new_pool(jobs)
+                ready = [k for k in pending if prereq.get(k, set()) <= done]
+                if cost is not None:
+                    ready = costliest(ready, cost, jobs - len(running))
+                for key in ready:
+                    running[pool.submit(fn, *args(key))] = key
+                    pending.remove(key)
             if not running:
                 raise RuntimeError(f"preflight: checks wait on each other: {pending[:3]}")
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -70,15 +85,17 @@ def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, arg
                     result = fut.result()
                 except BrokenProcessPool:
                     broken = True
-                    result = died(key, "the check's process died (killed for memory?); rerun with --jobs 1")
+                    if workers == 1:  # it died alone: reported
+                        result = died(key, "the check's process died even when run alone (killed for memory?)")
+                    else:
+                        alone.append(key)
+                        continue
                 done.add(key)
                 on_done(key, result)
-            if broken:  # every check the dead pool held fails the same way; the rest go on
-                for fut, key in list(running.items()):
-                    running.pop(fut)
-                    done.add(key)
-                    on_done(key, died(key, "the check's process died (killed for memory?); rerun with --jobs 1"))
+            if broken:  # every check the dead pool held is run again, alone
+                alone += [key for key in running.values()]
+                running.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = new_pool()
+                pool = new_pool(workers)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -222,3 +222,24 @@ def test_scratch_checkpoints_are_freed_once_no_check_reads_them(tmp_path):
     for r in results:
         assert store.read_record(r.run_id) is not None
     assert not list((tmp_path / "runs").rglob("*.pt"))
+
+
+def _dies_the_first_time(marker: str) -> str:
+    """A check killed on its first try (as the OOM killer does beside another big check), fine after."""
+    import os
+    from pathlib import Path
+
+    if not Path(marker).exists():
+        Path(marker).touch()
+        os._exit(9)
+    return "ok"
+
+
+def test_a_check_whose_process_died_is_run_again_alone_before_it_is_reported(tmp_path):
+    got: dict = {}
+    (tmp_path / "fine").touch()
+    # "big" dies on its first try; "after" builds on it and waits for its retry; "small" runs beside it
+    markers = {"big": tmp_path / "died-once", "small": tmp_path / "fine", "after": tmp_path / "fine"}
+    run_ordered(["big", "small", "after"], {"after": {"big"}}, _dies_the_first_time, lambda k: (str(markers[k]),),
+                2, got.__setitem__, lambda k, why: f"died: {why}")
+    assert got == {"big": "ok", "small": "ok", "after": "ok"} and list(got)[-1] == "after"

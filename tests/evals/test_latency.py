@@ -112,6 +112,10 @@ def test_evaluate_times_the_classifier_on_one_batch():
     m = evaluate(method, cfg, _set(12), _set(3), data_root=None, seed=0)  # 3 test images, repeated to 5
     assert m["latency_batch"] == 5 and 0 < m["latency_ms"] <= m["latency_p90_ms"]
     assert method.seen.count((5, 3, 8, 8)) == 60 and not method.training  # 10 warm-up + 50 timed, eval mode
+    cfg.eval.latency_repeats = 1  # the preflight's setting: 1 warm-up + 1 timed call
+    method = Classifier()
+    evaluate(method, cfg, _set(12), _set(3), data_root=None, seed=0)
+    assert method.seen.count((5, 3, 8, 8)) == 2
     cfg.eval.latency = None
     assert "latency_ms" not in evaluate(Classifier(), cfg, _set(12), _set(3), data_root=None, seed=0)
 

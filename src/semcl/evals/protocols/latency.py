@@ -8,6 +8,7 @@ from typing import Any
 
 from semcl.config import BATCH
 from semcl.evals.protocols.spec import Column, Evaluation
+from semcl.schema import POSITIVE, at_most
 
 log = logging.getLogger("semcl.evaluate")
 DEFAULT_BATCH = 64  # the paper's batch size and GPU are unknown: our choice
@@ -17,6 +18,11 @@ DEFAULT_BATCH = 64  # the paper's batch size and GPU are unknown: our choice
 class Settings:
     latency: bool | None = None  # None = off
     latency_batch: int | None = field(default=None, metadata=BATCH)  # None = DEFAULT_BATCH
+    # timed calls after the warm-up (None = REPEATS); the preflight times 1, since it checks the path, not the pace
+    latency_repeats: int | None = field(default=None, metadata={**POSITIVE, **at_most(10_000)})
+
+
+REPEATS, WARMUP = 50, 10  # semcl.evals.latency.measure_latency's defaults
 
 
 def validate(column: Column, where: str) -> None:
@@ -37,7 +43,7 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
         ev["latency"] = True
 
 
-def classify_latency(method, images, transform, batch: int, device) -> dict[str, float]:
+def classify_latency(method, images, transform, batch: int, device, repeats: int = REPEATS) -> dict[str, float]:
     """Median / p90 ms of method.classify on the first `batch` test images (repeated when the test
     set is smaller), already transformed and on the method's device; the caller sets eval mode
     and no_grad. CUDA work is synchronised before every clock read."""
@@ -51,7 +57,7 @@ def classify_latency(method, images, transform, batch: int, device) -> dict[str,
     x = transform(images[:n], torch.Generator().manual_seed(0))
     x = x[torch.arange(batch) % n].to(device)
     sync = torch.cuda.synchronize if device.type == "cuda" else None
-    timing = measure_latency(method.classify, x, sync=sync)
+    timing = measure_latency(method.classify, x, sync=sync, repeats=repeats, warmup=min(WARMUP, repeats))
     log.info("latency: median %.2f ms, p90 %.2f ms per batch of %d (%s)", timing["median_ms"], timing["p90_ms"],
              batch, device)
     return {"latency_ms": timing["median_ms"], "latency_p90_ms": timing["p90_ms"], "latency_batch": float(batch)}
@@ -62,7 +68,8 @@ def run(ctx) -> dict[str, float]:
         log.warning("latency: %s has no classifier to time; not measured", type(ctx.method).__name__)
         return {}
     return classify_latency(ctx.method, ctx.test.images, ctx.test_transform,
-                            ctx.cfg.eval.latency_batch or DEFAULT_BATCH, ctx.device)
+                            ctx.cfg.eval.latency_batch or DEFAULT_BATCH, ctx.device,
+                            ctx.cfg.eval.latency_repeats or REPEATS)
 
 
 EVALUATION = Evaluation("latency", None, validate, metric_key, describe, eval_config,

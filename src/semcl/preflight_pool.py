@@ -2,8 +2,9 @@
 (a base run, a teacher: their scratch folders must exist first).
 
 Spawned workers (not forked: the parent may hold torch's thread pools), each with an equal share of
-the CPUs for its arithmetic. A worker that dies (killed for memory) fails the checks it held, named as
-such, and a fresh pool goes on with the rest.
+the CPUs for its arithmetic. A worker that dies (killed for memory) has its checks run again alone; a
+check that dies alone too is reported as such. A worker ends with the `semcl check` that started it, however
+that ends (a `kill` of the parent would otherwise leave idle workers holding gigabytes).
 """
 
 from __future__ import annotations
@@ -21,9 +22,26 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _init_worker(threads: int) -> None:
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent exits (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no libc symbol: the worker still works, only without the watch
+        return
+
+
+def _init_worker(threads: int, parent: int | None = None) -> None:
     import torch
 
+    _end_with_parent()
+    if parent is not None and os.getppid() != parent:  # the parent died before the watch was set
+        os._exit(1)
     torch.set_num_threads(threads)
 
 
@@ -49,7 +67,7 @@ def run_ordered(order: list[str], prereq: dict[str, set[str]], fn: Callable, arg
 
     def new_pool(workers: int) -> ProcessPoolExecutor:
         threads = max(1, default_jobs() // workers)
-        return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+        return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(threads, os.getpid()))
 
     # a check whose process died (the kernel's OOM killer, most often: two paper-size ViT-L checks side by side
     # hold ~2 x 9 GB) is run again alone, in a pool of one with every core, once the running ones are done;

@@ -243,3 +243,39 @@ def test_a_check_whose_process_died_is_run_again_alone_before_it_is_reported(tmp
     run_ordered(["big", "small", "after"], {"after": {"big"}}, _dies_the_first_time, lambda k: (str(markers[k]),),
                 2, got.__setitem__, lambda k, why: f"died: {why}")
     assert got == {"big": "ok", "small": "ok", "after": "ok"} and list(got)[-1] == "after"
+
+
+def test_a_worker_ends_when_the_check_that_started_it_is_killed(tmp_path):
+    """A parent killed with SIGKILL (no clean-up runs) takes its pool workers with it (PR_SET_PDEATHSIG)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    pids = tmp_path / "pids"
+    code = ("import os, time, sys\n"
+            "from concurrent.futures import ProcessPoolExecutor\n"
+            "import multiprocessing as mp\n"
+            "from semcl.preflight_pool import _init_worker\n"
+            "pool = ProcessPoolExecutor(1, mp_context=mp.get_context('spawn'), initializer=_init_worker,"
+            " initargs=(1, os.getpid()))\n"
+            f"open({str(pids)!r}, 'w').write(str(pool.submit(os.getpid).result()))\n"
+            "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.time() + 120
+    while not (pids.exists() and pids.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    worker = int(pids.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):  # SIGTERM arrives at once; allow the interpreter to exit
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived its parent")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import Row
+from common import Row, write_section
 
 NEED = 120.0
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -99,28 +99,10 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
     return rows
 
 
-def write(rows: list[Row], out: Path) -> None:
-    """Replace (or append) this bench's section of results.md, keeping the rest of the file."""
-    from datetime import UTC, datetime
-
-    from run_all import render
-
-    table, notes = render(rows)
-    begin, end = "<!-- loader rows: bench/bench_loader.py -->", "<!-- end loader rows -->"
-    section = "\n".join([begin, f"## Loader rows (issue 22), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "", table, "",
-                         *notes, end])
-    text = out.read_text() if out.exists() else ""
-    if begin in text and end in text:
-        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
-
-
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     got = run()
     for r in got:
         print(r)
     if "--write" in sys.argv:
-        write(got, Path(__file__).resolve().parent / "results.md")
+        write_section("loader", "Loader rows (issue 22)", got, Path(__file__).resolve().parent / "results.md")

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import Row
+from common import Row, write_section
 
 from semcl.data.video import ClipAugment, ClipSampler, load_video_split, write_synthetic_video
 from semcl.data.video.clip_loader import ClipLoader, ClipViews, decode_clips
@@ -163,5 +164,8 @@ def run(rounds: int = 3, videos: int = 4, frames: int = 150, loader_steps: int =
 
 
 if __name__ == "__main__":
-    for r in run():
+    got = run()
+    for r in got:
         print(r)
+    if "--write" in sys.argv:  # this bench's section of results.md, the rest kept
+        write_section("video", "Video loader rows (issue 22)", got, Path(__file__).resolve().parent / "results.md")

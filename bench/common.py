@@ -179,3 +179,21 @@ def long_tail_labels(counts, gen):
 
     labels = torch.repeat_interleave(torch.arange(len(counts)), counts)
     return labels[torch.randperm(len(labels), generator=gen)]
+
+
+def write_section(tag: str, title: str, rows: list[Row], out: Path) -> None:
+    """Replace (or append) one bench's section of results.md between its markers, keeping the rest of the
+    file: a bench rerun on its own (`bench_<x>.py --write`) updates its rows without a whole `make bench`."""
+    from datetime import UTC, datetime
+
+    from run_all import render
+
+    table, notes = render(rows)
+    begin, end = f"<!-- {tag} rows: bench/bench_{tag}.py -->", f"<!-- end {tag} rows -->"
+    section = "\n".join([begin, f"## {title}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "", table, "", *notes, end])
+    text = out.read_text() if out.exists() else ""
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(text)

@@ -261,6 +261,8 @@ def test_sbatch_refusal_is_one_line_with_sbatch_s_message(tmp_path, monkeypatch)
     snap.mkdir()
     (snap / "snapshot.json").write_text(json.dumps({"commit": "c", "dirty": False}))
     monkeypatch.setattr(submitit.SlurmExecutor, "_submit_command", refuse)
+    # sbatch is faked, so no SLURM tools are needed here: submitit only asks that srun exists
+    monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     monkeypatch.setattr("semcl.snapshot.make_snapshot", lambda root: snap)
     monkeypatch.setattr(slurm_submit, "prepare_synthetic_data", lambda todo, store: None)
     monkeypatch.setattr(slurm_submit, "max_array_size", lambda: 1001)  # scontrol waits ~10 s for no controller
@@ -402,6 +404,8 @@ def test_preflight_advice_names_the_profile_and_following_it_clears_the_refusal(
         raise FailedJobError("sbatch: error: stand-in for the cluster")
 
     monkeypatch.setattr(submitit.SlurmExecutor, "_submit_command", refuse)
+    # sbatch is faked, so no SLURM tools are needed here: submitit only asks that srun exists
+    monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     snap = tmp_path / "snap"
     snap.mkdir()
     (snap / "snapshot.json").write_text(json.dumps({"commit": "c", "dirty": False}))

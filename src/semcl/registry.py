@@ -280,20 +280,6 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
     return [dataclasses.replace(r, deps_implemented=usable(r)) for r in rows]
 
 
-def _require(d: dict, key: str, where: str, types: type | tuple = str) -> Any:
-    if key not in d:
-        raise ConfigError(f"{where}: missing key '{key}'")
-    if not isinstance(d[key], types):
-        raise ConfigError(f"{where}: key '{key}' has the wrong type ({type(d[key]).__name__})")
-    return d[key]
-
-
-def _only(d: dict, allowed: set[str], where: str) -> None:
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
-
-
 def _reported(value: Any, key: str, where: str) -> Reported | None:
     """null, one {value, provenance, source, std}, or a list of them (the first is the cell's value)."""
     if value is None:

@@ -52,7 +52,7 @@ def _fill_store(reg: Path, table_id: str, results: Path) -> int:
     import random
 
     from semcl.evals.protocols import metric_key
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import Store, plan_runs
 
     table = get_table(table_id, reg)
@@ -113,7 +113,7 @@ def run(repeats: int = 7) -> list[Row]:
     shutil.rmtree(cold_env["SEMCL_CACHE"], ignore_errors=True)
     rows.append(Row("CLI start: semcl list, cold index (once per source change)", f"{cold:.3g} s",
                     f"{base_yaml:.3g} s (python -c 'import yaml')", cold / base_yaml, "—", None,
-                    "rebuilt after any edit under src/semcl or experiments/ (semcl.index)"))
+                    "rebuilt after any edit under src/semcl or experiments/ (semcl.registry.index)"))
     rows.append(demo_row(ROOT / "results" / "demo_time.json"))
     return rows
 

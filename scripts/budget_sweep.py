@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from semcl.launch_local import submit_runs
-from semcl.registry import get_table
+from semcl.launch.local import submit_runs
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
 
 

@@ -1,4 +1,4 @@
-"""One-off: forward+backward GFLOPs of every KD-zoo network (semcl.models.kd) at 32x32, for semcl.catalog.
+"""One-off: forward+backward GFLOPs of every KD-zoo network (semcl.models.kd) at 32x32, for semcl.estimate.catalog.
 
 Counted, not estimated: torch.utils.flop_counter.FlopCounterMode over one forward and one backward
 of a batch of one 3x32x32 image, 100 classes (CIFAR-100), training mode. FlopCounterMode counts

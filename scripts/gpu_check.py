@@ -47,7 +47,7 @@ FAMILIES = {
 
 
 def _paper_run(table_id: str, row: str | None):
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
     table = get_table(table_id)
@@ -61,11 +61,11 @@ def pace(family: str, device: torch.device, work: Path, batch: int | None, per_c
     from semcl.data import load
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.checkpoint import seed_everything
     from semcl.engine.train import train
     from semcl.methods.base import DataInfo
     from semcl.methods.registry import method_spec
     from semcl.models.layout import apply_memory_format
+    from semcl.runtime.checkpoint import seed_everything
 
     table_id, row = FAMILIES[family]
     run, res = _paper_run(table_id, row)
@@ -90,7 +90,7 @@ def pace(family: str, device: torch.device, work: Path, batch: int | None, per_c
     out = {"family": family, "table": table_id, "row": run.row_label, "batch_per_gpu": per_gpu,
            "paper_gpus": gpus, "image_size": d.image_size, "amp": cfg.optim.amp, "steps": steps,
            "epoch_s": round(last["seconds"], 3), "images_per_s": round(steps * per_gpu / last["seconds"], 1)}
-    from semcl.estimate import training_pace
+    from semcl.estimate.gpu_hours import training_pace
 
     out["estimate_images_per_s"] = round(training_pace(run.config), 1)  # semcl plan's one-A100 pace for this row
     if device.type == "cuda":
@@ -102,7 +102,7 @@ def exact_resume(device: torch.device, work: Path) -> list[dict]:
     """Smoke runs on `device`: uninterrupted vs. stopped after the first epoch and resumed."""
     import semcl.engine.train as train_mod
     from semcl.engine.job import execute_run
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import Run, Store, make_run_id, plan_runs
 
     torch.use_deterministic_algorithms(True)

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from semcl.registry import load_registry
+from semcl.registry.tables import load_registry
 from semcl.runs import plan_runs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from semcl.registry import load_registry
+from semcl.registry.tables import load_registry
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -29,14 +29,14 @@ def _store(results: str | Path | None):
 
 def table_ids(paper: str | None = None) -> list[str]:
     """The registry's table ids (of one paper), sorted, as `semcl list` shows them."""
-    from semcl.registry import load_registry
+    from semcl.registry.tables import load_registry
 
     return sorted(t.id for t in load_registry().values() if paper is None or t.paper == paper)
 
 
 def table(table_id: str):
-    """The registry entry (semcl.registry.Table: rows, columns, profiles, reported numbers), as `semcl show` reads it."""
-    from semcl.registry import get_table
+    """The registry entry (semcl.registry.tables.Table: rows, columns, profiles, reported numbers), as `semcl show` reads it."""
+    from semcl.registry.tables import get_table
 
     return get_table(table_id)
 
@@ -51,8 +51,8 @@ def runs(table_id: str, profile: str = "paper") -> list:
 def plan(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
     """One line per planned run: id, row, seed, profile, cost (GPU-h for `paper`, else CPU-min), status, after
     (the runs it waits for); what `semcl plan <table> --format json` lists."""
-    from semcl.cli_format import plan_json
-    from semcl.index import load_index
+    from semcl.cli.format import plan_json
+    from semcl.registry.index import load_index
 
     index = load_index(profile)
     meta = [t for t in index["tables"] if t["id"] == table_id]
@@ -96,9 +96,9 @@ def record(run_id: str, results: str | Path | None = None) -> dict | None:
 
 def history(run_id: str, results: str | Path | None = None) -> pd.DataFrame:
     """A run's per-epoch history (epoch, loss, lr, seconds, ...): the `history.jsonl` the run appends to while it
-    trains (semcl.engine.history, a torn last line left out), else the finished record's `history`; empty when
+    trains (semcl.runtime.history, a torn last line left out), else the finished record's `history`; empty when
     the run has neither yet."""
-    from semcl.engine.history import HISTORY_FILE, read_history
+    from semcl.runtime.history import HISTORY_FILE, read_history
 
     store = _store(results)
     path = store.run_dir(run_id) / HISTORY_FILE

@@ -90,7 +90,7 @@ class OptimConfig:
     # mixed precision of the forward pass (official Places-LT / ResNet-200 scripts: fp16 with loss
     # scaling); None = float32 throughout
     amp: str | None = None
-    # the run's arithmetic as a named setting (semcl.engine.precision): None = official (what the paper's code
+    # the run's arithmetic as a named setting (semcl.runtime.precision): None = official (what the paper's code
     # did), "fast" = bf16 autocast + channels_last + cudnn.benchmark; set by `semcl --precision`, not by rows
     precision: str | None = None
 

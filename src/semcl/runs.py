@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from semcl.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
 from semcl.config import RunConfig, hashable_config
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
+from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
 from semcl.files import file_mode
 from semcl.methods.registry import METHODS
-from semcl.registry import Table
+from semcl.registry.tables import Table
 
 STATUSES = ("done", "running", "partial", "failed", "missing")
 # Assumed sustained throughput for the rough cost estimate (fwd+bwd FLOP/s).
@@ -70,7 +70,7 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precisi
     """Every implemented row x seed of a table under one profile, in table order. Selecting rows
     also brings in the runs they build on (bases first). `precision` (default: $SEMCL_PRECISION, which
     `semcl --precision` sets; unset = official) is part of every run's config and id."""
-    from semcl.engine.precision import planned, stored
+    from semcl.runtime.precision import planned, stored
 
     precision = stored(precision) if precision is not None else planned()
     seeds = table.seeds_for(profile)
@@ -147,10 +147,10 @@ def network_gflops(cfg: RunConfig) -> float:
 
 
 def estimated_minutes(cfg: RunConfig, profile: str, gpus: int = 1, cpus_per_gpu: int = 8) -> float:
-    """The estimate in GPU-minutes held (paper profile: semcl.estimate, the row's networks at measured A100
+    """The estimate in GPU-minutes held (paper profile: semcl.estimate.gpu_hours, the row's networks at measured A100
     rates, the loader bound, evaluation, on `gpus` GPUs) or minutes of one CPU core (others)."""
     if profile == "paper" and not cfg.data.synthetic:
-        from semcl.estimate import estimate
+        from semcl.estimate.gpu_hours import estimate
 
         return estimate(cfg, gpus, cpus_per_gpu).gpu_hours * 60
     info = DATASETS.get(cfg.data.name)
@@ -261,8 +261,8 @@ class Store:
 
     def status(self, run_id: str) -> tuple[str, str]:
         """(status, detail): done / running / partial / failed / missing. `running`: another live
-        process owns the run (its lock file, semcl.runlock)."""
-        from semcl.runlock import owner
+        process owns the run (its lock file, semcl.runtime.runlock)."""
+        from semcl.runtime.runlock import owner
 
         try:
             if self.read_record(run_id) is not None:

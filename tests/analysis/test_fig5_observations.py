@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from semcl.analysis.gradient_equilibrium import FIG5_SETTINGS, check_observations, k_values, sample_negatives
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.report.figures import write_analytic
 
 ALL_HOLD = {"flat_start": True, "rising": True, "ranked": True, "lower_with_tau2": True,

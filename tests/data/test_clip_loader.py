@@ -15,10 +15,10 @@ from video_augment_oracle import augment_before_split
 from semcl.data.augment import RECIPES
 from semcl.data.video import ClipAugment, VideoSet, load_video_split, write_synthetic_video
 from semcl.data.video.clip_loader import ClipLoader
-from semcl.engine import distributed
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
+from semcl.runtime import distributed
 
 BATCH, STEPS = 4, 3  # 12 training videos: three steps of four
 

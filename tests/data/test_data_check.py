@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.data import check
 from semcl.data.check import inspect_dataset
 from semcl.data.idx import write_idx

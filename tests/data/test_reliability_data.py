@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.data.check import check_dataset
 from semcl.data.idx import write_idx
 from semcl.errors import DataError

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from semcl.data.video import ClipSampler
-from semcl.engine import interrupt
 from semcl.engine.job import execute_run
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
+from semcl.runtime import interrupt
 
 
 class Preempted(Exception):

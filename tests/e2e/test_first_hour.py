@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from semcl import __version__, cli
-from semcl.index import load_index
-from semcl.registry import PROFILE_NAMES, load_registry, load_table, registry_root
+from semcl import __version__
+from semcl.cli import main as cli
+from semcl.registry.index import load_index
+from semcl.registry.tables import PROFILE_NAMES, load_registry, load_table, registry_root
 
 ROOT = registry_root()
 
@@ -42,12 +43,12 @@ def test_index_is_cached_and_invalidated_by_a_registry_change(tmp_path, monkeypa
     assert [r[0] for r in first["runs"]["rince/tab2"]] == [r.run_id for r in plan_runs(table, "mini")]
     assert next(t for t in first["tables"] if t["id"] == "rince/tab2")["rows"] == len(table.rows)
 
-    import semcl.registry
+    import semcl.registry.tables
 
     def refuse(*a, **k):
         raise AssertionError("the registry was loaded although nothing changed")
 
-    monkeypatch.setattr(semcl.registry, "load_registry", refuse)
+    monkeypatch.setattr(semcl.registry.tables, "load_registry", refuse)
     assert load_index("mini", reg) == first  # served from the cache
     path = reg / "rince" / "tab2.yaml"
     st = path.stat()

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.engine.job import execute_run
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
 
 
@@ -105,8 +105,7 @@ def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row, memo
 def test_resume_from_a_requeue_signal_mid_epoch_is_bit_exact(tmp_path, monkeypatch):
     """The signal arrives during epoch 2; the loop checkpoints at the next step boundary (with the
     generator's position) and the requeued run replays the rest of that epoch exactly."""
-    from semcl.engine import interrupt
-
+    from semcl.runtime import interrupt
     run = _smoke_run("RINCE-out-in", epochs=2)
     reference = execute_run(run, Store(tmp_path / "a"), tmp_path)
     calls = {"n": 0}

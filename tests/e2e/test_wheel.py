@@ -105,7 +105,7 @@ def test_wheel_carries_registry_profiles_and_data_files(installed):
 
 
 def test_installed_semcl_lists_shows_and_plans_outside_the_clone(installed):
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
     where = _semcl(installed, "--version")

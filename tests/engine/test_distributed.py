@@ -9,11 +9,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from semcl.engine import distributed
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
 from semcl.models import MemoryBank, gather_from_all_ranks, shuffled_forward
 from semcl.run_config import build_config
+from semcl.runtime import distributed
 
 B, D, C = 8, 5, 3
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
-from semcl.launch import prepare_synthetic_data
-from semcl.launch_local import RunBatch
-from semcl.registry import get_table
+from semcl.launch.backends import prepare_synthetic_data
+from semcl.launch.local import RunBatch
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 
 # ImageNet-LT's file layout (synthetic JPEGs), 2 epochs of 6 steps, two views (PaCo-style "+" recipes)

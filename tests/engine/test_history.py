@@ -13,13 +13,13 @@ import pytest
 
 import semcl.engine.job as job_mod
 import semcl.engine.train as train_mod
-from semcl.engine.history import HISTORY_FILE, append_entry, read_history, rewrite
 from semcl.engine.job import execute_run
-from semcl.engine.progress import Progress
 from semcl.errors import ConfigError, ResultsError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
-from semcl.tracking import chosen_backends, open_trackers
+from semcl.runtime.history import HISTORY_FILE, append_entry, read_history, rewrite
+from semcl.runtime.progress import Progress
+from semcl.runtime.tracking import chosen_backends, open_trackers
 
 
 def _smoke_run(epochs: int) -> Run:

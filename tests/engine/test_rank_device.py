@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semcl.engine import distributed
+from semcl.runtime import distributed
 
 DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from semcl.engine import checkpoint
 from semcl.engine.dependencies import LOGITS_FILE, dependencies
 from semcl.errors import ResultsError
 from semcl.files import file_mode
 from semcl.runs import Run, Store, write_json_atomic
+from semcl.runtime import checkpoint
 
 
 class SideEffect:

@@ -16,7 +16,7 @@ from semcl.engine.job import TRAINED_FILE, execute_run
 from semcl.errors import ResultsError
 from semcl.evals.linear_probe import linear_probe
 from semcl.evals.protocols.context import EvalCheckpoint
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
 
 

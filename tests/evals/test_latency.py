@@ -12,7 +12,7 @@ from semcl.engine.evaluate import evaluate
 from semcl.errors import ConfigError
 from semcl.evals.latency import measure_latency, percentile
 from semcl.evals.protocols import describe, metric_key
-from semcl.registry import _column, get_table
+from semcl.registry.tables import _column, get_table
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs, write_json_atomic
 

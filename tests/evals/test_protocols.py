@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.config import hashable_config
 from semcl.errors import ConfigError
 from semcl.evals import protocols
 from semcl.evals.protocols import EVALUATIONS, Column, EvalConfig, describe, metric_key, validate_column
 from semcl.evals.protocols.spec import COMMON_FIELDS
-from semcl.registry import get_table, load_registry, load_table
+from semcl.registry.tables import get_table, load_registry, load_table
 from semcl.runs import Store, plan_runs
 
 
@@ -166,5 +166,5 @@ def test_registry_imports_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, semcl.registry, semcl.evals.protocols; assert 'torch' not in sys.modules"
+    code = "import sys, semcl.registry.tables, semcl.evals.protocols; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0

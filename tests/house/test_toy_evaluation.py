@@ -25,7 +25,7 @@ from semcl.evals import protocols
 from semcl.evals.protocols import EVALUATIONS, knn, validate_column
 from semcl.evals.protocols.assemble import DeclarationError, assemble
 from semcl.evals.protocols.spec import Column, Evaluation
-from semcl.registry import load_registry, load_table
+from semcl.registry.tables import load_registry, load_table
 from semcl.run_config import build_config
 from semcl.runs import plan_runs
 from semcl.schema import POSITIVE

@@ -64,10 +64,10 @@ def test_resume_mid_epoch_replays_the_same_clips(tmp_path, monkeypatch) -> None:
     import copy
 
     from semcl.data.video import ClipSampler
-    from semcl.engine import interrupt
     from semcl.engine.job import execute_run
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import Run, Store, make_run_id, plan_runs
+    from semcl.runtime import interrupt
 
     base = next(r for r in plan_runs(get_table("rince/tab4"), "smoke") if r.row_label == "RINCE")
     cfg = copy.deepcopy(base.config)

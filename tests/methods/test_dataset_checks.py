@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import get_table, load_table
+from semcl.registry.tables import get_table, load_table
 from semcl.runs import plan_runs
 
 ENTRY = """

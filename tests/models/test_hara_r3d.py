@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from semcl.models.video import build_video_backbone
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

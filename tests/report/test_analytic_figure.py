@@ -8,7 +8,7 @@ import csv
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import get_table, load_registry
+from semcl.registry.tables import get_table, load_registry
 from semcl.report.figures import write_figure
 from semcl.runs import Store
 

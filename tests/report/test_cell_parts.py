@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from contextlib import redirect_stderr, redirect_stdout
 
-from semcl.cli import main
-from semcl.numbers import Overlay, UserNumber
-from semcl.registry import get_table
+from semcl.cli.main import main
+from semcl.registry.tables import get_table
 from semcl.report.tables import cell_legend, long_table, render, summary
+from semcl.report.user_numbers import Overlay, UserNumber
 from semcl.runs import Store, plan_runs, write_json_atomic
 
 TOP1 = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std sqrt(13) = 3.61

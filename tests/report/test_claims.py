@@ -8,9 +8,9 @@ import textwrap
 import pytest
 from scipy import stats
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.errors import ConfigError
-from semcl.registry import get_table, load_registry
+from semcl.registry.tables import get_table, load_registry
 from semcl.report.claim_stats import INCONCLUSIVE_FEW, bootstrap_interval, judge, rule_text
 from semcl.report.claim_verdicts import MISSING, NOT_MEASURED, judge_claims, render_csv, render_md
 from semcl.report.claims import load_claims, load_claims_file

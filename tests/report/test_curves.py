@@ -11,12 +11,12 @@ from contextlib import redirect_stdout
 import pandas as pd
 import pytest
 
-from semcl.cli import main
-from semcl.engine.history import HISTORY_FILE, append_entry
+from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.report.curves import history_curves
 from semcl.runs import Store, plan_runs
+from semcl.runtime.history import HISTORY_FILE, append_entry
 
 
 def _fabricate(tmp_path) -> tuple[Store, list]:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import load_table
+from semcl.registry.tables import load_table
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs, write_json_atomic
 

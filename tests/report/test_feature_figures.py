@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from semcl.evals.protocols.features import FEATURES_FILE, run
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.report.feature_figures import histograms, rank_similarities, tsne_embedding
 from semcl.report.figures import write_figure
 from semcl.runs import Store, plan_runs

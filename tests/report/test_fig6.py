@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.report.curve_figures import CURVE_FILES
 from semcl.report.figures import write_figure
 from semcl.runs import Store, plan_runs
@@ -78,7 +78,7 @@ def test_truncated_curve_file_is_named(tmp_path):
 
 
 def test_unknown_figure_kind_lists_pr_curve(tmp_path):
-    from semcl.figure_kinds import check_figure  # the validator the loader calls
+    from semcl.registry.figure_kinds import check_figure  # the validator the loader calls
 
     with pytest.raises(ConfigError, match="'pr_curve'"):
         check_figure({"kind": "roc"}, ["r1"], "fig.yaml")

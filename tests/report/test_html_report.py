@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcl.cli import main
-from semcl.registry import get_table, load_registry
+from semcl.cli.main import main
+from semcl.registry.tables import get_table, load_registry
 from semcl.runs import Store, plan_runs, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[2]

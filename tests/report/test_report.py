@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from semcl.cli import main
-from semcl.registry import get_table, load_registry
+from semcl.cli.main import main
+from semcl.registry.tables import get_table, load_registry
 from semcl.report.reproduction import build_report
 from semcl.runs import Store, plan_runs, write_json_atomic
 

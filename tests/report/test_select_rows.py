@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import load_registry
+from semcl.registry.tables import load_registry
 from semcl.report.tables import long_table, render, select_row, summary
 from semcl.runs import Store, plan_runs, write_json_atomic
 

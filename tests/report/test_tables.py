@@ -7,7 +7,7 @@ import math
 import pytest
 
 from semcl.errors import ResultsError
-from semcl.registry import Reported, get_table
+from semcl.registry.tables import Reported, get_table
 from semcl.report.tables import long_table, render, summary, write_table
 from semcl.runs import Store, plan_runs, write_json_atomic
 

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from semcl import api
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Store, estimate_cost, plan_runs
 
 TABLE, PROFILE = "rince/tab2", "smoke"

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +71,8 @@ def test_truncated_metrics_json(tmp_path):
 
 
 def test_plan_is_fast_and_imports_no_torch(tmp_path):
-    code = ("import sys, time; t=time.time(); from semcl.cli import main; main(['--results', sys.argv[1], 'plan', 'rince/tab2', "
+    code = ("import sys, time; t=time.time(); from semcl.cli.main import main; main(['--results', sys.argv[1], "
+            "'plan', 'rince/tab2', "
             "'--profile', 'mini']); assert 'torch' not in sys.modules and 'pandas' not in sys.modules, "
             "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas'))")
     t0 = time.time()
@@ -88,7 +89,7 @@ def test_plan_prints_totals_per_table_and_overall(capsys):
 
     import pytest
 
-    from semcl.cli import main
+    from semcl.cli.main import main
 
     assert main(["plan", "rince/tab2", "rince/tab9", "--profile", "paper"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -102,7 +103,7 @@ def test_plan_prints_totals_per_table_and_overall(capsys):
 
 
 def test_list_one_paper(capsys):
-    from semcl.cli import main
+    from semcl.cli.main import main
 
     assert main(["list", "hsa", "--profile", "smoke"]) == 0
     rows = [ln.split()[0] for ln in capsys.readouterr().out.splitlines()[1:-1]]

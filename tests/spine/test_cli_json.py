@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from semcl.cli import main
-from semcl.registry import get_table, load_registry
+from semcl.cli.main import main
+from semcl.registry.tables import get_table, load_registry
 from semcl.runs import Store, estimate_cost, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ def test_list_and_plan_json_start_without_torch(env, tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from semcl.cli import main; main(['--results', sys.argv[1], 'list', '--format', 'json']); "
+    code = ("import sys; from semcl.cli.main import main; main(['--results', sys.argv[1], 'list', '--format', 'json']); "
             "main(['--results', sys.argv[1], 'plan', 'rince/tab2', '--format', 'json']); "
             "assert 'torch' not in sys.modules and 'pandas' not in sys.modules")
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO)

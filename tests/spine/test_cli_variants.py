@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Store, make_run_id, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,12 +162,12 @@ def test_table_shows_the_variant_beside_the_registered_row(env, capsys):
 
 
 def test_run_submits_only_the_variants_runs(env, capsys, monkeypatch):
-    import semcl.launch
-    import semcl.launch_local
+    import semcl.launch.backends
+    import semcl.launch.local
 
     submitted = []
-    monkeypatch.setattr(semcl.launch, "check_data_root", lambda runs, root: None)
-    monkeypatch.setattr(semcl.launch_local, "submit_runs", lambda runs, *a, **k: submitted.extend(runs))
+    monkeypatch.setattr(semcl.launch.backends, "check_data_root", lambda runs, root: None)
+    monkeypatch.setattr(semcl.launch.local, "submit_runs", lambda runs, *a, **k: submitted.extend(runs))
     assert main(["--results", str(env), "run", TABLE, "--profile", "smoke", "--row", "RINCE-in",
                  "--set", "optim.lr=0.1", "--executor", "debug"]) == 0
     assert [r.run_id for r in submitted] == variant_ids(TABLE, "RINCE-in", lr=0.1)
@@ -176,13 +176,13 @@ def test_run_submits_only_the_variants_runs(env, capsys, monkeypatch):
 
 
 def test_check_records_the_variant_apart(env, capsys, monkeypatch):
-    import semcl.preflight
-    from semcl.preflight_report import RowCheck
+    import semcl.preflight.check
+    from semcl.preflight.report import RowCheck
 
     def fake(tables, profile, *a, **k):  # what the check saw, each run ready
-        return [RowCheck(t.id, r.row_label, r.run_id) for t in tables for r in semcl.preflight.distinct_runs(t, profile)]
+        return [RowCheck(t.id, r.row_label, r.run_id) for t in tables for r in semcl.preflight.check.distinct_runs(t, profile)]
 
-    monkeypatch.setattr(semcl.preflight, "check_tables", fake)
+    monkeypatch.setattr(semcl.preflight.check, "check_tables", fake)
     assert main(["--results", str(env), "check", TABLE, "--profile", "smoke", "--row", "RINCE-in",
                  "--set", "optim.lr=0.1"]) == 0
     assert "RINCE-in [optim.lr=0.1]" in capsys.readouterr().out

@@ -12,9 +12,9 @@ from contextlib import redirect_stdout
 import pytest
 import torch
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.errors import ConfigError
-from semcl.registry import get_table, load_registry
+from semcl.registry.tables import get_table, load_registry
 from semcl.runs import Store, make_run_id, member_seeds, plan_runs, waves
 
 

@@ -3,10 +3,10 @@
 import pytest
 
 from semcl.data.registry import DATASETS
-from semcl.estimate import COUNTED_FLOPS, estimate, seconds_per_sample
-from semcl.registry import get_table
+from semcl.estimate.gpu_hours import COUNTED_FLOPS, estimate, seconds_per_sample
+from semcl.estimate.throughput import measured_rate, rows
+from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
-from semcl.throughput import measured_rate, rows
 
 A100_TF32, A100_AMP, A100_AMP_8 = 938.0, 2470.0, 2077.6  # NVIDIA DLE ResNet-50, img/s per GPU (8 GPUs: 16621 / 8)
 TIMM_R50 = 826.06  # timm RTX 3090 AMP ResNet-50
@@ -67,7 +67,7 @@ def test_counted_flops_are_the_kd_zoo():
 
 
 def test_training_pace_is_the_slower_of_model_and_loader():
-    from semcl.estimate import training_pace
+    from semcl.estimate.gpu_hours import training_pace
 
     cfg, _ = _row("rince/tab4", "RINCE")
     assert training_pace(cfg) == pytest.approx(7 * 16.3)  # loader-bound: 7 workers at bench row 37's rate

@@ -10,11 +10,11 @@ import pickle
 import pytest
 import torch
 
-from semcl.cli import main
-from semcl.engine.checkpoint import save_atomic
+from semcl.cli.main import main
+from semcl.engine.export import export_run
 from semcl.errors import SemclError
-from semcl.export_run import export_run
 from semcl.runs import write_json_atomic
+from semcl.runtime.checkpoint import save_atomic
 
 
 def _run(tmp_path, run_id, module, config, record=True):
@@ -187,6 +187,6 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
 
 
 def test_the_cli_names_the_export_formats_without_importing_torch():
-    from semcl import cli_export, export_run
-
+    from semcl.cli import export as cli_export
+    from semcl.engine import export as export_run
     assert cli_export.FORMATS == export_run.FORMATS

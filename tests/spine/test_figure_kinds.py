@@ -1,4 +1,4 @@
-"""Figure kinds are two tables with the same keys: the registry's check (semcl.figure_kinds.FIGURE_KINDS) and the
+"""Figure kinds are two tables with the same keys: the registry's check (semcl.registry.figure_kinds.FIGURE_KINDS) and the
 writer (semcl.report.figures.FIGURE_WRITERS); each kind's check refuses a bad entry in one line."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.figure_kinds import FIGURE_KINDS, check_figure
-from semcl.registry import load_registry
+from semcl.registry.figure_kinds import FIGURE_KINDS, check_figure
+from semcl.registry.tables import load_registry
 from semcl.report.figures import FIGURE_WRITERS
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from semcl.evals.protocols import describe
-from semcl.registry import Reported, load_registry
+from semcl.registry.tables import Reported, load_registry
 
 CSV = Path("/work/shared/papers/reported_numbers.csv")
 EXPECTED_TABLES = {

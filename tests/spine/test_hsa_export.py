@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from semcl.errors import DataError
-from semcl.export import detectron2_name, export_checkpoint, to_detectron2, to_torchvision_resnet50
 from semcl.models.backbones import build_backbone
+from semcl.models.weight_formats import detectron2_name, export_checkpoint, to_detectron2, to_torchvision_resnet50
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from semcl.catalog import BACKBONE_GFLOPS
+from semcl.estimate.catalog import BACKBONE_GFLOPS
 from semcl.models.kd import KD_MODELS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "count_kd_gflops.py"

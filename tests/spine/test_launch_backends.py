@@ -1,12 +1,12 @@
-"""The backend table of semcl.launch: every executor `semcl run` offers names a module that submits to it."""
+"""The backend table of semcl.launch.backends: every executor `semcl run` offers names a module that submits to it."""
 
 from __future__ import annotations
 
 import pytest
 
-from semcl import cli
+from semcl.cli import main as cli
 from semcl.errors import ConfigError
-from semcl.launch import BACKENDS, backend
+from semcl.launch.backends import BACKENDS, backend
 
 # executor -> the function its module submits with (cli.cmd_run calls it by this name)
 SUBMITTERS = {"local": "submit_runs", "debug": "submit_runs", "slurm": "submit_slurm"}

@@ -8,10 +8,10 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 import yaml
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.errors import ConfigError
-from semcl.numbers import Overlay, UserNumber, load_numbers, overlay_path
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
+from semcl.report.user_numbers import Overlay, UserNumber, load_numbers, overlay_path
 from semcl.runs import plan_runs
 
 RIDE = "RIDE-ResNet (3 experts)"  # gpaco/fig1a: the registry has its latency (15.3, paper-prose), no top-1
@@ -104,7 +104,7 @@ def test_overlay_never_changes_run_ids_and_claims_show_the_paper_difference(tmp_
     assert with_numbers.row("RINCE-in").reported["top1"].provenance == "user-supplied"
     assert t.row("RINCE-in").reported["top1"] is None  # the registry's table is untouched
     assert [r.run_id for r in plan_runs(with_numbers, "smoke")] == [r.run_id for r in plan_runs(t, "smoke")]
-    from semcl.numbers import save_numbers
+    from semcl.report.user_numbers import save_numbers
 
     save_numbers(nums, ov.numbers)
     code, out, _ = _cli("--results", str(tmp_path), "claims", "rince", "--profile", "smoke", "--numbers", str(nums))

@@ -10,14 +10,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.engine.checkpoint import load
 from semcl.methods.base import Batch, Method
 from semcl.methods.registry import METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
-from semcl.preflight import _StepMeter, check_run, distinct_runs
-from semcl.registry import get_table
+from semcl.preflight.check import _StepMeter, check_run, distinct_runs
+from semcl.registry.tables import get_table
 from semcl.runs import Store
+from semcl.runtime.checkpoint import load
 
 
 @dataclass

@@ -14,8 +14,8 @@ import torch
 from semcl.data.imageset import ImageSet
 from semcl.evals.protocols import robustness
 from semcl.methods.hierarchical_triplet.method import HierarchicalTriplet
-from semcl.preflight import _stand_in_per_class, check_config, check_run, distinct_runs
-from semcl.registry import get_table
+from semcl.preflight.check import _stand_in_per_class, check_config, check_run, distinct_runs
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 
 

@@ -18,10 +18,10 @@ from semcl.methods.base import Batch, Method
 from semcl.methods.registry import METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
-from semcl.preflight import check_tables
-from semcl.preflight_pool import run_ordered
-from semcl.preflight_shapes import ShapeCache, shape_key, shape_of
-from semcl.registry import get_table
+from semcl.preflight.check import check_tables
+from semcl.preflight.pool import run_ordered
+from semcl.preflight.shapes import ShapeCache, shape_key, shape_of
+from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
 
 
@@ -196,13 +196,13 @@ def test_a_dead_check_process_fails_its_check_with_a_reason():
 
 
 def test_a_free_process_takes_the_costliest_ready_check():
-    from semcl.preflight_pool import costliest
+    from semcl.preflight.pool import costliest
 
     cost = {"a": 1.0, "b": 5.0, "c": 5.0, "d": 0.0}.__getitem__
     assert costliest(["a", "b", "c", "d"], cost, 2) == ["b", "c"]  # ties keep the given order
     assert costliest(["a", "d"], cost, 3) == ["a", "d"] and costliest(["a"], cost, 0) == []
-    done: list[str] = []
-    run_ordered(["short", "long"], {}, time.sleep, lambda k: ({"short": 0.0, "long": 0.3}[k],), 2,
+    done: list[str] = []  # "long" sleeps long enough to outlast a slow process start on a loaded machine
+    run_ordered(["short", "long"], {}, time.sleep, lambda k: ({"short": 0.0, "long": 3.0}[k],), 2,
                 lambda k, _res: done.append(k), lambda k, why: why, cost={"short": 0.0, "long": 1.0}.__getitem__)
     assert done == ["short", "long"]
 
@@ -210,7 +210,7 @@ def test_a_free_process_takes_the_costliest_ready_check():
 def test_scratch_checkpoints_are_freed_once_no_check_reads_them(tmp_path):
     """A KD teacher's checkpoint stays until its student is checked (the student passes, reading it); at the
     end no checkpoint is left in the scratch store, and every record is."""
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import Store
 
     table = get_table("scns/kd-cifar100")
@@ -258,7 +258,7 @@ def test_a_worker_ends_when_the_check_that_started_it_is_killed(tmp_path):
     code = ("import os, time, sys\n"
             "from concurrent.futures import ProcessPoolExecutor\n"
             "import multiprocessing as mp\n"
-            "from semcl.preflight_pool import _init_worker\n"
+            "from semcl.preflight.pool import _init_worker\n"
             "pool = ProcessPoolExecutor(1, mp_context=mp.get_context('spawn'), initializer=_init_worker,"
             " initargs=(1, os.getpid()))\n"
             f"open({str(pids)!r}, 'w').write(str(pool.submit(os.getpid).result()))\n"

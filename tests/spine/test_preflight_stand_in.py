@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.preflight import _calibrate_norm, _stand_in_per_class
-from semcl.registry import get_table
+from semcl.preflight.check import _calibrate_norm, _stand_in_per_class
+from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
 
 
@@ -49,7 +49,7 @@ def test_bn_statistics_are_the_batch_s_own_and_momentum_is_restored():
 
 def test_a_damaged_preflight_status_file_is_one_line_naming_it(tmp_path):
     from semcl.errors import ResultsError
-    from semcl.preflight_report import RowCheck, read_status, write_status
+    from semcl.preflight.report import RowCheck, read_status, write_status
 
     path = tmp_path / "preflight" / "paper.json"
     write_status(path, "paper", [RowCheck("a/t", "row 1", "r1"), RowCheck("a/t", "row 2", "r2", error="x: boom")])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import semcl.prepare as prepare
+import semcl.data.prepare_mini as prepare
 from semcl.errors import DataError
 
 

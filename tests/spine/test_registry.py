@@ -6,7 +6,7 @@ import pytest
 
 from semcl.errors import ConfigError
 from semcl.methods.ranked_contrastive import RinceMethod
-from semcl.registry import get_table, load_registry
+from semcl.registry.tables import get_table, load_registry
 from semcl.run_config import build_config
 
 
@@ -99,7 +99,7 @@ def test_unknown_table_lists_the_known_ones():
 
 
 def test_get_table_reads_only_its_files_once_the_registry_was_checked_whole(tmp_path, monkeypatch, registry_copy):
-    import semcl.registry as registry_mod
+    import semcl.registry.tables as registry_mod
 
     monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
     loaded = []

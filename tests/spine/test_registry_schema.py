@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry import load_registry, load_table
+from semcl.registry.tables import load_registry, load_table
 from semcl.runs import plan_runs
 
 REPO = Path(__file__).resolve().parents[2]

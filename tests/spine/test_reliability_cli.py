@@ -10,9 +10,9 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
-from semcl.registry import get_table, load_registry
+from semcl.registry.tables import get_table, load_registry
 from semcl.runs import Store, plan_runs, write_json_atomic
 
 

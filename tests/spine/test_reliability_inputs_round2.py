@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from semcl.cli import main
-from semcl.cluster import Resources, load_cluster_profile, parse_resources, slurm_parameters
+from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
-from semcl.registry import load_table, registry_root
-from semcl.registry_schema import parse_entry
+from semcl.launch.slurm.profile import load_cluster_profile, slurm_parameters
+from semcl.registry.entry import parse_entry
+from semcl.registry.resources import Resources, parse_resources
+from semcl.registry.tables import load_table, registry_root
 from semcl.report.claims import load_claims_file
 from semcl.run_config import build_config
 from semcl.yaml_strict import MAX_NODES, expanded_size, load_file, load_text
@@ -301,8 +302,8 @@ def test_a_teacher_config_with_a_repeated_key_is_one_line(tmp_path):
 
 
 def test_the_numbers_overlay_and_set_values_refuse_repeated_keys(tmp_path):
-    from semcl.numbers import load_numbers
-    from semcl.variants import parse_value
+    from semcl.registry.variant_rows import parse_value
+    from semcl.report.user_numbers import load_numbers
 
     path = tmp_path / "numbers.yaml"
     entry = "  - {table: rince/tab2, row: CE, column: top1, value: 1.0, source: me}\n"

@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 
 from semcl import files
-from semcl.cli import main
+from semcl.cli.main import main
 from semcl.errors import ResultsError
 from semcl.evals.protocols import metric_key
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs, write_json_atomic
 
 
@@ -193,7 +193,7 @@ def test_an_empty_shot_group_is_null_not_nan():
 
 def test_malformed_preset_is_one_line_naming_it(tmp_path):
     from semcl.errors import ConfigError
-    from semcl.registry import load_table
+    from semcl.registry.tables import load_table
 
     presets = tmp_path / "presets"
     presets.mkdir()
@@ -219,8 +219,7 @@ def _manifest(store: Store, name: str, text: str) -> Path:
 
 
 def test_corrupt_or_foreign_manifest_is_skipped_with_one_warning_each(tmp_path):
-    from semcl import manifest
-
+    from semcl.launch.slurm import manifest
     store = Store(tmp_path)
     run = plan_runs(get_table("rince/tab2"), "smoke")[0]
     good = {"jobs": [{"job_id": "77_0", "run_id": run.run_id, "folder": str(tmp_path / "submitit" / "77_0")}]}
@@ -249,9 +248,9 @@ def test_sbatch_refusal_is_one_line_with_sbatch_s_message(tmp_path, monkeypatch)
     import submitit
     from submitit.core.utils import FailedJobError
 
-    from semcl import slurm_submit
-    from semcl.cluster import load_cluster_profile
     from semcl.errors import SemclError
+    from semcl.launch.slurm import submit as slurm_submit
+    from semcl.launch.slurm.profile import load_cluster_profile
 
     def refuse(self, command):
         raise FailedJobError("sbatch: error: Batch job submission failed: Invalid account or account/partition "
@@ -294,7 +293,7 @@ def test_wait_refuses_non_positive_seconds(tmp_path, flag, value):
 @pytest.mark.parametrize("value", ["abc", "-1", "0", "nan"])
 def test_bad_lock_stale_seconds_name_the_variable(monkeypatch, value):
     from semcl.errors import ConfigError
-    from semcl.runlock import stale_after_s
+    from semcl.runtime.runlock import stale_after_s
 
     monkeypatch.setenv("SEMCL_LOCK_STALE_S", value)
     with pytest.raises(ConfigError) as err:
@@ -349,9 +348,8 @@ def test_metrics_json_that_is_a_folder_is_one_line(tmp_path):
 def test_full_disk_while_checkpointing_says_so_and_where(tmp_path, monkeypatch):
     import torch
 
-    from semcl.cli import os_error_line
-    from semcl.engine import checkpoint
-
+    from semcl.cli.main import os_error_line
+    from semcl.runtime import checkpoint
     path = tmp_path / "checkpoints" / "last.pt"
     checkpoint.save_atomic({"method": {"w": torch.zeros(3)}}, path)
     old = path.read_bytes()
@@ -376,7 +374,7 @@ def test_checkpoint_of_another_model_is_one_line_with_the_remedy(tmp_path):
     import torch
     from torch import nn
 
-    from semcl.engine.checkpoint import RESTART, restore
+    from semcl.runtime.checkpoint import RESTART, restore
 
     ours = nn.Sequential(*[nn.Linear(4, 4) for _ in range(60)])  # 120 keys; torch lists each difference
     # layers 41-59 missing (38 keys); 0-39 convs (80 shapes differ), 40 a Linear(5, 4) (its weight differs)
@@ -410,8 +408,8 @@ def test_preflight_advice_names_the_profile_and_following_it_clears_the_refusal(
     snap.mkdir()
     (snap / "snapshot.json").write_text(json.dumps({"commit": "c", "dirty": False}))
     monkeypatch.setattr("semcl.snapshot.make_snapshot", lambda root: snap)
-    monkeypatch.setattr("semcl.slurm_submit.prepare_synthetic_data", lambda todo, store: None)
-    monkeypatch.setattr("semcl.slurm_submit.max_array_size", lambda: 1001)  # scontrol waits for no controller
+    monkeypatch.setattr("semcl.launch.slurm.submit.prepare_synthetic_data", lambda todo, store: None)
+    monkeypatch.setattr("semcl.launch.slurm.submit.max_array_size", lambda: 1001)  # scontrol waits for no controller
     res = tmp_path / "results"
     run = ("--results", str(res), "run", "test/ensemble", "--profile", "smoke", "--executor", "slurm")
     code, _, err = _cli(*run)
@@ -430,7 +428,7 @@ def _done_without_files(store: Store, run_id: str) -> None:
 
 def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(ensemble_registry, tmp_path):
     from semcl.engine.dependencies import dependencies
-    from semcl.launch import select
+    from semcl.launch.backends import select
 
     store = Store(tmp_path)
     runs = plan_runs(get_table("test/ensemble"), "smoke")

@@ -14,12 +14,12 @@ from dataclasses import asdict
 
 import pytest
 
-from semcl import runlock
-from semcl.cli import main
-from semcl.launch import select
-from semcl.registry import get_table
-from semcl.runlock import LockInfo, RunOwned, acquire, heartbeat, is_stale, read_lock, release, run_lock
+from semcl.cli.main import main
+from semcl.launch.backends import select
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
+from semcl.runtime import runlock
+from semcl.runtime.runlock import LockInfo, RunOwned, acquire, heartbeat, is_stale, read_lock, release, run_lock
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import semcl.engine.train as train_mod
-from semcl.launch_local import RunBatch
-from semcl.registry import get_table
+from semcl.launch.local import RunBatch
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def tiny(registry_copy):
 def test_worker_checkpoints_at_the_next_step_and_the_rerun_resumes(tmp_path, tiny, monkeypatch, single_thread):
     run = tiny(1)
     store = Store(tmp_path)
-    from semcl.launch import prepare_synthetic_data
+    from semcl.launch.backends import prepare_synthetic_data
 
     prepare_synthetic_data([run], store)
     calls = []

@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 import torch
 
-from semcl import runlock, snapshot
+from semcl import snapshot
 from semcl.data import ensure_synthetic, load
 from semcl.data.name_similarity import load_similarity
 from semcl.data.safe_pickle import load_npy, load_pickle, loads
 from semcl.errors import DataError, ResultsError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
+from semcl.runtime import runlock
 
 
 class _System:
@@ -138,7 +139,7 @@ def test_crafted_array_reconstruct_and_npy_are_refused(tmp_path):
 # ---------------------------------------------------------------- 3. export
 
 def test_export_refuses_a_crafted_checkpoint(tmp_path):
-    from semcl.export import export_checkpoint
+    from semcl.models.weight_formats import export_checkpoint
 
     marker, ckpt = tmp_path / "pwned", tmp_path / "last.pt"
     torch.save({"method": {"backbone.conv1.weight": torch.zeros(1)}, "extra": _System(f"touch {marker}")}, ckpt)
@@ -155,7 +156,7 @@ def code(tmp_path_factory) -> tuple[Path, Path]:
     """Part of the package and the registry (its top-level modules, one paper), copied so that
     nobody edits them while the test runs, and small so that twenty snapshots take seconds."""
     import semcl
-    from semcl.registry import registry_root
+    from semcl.registry.tables import registry_root
 
     base = tmp_path_factory.mktemp("code")
     package, registry = base / "src" / "semcl", base / "experiments"
@@ -213,7 +214,7 @@ def test_a_damaged_snapshot_is_rebuilt_not_reused(tmp_path, code, capsys):
     (first / "src" / "semcl" / "runlock.py").unlink()
     second = snapshot.make_snapshot(tmp_path, *code)
     assert second == first.with_name(first.name + "-1") and snapshot.snapshot_problem(second) is None
-    assert f"{first}: broken snapshot (1 file(s) missing, added or changed, e.g. src/semcl/runlock.py)" in \
+    assert f"{first}: broken snapshot (1 file(s) missing, added or changed, e.g. src/semcl/runtime/runlock.py)" in \
         capsys.readouterr().err
     (second / "experiments" / "stray.yaml").write_text("x: 1\n")  # an added file is damage too
     assert snapshot.snapshot_problem(second) == "1 file(s) missing, added or changed, e.g. experiments/stray.yaml"
@@ -255,9 +256,8 @@ def _no_training(*args, **kwargs):
 
 
 def test_run_batch_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkeypatch, smoke_run, capfd):
-    from semcl import launch_local
     from semcl.engine import job
-
+    from semcl.launch import local as launch_local
     store = Store(tmp_path)
     record = {"run_id": smoke_run.run_id, "metrics": {"top1": 41.5}}
     _finish_before_lock(monkeypatch, launch_local, store, smoke_run, record)
@@ -273,9 +273,8 @@ def test_run_batch_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkey
 
 
 def test_slurm_job_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkeypatch, smoke_run):
-    from semcl import slurm_job
     from semcl.engine import job
-
+    from semcl.launch.slurm import job as slurm_job
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
     store = Store(tmp_path)
     record = {"run_id": smoke_run.run_id, "metrics": {"top1": 41.5}}

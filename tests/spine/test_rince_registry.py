@@ -4,7 +4,7 @@ rince/tab2 where the configs agree, and carry no reported number (none is known,
 from __future__ import annotations
 
 from semcl.config import hashable_config
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 
 IDS = ("tab1", "tab2", "tab3", "tab6", "tab7", "tab8", "tab9", "tab10", "tab11")
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from semcl.errors import ResultsError
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.run_config import build_config
 from semcl.runs import Store, make_run_id, plan_runs, write_json_atomic
 
@@ -88,7 +88,7 @@ def test_step_schedule_variant():
 def test_estimate_costs_the_network_the_row_trains():
     """ViT rows by method.arch, video rows per clip of method.backbone, KD rows with their teacher: each
     against the catalog arithmetic (forward + backward = 3 forwards)."""
-    from semcl.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
+    from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
     from semcl.runs import network_gflops
 
     def row(table, label):

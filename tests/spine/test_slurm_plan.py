@@ -7,9 +7,10 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from semcl.cli import main
-from semcl.cluster import Resources, load_cluster_profile, slurm_parameters
+from semcl.cli.main import main
 from semcl.errors import ConfigError
+from semcl.launch.slurm.profile import load_cluster_profile, slurm_parameters
+from semcl.registry.resources import Resources
 
 
 def _plan(*args: str) -> str:
@@ -97,7 +98,7 @@ def test_plan_of_an_8_gpu_entry_on_4_gpu_nodes_shows_2_nodes(tmp_path, monkeypat
 
 
 def test_time_limit_from_the_estimate_on_the_ladder():
-    from semcl.cluster import time_limit
+    from semcl.launch.slurm.profile import time_limit
 
     a100 = load_cluster_profile("example-a100")  # margin 2, at least 60 min, at most 2880
     # 600 GPU-minutes on 2 GPUs: 300 min of wall time x 2 = 600 -> the 720 rung

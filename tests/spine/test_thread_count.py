@@ -7,8 +7,8 @@ import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
 
-from semcl.cli import main
-from semcl.registry import get_table
+from semcl.cli.main import main
+from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
 
 

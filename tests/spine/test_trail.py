@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from semcl.methods.registry import METHODS
-from semcl.registry import get_table
-from semcl.trail import module_file, row_trail, spec_ref, table_trails
+from semcl.registry.tables import get_table
+from semcl.report.trail import module_file, row_trail, spec_ref, table_trails
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(METHODS.values(), key=lambda s: s.name)
@@ -133,7 +133,7 @@ def test_hsa_and_scns_kd_counts():
 
 
 def _semcl(*args):
-    return subprocess.run([sys.executable, "-c", "import sys; from semcl.cli import main; rc = main(sys.argv[1:]); "
+    return subprocess.run([sys.executable, "-c", "import sys; from semcl.cli.main import main; rc = main(sys.argv[1:]); "
                            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr); sys.exit(rc)",
                            *args], capture_output=True, text=True, cwd=REPO, env={**os.environ})
 
@@ -164,7 +164,7 @@ def test_show_unknown_row_is_one_line():
 
 
 def test_every_registry_row_has_a_trail_of_existing_files():
-    from semcl.registry import load_registry
+    from semcl.registry.tables import load_registry
 
     for table in load_registry().values():
         for trail in table_trails(table, table.rows):

@@ -11,7 +11,7 @@ from semcl.data.check import DatasetCheck, inspect_dataset
 from semcl.errors import DataError
 
 MAX_LISTED = 5  # absent paths listed per dataset; the rest are counted
-# the datasets the suite can lay out itself, from installed packages (semcl.prepare)
+# the datasets the suite can lay out itself, from installed packages (semcl.data.prepare_mini)
 HOW_TO_GET = {"fashion_mnist": "semcl prepare-mini", "mnist": "semcl prepare-mini",
               "mnist_motion": "semcl prepare-mini --video"}
 

@@ -16,10 +16,10 @@ import torch
 
 from semcl.config import RunConfig
 from semcl.data import ImageSet
-from semcl.engine.checkpoint import save_atomic
 from semcl.evals.protocols import EVALUATIONS
 from semcl.evals.protocols.context import EvalContext, outputs
 from semcl.methods.base import Method
+from semcl.runtime.checkpoint import save_atomic
 
 log = logging.getLogger("semcl.evaluate")
 

@@ -27,11 +27,8 @@ import yaml
 from semcl.config import config_to_dict
 from semcl.data import describe_split, ensure_synthetic, load, select_per_class
 from semcl.data.longtail import longtail_subset_indices
-from semcl.engine import distributed
-from semcl.engine.checkpoint import seed_everything
 from semcl.engine.dependencies import LOGITS_FILE, dependencies
 from semcl.engine.evaluate import evaluate, select_on_validation
-from semcl.engine.precision import configure_backend, effective_config
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_text_atomic
@@ -40,6 +37,9 @@ from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_spec
 from semcl.models.layout import apply_memory_format
 from semcl.runs import Run, Store, write_json_atomic
+from semcl.runtime import distributed
+from semcl.runtime.checkpoint import seed_everything
+from semcl.runtime.precision import configure_backend, effective_config
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
 TRAINED_FILE = "trained.json"  # the training stage's record, beside the final checkpoint

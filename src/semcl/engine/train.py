@@ -7,7 +7,7 @@ the default views are decoded and augmented in loader workers, each view seeded 
 written at every epoch end, every $SEMCL_CHECKPOINT_EVERY_MIN minutes (set from the cluster profile
 on SLURM) and, on a requeue signal, at the next step boundary (with the generator's position inside
 the epoch). With several ranks the step goes through DistributedDataParallel
-(semcl.engine.distributed), all ranks agree on when to checkpoint, and the checkpoint holds every
+(semcl.runtime.distributed), all ranks agree on when to checkpoint, and the checkpoint holds every
 rank's RNG states.
 """
 
@@ -27,12 +27,12 @@ from semcl.data import ImageSet, build_augment, stats
 from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
 from semcl.data.video.clip_loader import ClipLoader
-from semcl.engine import distributed, interrupt
-from semcl.engine.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
-from semcl.engine.history import EpochLog
 from semcl.engine.schedule import lr_at
 from semcl.methods.base import Batch, Method, TrainContext, training_images
-from semcl.runlock import heartbeat
+from semcl.runtime import distributed, interrupt
+from semcl.runtime.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
+from semcl.runtime.history import EpochLog
+from semcl.runtime.runlock import heartbeat
 
 log = logging.getLogger("semcl.train")
 
@@ -65,7 +65,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     (MAE instead carries a partial last cycle's gradients into the next epoch). Checkpoints on a
     requeue signal are taken at cycle boundaries only. k = 1 is the plain loop.
 
-    The dry-run seam of `semcl check` (semcl.preflight): `max_steps` ends training after the first epoch's
+    The dry-run seam of `semcl check` (semcl.preflight.check): `max_steps` ends training after the first epoch's
     first max_steps batches, rounded up to whole accumulation cycles, saved as that epoch's end (the lr
     schedule still sees the configured epochs and steps); `step_context(batch)` wraps each forward (what the
     preflight measures)."""

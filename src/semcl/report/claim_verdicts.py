@@ -16,12 +16,12 @@ from pathlib import Path
 
 from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
-from semcl.registry import Table, load_registry
+from semcl.registry.tables import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.runs import Store
 
-USER = "user-supplied"  # = semcl.numbers.USER
+USER = "user-supplied"  # = semcl.report.user_numbers.USER
 
 MISSING = "missing runs"
 NOT_MEASURED = "not measured"
@@ -198,7 +198,7 @@ def render_csv(verdicts: list[Verdict]) -> str:
 def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
                  overlay=None) -> tuple[str, Path]:
     """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
-    `overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim states none."""
+    `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim states none."""
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
     verdicts = judge_claims(cf, profile, store, registry)

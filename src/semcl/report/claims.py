@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.registry import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry, registry_root
+from semcl.registry.tables import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry, registry_root
 from semcl.report.claim_stats import DIRECTIONS
 from semcl.yaml_strict import load_file as load_yaml_file
 

@@ -1,7 +1,7 @@
 """Training curves of a table's rows: per row, a history metric (default: loss) per epoch, the mean over the
 seeds and a band from the seeds' minimum to maximum (with the sample std in the CSV).
 
-A run's history is its live results/runs/<id>/history.jsonl (semcl.engine.history) while it trains, else the
+A run's history is its live results/runs/<id>/history.jsonl (semcl.runtime.history) while it trains, else the
 finished record's `history` (runs from before the live file). Runs with neither are left out.
 CSV: row, epoch, mean, std, min, max, n (std empty where n = 1)."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from semcl.engine.history import HISTORY_FILE, read_history
 from semcl.errors import ConfigError, ResultsError
 from semcl.files import save_figure_atomic, write_csv_atomic
-from semcl.registry import Table
+from semcl.registry.tables import Table
 from semcl.runs import Store, plan_runs
+from semcl.runtime.history import HISTORY_FILE, read_history
 
 
 def run_history(store: Store, run_id: str) -> list[dict]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from semcl.evals.protocols.features import FEATURES_FILE
 from semcl.files import save_figure_atomic, write_csv_atomic
-from semcl.registry import Table
+from semcl.registry.tables import Table
 from semcl.runs import Store, plan_runs
 
 RANKS = ("same class", "same superclass", "other")

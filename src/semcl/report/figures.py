@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from semcl.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.files import save_figure_atomic, write_csv_atomic
-from semcl.registry import Table
+from semcl.registry.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
+from semcl.registry.tables import Table
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
 
@@ -159,7 +159,7 @@ def _write_points(table: Table, profile: str, store: Store, out_dir: Path) -> tu
     return points, out_dir / f"{stem}.png"
 
 
-# figure kind (semcl.figure_kinds.FIGURE_KINDS, the same keys) -> its writer: (table, profile, store, out_dir)
+# figure kind (semcl.registry.figure_kinds.FIGURE_KINDS, the same keys) -> its writer: (table, profile, store, out_dir)
 FIGURE_WRITERS = {
     "scatter": _write_points,
     "lines": _write_points,

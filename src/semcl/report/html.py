@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from semcl.files import write_text_atomic
-from semcl.registry import Reported, Table
+from semcl.registry.tables import Reported, Table
 from semcl.report.html_template import STATE_LEGEND, page
 from semcl.report.reproduction import LEGEND, OVERVIEW_HEADER, ReportData, Section, collect_report, render_report_md
 from semcl.report.tables import DASH, notes, table_title, wide_cells

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from semcl.files import write_text_atomic
-from semcl.registry import Table, load_registry
+from semcl.registry.tables import Table, load_registry
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs
 
@@ -90,7 +90,7 @@ def _claims_section(data: ReportData) -> list[str]:
 
 def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> ReportData:
     """Every entry's status, the tables with finished runs (their figures drawn into <out_dir>/figures) and the
-    claims' verdicts. `overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied."""
+    claims' verdicts. `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied."""
     from semcl.report.figures import write_figure
 
     data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [])
@@ -135,7 +135,7 @@ def render_report_md(data: ReportData) -> str:
 
 
 def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> tuple[str, Path]:
-    """`overlay` (semcl.numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
+    """`overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
     text = render_report_md(collect_report(paper, profile, store, out_dir, overlay))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"

@@ -20,7 +20,7 @@ import pandas as pd
 from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
 from semcl.files import write_text_atomic
-from semcl.registry import Row, Table
+from semcl.registry.tables import Row, Table
 from semcl.runs import Store, plan_runs
 
 DASH = "—"
@@ -244,7 +244,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
         "Epoch rule: every number reads the final training checkpoint; "
         + "; ".join(f"{c.label}: {describe(c)}" for c in table.columns) + ".",
     ]
-    from semcl.engine.precision import FAST_NOTE, planned
+    from semcl.runtime.precision import FAST_NOTE, planned
 
     if planned() == "fast":  # every row of this rendering is a fast run (its own run ids)
         lines.insert(0, f"Precision of every row: {FAST_NOTE} (semcl --precision fast), not the papers' own arithmetic.")

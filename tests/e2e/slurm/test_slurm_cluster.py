@@ -17,12 +17,12 @@ import pytest
 import submitit
 import torch
 
-from semcl.cluster import load_cluster_profile
 from semcl.engine.job import execute_run
-from semcl.manifest import latest_jobs, run_state, sacct_states
-from semcl.registry import get_table
+from semcl.launch.slurm.manifest import latest_jobs, run_state, sacct_states
+from semcl.launch.slurm.profile import load_cluster_profile
+from semcl.launch.slurm.submit import submit_slurm
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
-from semcl.slurm_submit import submit_slurm
 
 SEMCL = [sys.executable, "-m", "semcl.cli"]
 HAVE_SLURM = shutil.which("sbatch") is not None and subprocess.run(["sinfo"], capture_output=True).returncode == 0
@@ -155,9 +155,9 @@ def test_cancelled_job_shows_failed_not_running(tmp_path):
 
 
 def test_arrays_larger_than_max_array_size_are_chunked(tmp_path, monkeypatch):
-    import semcl.slurm_submit
+    import semcl.launch.slurm.submit
 
-    monkeypatch.setattr(semcl.slurm_submit, "max_array_size", lambda: 3)  # task ids 0..1 per array
+    monkeypatch.setattr(semcl.launch.slurm.submit, "max_array_size", lambda: 3)  # task ids 0..1 per array
     runs = [_run("Cross-entropy", seed=s, schedule__epochs=1) for s in (123, 546, 937)]
     store = Store(tmp_path / "results")
     jobs = _submit(runs, store)
@@ -212,8 +212,9 @@ def test_two_task_job_trains_data_parallel_like_two_processes_by_hand(tmp_path):
     path); its metrics equal two processes started by hand with the same config, bit for bit."""
     import torch.multiprocessing as mp
 
-    from semcl.cluster import Resources, slurm_parameters
-    from semcl.launch import prepare_synthetic_data
+    from semcl.launch.backends import prepare_synthetic_data
+    from semcl.launch.slurm.profile import slurm_parameters
+    from semcl.registry.resources import Resources
 
     run = _run("RINCE-in", schedule__epochs=2)
     res = Resources(cpus=1, mem_gb=2, time_min=10, tasks=2)

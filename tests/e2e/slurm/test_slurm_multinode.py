@@ -19,12 +19,13 @@ import torch
 import torch.multiprocessing as mp
 from test_slurm_cluster import HAVE_SLURM, _run, _wait_for, _wait_settled  # same folder (rootdir import)
 
-from semcl.cluster import Resources, load_cluster_profile, slurm_parameters
 from semcl.engine.job import execute_run
-from semcl.launch import prepare_synthetic_data
-from semcl.manifest import latest_jobs
+from semcl.launch.backends import prepare_synthetic_data
+from semcl.launch.slurm.manifest import latest_jobs
+from semcl.launch.slurm.profile import load_cluster_profile, slurm_parameters
+from semcl.launch.slurm.submit import submit_slurm
+from semcl.registry.resources import Resources
 from semcl.runs import Run, Store
-from semcl.slurm_submit import submit_slurm
 
 NODES = sorted(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()) \
     if HAVE_SLURM else []

@@ -13,7 +13,7 @@ from semcl.losses import superclass_label_smoothing_loss, superclass_smoothed_ta
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py

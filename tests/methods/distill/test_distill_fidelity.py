@@ -295,7 +295,7 @@ def test_main_stage_momentum_equals_a_fresh_sgd(tmp_path):
 
 
 def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
     rows = {r.row_label: r.config.method for r in plan_runs(get_table("scns/kd-cifar100"), "paper") if r.seed == 123}
@@ -315,7 +315,7 @@ def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
 def test_scns_students_refuse_a_k_their_dataset_cannot_serve():
     from semcl.errors import ConfigError
     from semcl.methods.registry import METHODS
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
     spec = METHODS["scns_class"]

@@ -214,8 +214,8 @@ profiles:
 
 
 def test_smoke_run_trains_the_teacher_first_then_the_students(registry_copy, tmp_path):
-    from semcl.cli import main
-    from semcl.registry import get_table, load_registry
+    from semcl.cli.main import main
+    from semcl.registry.tables import get_table, load_registry
     from semcl.runs import Store, plan_runs
 
     (registry_copy / "test").mkdir()
@@ -247,7 +247,7 @@ def test_smoke_run_trains_the_teacher_first_then_the_students(registry_copy, tmp
 
 
 def test_kd_cifar100_paper_plan_shares_each_teacher_per_seed_and_keeps_the_protocol():
-    from semcl.registry import get_table
+    from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
     table = get_table("scns/kd-cifar100")

@@ -13,13 +13,13 @@ import torch.nn.functional as F
 import semcl.engine.train as train_mod
 from semcl.data import ImageSet
 from semcl.data.sampling import anchor_neighbour_order
-from semcl.engine import interrupt
 from semcl.losses import hierarchical_triplet_loss
 from semcl.losses.hierarchical_triplet import class_statistics, nearest_classes, violate_margins
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.run_config import build_config
+from semcl.runtime import interrupt
 
 F2C = torch.tensor([0, 0, 0, 1, 1, 2])  # 6 classes: superclass 0 of 3, 1 of 2, class 5 alone
 L_PRIME, C, T = 2, 3, 2  # batch 2 + 2 * 3 + 2 = 10

@@ -17,7 +17,7 @@ from semcl.losses import fastap_loss, fastap_per_query, rank_margin_triplet_loss
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
-from semcl.engine.checkpoint import load
 from semcl.engine.job import execute_run
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.runs import Run, Store, make_run_id, plan_runs
+from semcl.runtime.checkpoint import load
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -77,7 +77,7 @@ def test_smoke_table_through_the_cli(tmp_path):
 
     import pandas as pd
 
-    from semcl.cli import main
+    from semcl.cli.main import main
 
     res = str(tmp_path / "results")
     out = io.StringIO()

@@ -12,7 +12,7 @@ from semcl.config import hashable_config
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.ranked_contrastive import OFFICIAL_PROB_FLOOR, RINCE_VARIANTS
 from semcl.methods.registry import method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py

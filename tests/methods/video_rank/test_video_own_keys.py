@@ -13,7 +13,7 @@ from semcl.losses import ranked_info_nce
 from semcl.losses.video_ranks import video_ranks, video_similarities
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.registry import method_class
-from semcl.registry import get_table
+from semcl.registry.tables import get_table
 
 TAUS = [0.1, 0.15, 0.2]
 

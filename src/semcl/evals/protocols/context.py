@@ -28,18 +28,18 @@ def outputs(fn, images, transform, batch_size: int = 256) -> torch.Tensor:
 
 
 class EvalCheckpoint:
-    """One evaluation's state file: written atomically, read with weights_only (semcl.engine.checkpoint)."""
+    """One evaluation's state file: written atomically, read with weights_only (semcl.runtime.checkpoint)."""
 
     def __init__(self, path: Path):
         self.path = path
 
     def load(self) -> dict | None:
-        from semcl.engine.checkpoint import safe_load
+        from semcl.runtime.checkpoint import safe_load
 
         return safe_load(self.path) if self.path.exists() else None
 
     def save(self, state: dict) -> None:
-        from semcl.engine.checkpoint import save_atomic
+        from semcl.runtime.checkpoint import save_atomic
 
         save_atomic(state, self.path)
 

@@ -1,6 +1,6 @@
 """Detection / segmentation transfer through detectron2 (HSA docs/papers/hsa.md §d.4): a second stage
 (`init_from`: a pre-training row) that exports the base backbone in detectron2's format
-(semcl.export), runs our detectron2 entry point `semcl.methods.transfer.train_net` (it registers MoCo's
+(semcl.models.weight_formats), runs our detectron2 entry point `semcl.methods.transfer.train_net` (it registers MoCo's
 `Res5ROIHeadsExtraNorm`, which detectron2's own tools/train_net.py does not) once per trial with the MoCo
 detection configs' values, and reports the mean over the trials (MoCo and the paper: 5) of the final
 AP / AP50 / AP75. The suite does not reimplement detectron2."""

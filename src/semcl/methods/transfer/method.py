@@ -79,7 +79,7 @@ class Detectron2Transfer(Method):
 
     @classmethod
     def metrics_from_dependencies(cls, cfg, deps: list[Dependency]) -> dict[str, float]:
-        from semcl.export import write_detectron2
+        from semcl.models.weight_formats import write_detectron2
 
         m = cfg.method
         train_net = m.train_net or os.environ.get("SEMCL_DETECTRON2_TRAIN_NET")

@@ -1,0 +1,30 @@
+"""`semcl curves <table> --profile P [--rows REGEX] [--metric loss] [--out DIR]`: the rows' training curves
+(semcl.report.curves) as PNG + CSV, drawn from the runs' live history.jsonl, finished or not."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def cmd_curves(args) -> None:
+    from semcl.cli.args import get_table
+    from semcl.report.curves import write_curves
+    from semcl.runs import Store
+
+    store = Store(Path(args.results) if args.results else None)
+    out = Path(args.out) if args.out else store.root / "curves"
+    data, png = write_curves(get_table(args.table), args.profile, store, out, rows=args.rows, metric=args.metric)
+    last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
+    print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"(written to {png} and {png.with_suffix('.csv')})", file=sys.stderr)
+
+
+def add_parser(sub, with_profile) -> None:
+    sp = sub.add_parser("curves", help="training curves of a table's rows (mean and min-max band over seeds): PNG + CSV")
+    sp.add_argument("table", help="table id, e.g. rince/tab2")
+    with_profile(sp)
+    sp.add_argument("--rows", help="only rows whose label matches this regular expression")
+    sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
+    sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves)")
+    sp.set_defaults(func=cmd_curves)

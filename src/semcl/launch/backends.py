@@ -1,0 +1,120 @@
+"""What every backend shares before it submits: which runs go out, the data they need, the shared
+synthetic data; and the table of backends (`BACKENDS`: executor name -> the module that submits).
+
+Only runs that are missing or partial go out (failed ones with --retry-failed); a done run is
+never resubmitted and an unreadable metrics.json stops the submission before anything starts.
+The backends: semcl.launch.local (`local`: subprocesses on this machine, `debug`: in-process) and
+semcl.launch.slurm.submit (`slurm`: job arrays), each imported only when named, so submitit loads only then.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+from semcl.errors import ConfigError
+from semcl.runs import Run, Store
+
+# executor name -> the module that submits to it (`semcl run --executor NAME`): launch_local.submit_runs,
+# slurm_submit.submit_slurm. Named as strings because the backends import this module (the shared
+# selection), not the other way round.
+BACKENDS: dict[str, str] = {"local": "semcl.launch.local", "debug": "semcl.launch.local", "slurm": "semcl.launch.slurm.submit"}
+
+
+def backend(executor: str) -> ModuleType:
+    """The module that submits to `executor` (a key of BACKENDS)."""
+    if executor not in BACKENDS:
+        raise ConfigError(f"unknown executor {executor!r}; known: {sorted(BACKENDS)}")
+    return importlib.import_module(BACKENDS[executor])
+
+
+def check_data_root(runs: list[Run], data_root: Path) -> None:
+    """Fail before submitting anything if a dataset a run needs is missing or truncated under the
+    data root (cheap header and size checks, semcl.data.check); then the report of every dataset the
+    runs need (`semcl data check`'s, without checksums) goes to stderr before the one-line error."""
+    from semcl.data.check_report import check_all, failure, needed_datasets, render
+
+    need = needed_datasets(runs)
+    checks = check_all(need, data_root)
+    err = failure(checks, data_root)
+    if err is not None:
+        profiles = "/".join(sorted({r.profile for r in runs}))
+        print(render(checks, need, data_root, profiles), end="", file=sys.stderr)
+        raise err
+
+
+def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:
+    """The runs to submit: missing or partial ones (failed ones with `retry_failed`). A run another
+    live process owns (its lock) is skipped with one line saying who runs it."""
+    unique = list({r.run_id: r for r in runs}.values())  # two tables may share a run
+    todo = []
+    for run in unique:
+        if store.metrics_path(run.run_id).exists():
+            store.read_record(run.run_id)  # raises ResultsError (one line) if unreadable
+            continue
+        status, detail = store.status(run.run_id)
+        if status == "running":
+            print(f"{run.run_id} {run.row_label} seed={run.seed}: running {detail}: skipped")
+        if status in ("missing", "partial") or (status == "failed" and retry_failed):
+            todo.append(run)
+    by_id, retrain = {r.run_id: r for r in unique}, []
+    while True:  # a base retrained may itself build on a done run whose file is gone
+        more = [by_id[d] for d in dict.fromkeys(d for r in todo + retrain for d in r.depends_on)
+                if d in by_id and by_id[d] not in todo + retrain
+                and missing_dependency_file(by_id[d], store, todo + retrain)]
+        if not more:
+            break
+        retrain += more
+    for base in retrain:
+        kept = set_aside_record(store, base.run_id)
+        print(f"{base.run_id} {base.row_label} seed={base.seed}: done, but the file its dependent runs read is gone: "
+              f"retraining it (its record is kept as {kept})")
+    return retrain + todo
+
+
+def missing_dependency_file(base: Run, store: Store, todo: list[Run]) -> Path | None:
+    """The file of done run `base` that a run of `todo` building on it reads (its final checkpoint; an
+    ensemble member's test logits) when that file is gone; None when it is there or `base` is not done."""
+    from semcl.methods.registry import METHODS
+
+    if not store.metrics_path(base.run_id).exists():
+        return None
+    for run in todo:
+        if base.run_id in run.depends_on:
+            from semcl.methods.spec import DEPENDENCY_FILES
+
+            path = store.run_dir(base.run_id) / DEPENDENCY_FILES[METHODS[run.config.method.name].depends or "init_from"]
+            if not path.exists():
+                return path
+    return None
+
+
+def set_aside_record(store: Store, run_id: str) -> Path:
+    """Rename a done run's metrics.json (and trained.json) to *.replaced-<time>.json, so that the run
+    trains again; nothing is deleted. Returns the record's new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = store.run_dir(run_id)
+    kept = folder / f"metrics.replaced-{stamp}.json"
+    for name in ("metrics.json", "trained.json"):
+        try:
+            os.replace(folder / name, folder / name.replace(".json", f".replaced-{stamp}.json"))
+        except FileNotFoundError:  # another `semcl run` set it aside first, or it never had one
+            pass
+    return kept
+
+
+def prepare_synthetic_data(runs: list[Run], store: Store) -> None:
+    """Write the synthetic data the runs share once, here, before any job reads it."""
+    synthetic = [r for r in runs if r.config.data.synthetic]
+    if synthetic:
+        from semcl.engine.job import prepare_synthetic
+
+        d = [(r.config.data, tuple(r.config.eval.ood)) for r in synthetic]
+        keys = {(x.name, x.synthetic_train_per_class, x.synthetic_test_per_class, ood): r for (x, ood), r in zip(d, synthetic,
+                                                                                                           strict=True)}
+        for run in keys.values():
+            prepare_synthetic(run, store)

@@ -1,0 +1,527 @@
+"""Preflight: every distinct row config of a profile run through the whole pipeline once, on the CPU,
+before any GPU-hour is spent (`semcl check`).
+
+Per distinct config (seeds collapsed: the first seed's run; a config already checked for another
+table is reported as the same): the synthetic stand-in of its datasets written in the real on-disk
+layout (semcl.data.synthetic) and read back at the run's real input size, the real model (the real
+class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
+rows checked before it, in a scratch store), one step of the engine's own training loop at a small batch
+(semcl.engine.train with max_steps=1: the same views, loader partners, autocast, loss scaling and
+gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
+back (semcl.runtime.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
+for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
+Rows of one shape share a check, checks run in parallel processes and passed ones are cached
+(semcl.preflight.shapes, semcl.preflight.pool).
+
+Activation memory per sample is measured, not guessed: the bytes of the tensors autograd saves for
+backward during the training step (torch.autograd.graph.saved_tensors_hooks, storages counted once),
+divided by the batch. The GPU memory estimate for the batch per GPU the entry asks for:
+
+    mem = state + (grad + optimiser state) + activations * batch_per_gpu + CONTEXT_GB
+        state = bytes of state_dict() (weights, buffers, queues, momentum encoders)
+        grad + optimiser state = trainable parameter bytes * (1 + slots), slots 1 (SGD momentum), 2 (Adam)
+        batch_per_gpu = optim.batch_size / max(1, resources.gpus)  (with AMP the activations halve)
+
+against the cluster profile's `gpu_mem_gb`. A CPU estimate of a GPU's peak: cuDNN workspaces and
+allocator fragmentation are covered only by the fixed CONTEXT_GB, so treat "fits" within ~10% as marginal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from semcl.preflight.report import RowCheck
+
+CONTEXT_GB = 1.5  # CUDA context + cuDNN/cuBLAS workspaces, a measured-on-A100 order of magnitude
+ADAM_LIKE = ("adam", "adamw", "lamb", "lars")
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """What a reduced (CI) preflight shrinks; None keeps the entry's value."""
+
+    backbone: str | None = None  # e.g. resnet_tiny: the width and depth
+    image_size: int | None = None  # file-backed sets' decode size
+    head_hidden: int | None = None
+    head_dim: int | None = None
+    drop_pretrained: bool = False  # a user-supplied weights file (model.pretrained) is not needed
+    # method fields that name a network or a weights file, replaced where the row's method has the field
+    # (ViTs, video and segmentation networks are method knobs, not model.backbone)
+    method: dict | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v is not None]
+        return ", ".join(parts) or "nothing"
+
+
+def _replace(cfg, **dotted):
+    """A copy of the run config with dotted keys replaced (sections are dataclasses)."""
+    sections: dict[str, dict] = {}
+    for key, value in dotted.items():
+        section, name = key.split(".", 1)
+        sections.setdefault(section, {})[name] = value
+    return dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s), **kw) for s, kw in sections.items()})
+
+
+def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2):
+    """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
+    image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
+    one-epoch probe, 8 OOD images, 2 images per robustness set and 2 clips per test video; `reduce` shrinks model
+    and images (CI)."""
+    from semcl.models.backbones import BACKBONES
+
+    d = run.config.data
+    over = {"data.synthetic": True, "data.synthetic_train_per_class": train_per_class,
+            "data.synthetic_test_per_class": 1,
+            "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
+            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
+            "eval.ood_limit": 8,
+            # ImageNet-C is 75 sets (corruption x severity) of 20 stand-in images at 224 px: ~150 s of forwards
+            "eval.robustness_limit": 2}
+    # 2 evenly spaced clips per test video, not 10: the same multi-clip averaging (r3d_18: ~1 s a clip)
+    over["eval.video_clips"] = min(2, getattr(run.config.eval, "video_clips", None) or 2)
+    if getattr(run.config.eval, "latency", None):
+        # timed once, not measured: the check only needs the code path (60 calls at 224 px: ~100 s for ResNeXt-101)
+        over["eval.latency_batch"], over["eval.latency_repeats"] = 2, 1
+    if getattr(run.config.probe, "milestones", None) is not None:
+        over["probe.milestones"] = []
+    if (run.config.optim.accum_steps or 1) > 2:  # one cycle of 2 batches runs every branch of the accumulation
+        over["optim.accum_steps"] = 2
+    from semcl.methods.registry import METHODS
+
+    # a fixed-structure batch in the small batch's size (Method.stand_in_batch), not a retry at the full one
+    fields = METHODS[run.config.method.name].load().stand_in_batch(run.config, over["optim.batch_size"])
+    over.update({f"method.{name}": value for name, value in fields.items()})
+    if reduce is not None:
+        # the KD families name their own networks (semcl.models.kd): those stay
+        backbone = reduce.backbone if run.config.model.backbone in BACKBONES else None
+        for key, value in (("model.backbone", backbone), ("model.head_hidden", reduce.head_hidden),
+                           ("model.head_dim", reduce.head_dim)):
+            if value is not None:
+                over[key] = value
+        if reduce.drop_pretrained:
+            over["model.pretrained"] = None
+        from semcl.data.registry import DATASETS
+
+        # file-backed sets decode at their real size when data.image_size is unset (segmentation: 512)
+        if reduce.image_size is not None and (d.image_size is not None or DATASETS[d.name].file_backed):
+            over["data.image_size"] = reduce.image_size
+        schema_fields = {f.name for f in dataclasses.fields(run.config.method)}
+        for field_name, value in (reduce.method or {}).items():
+            if field_name in schema_fields:  # a reduction knob applies to the methods whose schema has it
+                over[f"method.{field_name}"] = value
+    return _replace(run.config, **{k: v for k, v in over.items() if hasattr(getattr(run.config, k.split(".")[0]),
+                                                                           k.split(".")[1])})
+
+
+def _where(table, err: BaseException) -> str:
+    """The error as one line, with the table's file in front unless it already names a file."""
+    text = f"{type(err).__name__}: {err}".splitlines()[0]
+    tb = traceback.extract_tb(err.__traceback__)
+    origin = f" [{Path(tb[-1].filename).name}:{tb[-1].lineno}]" if tb else ""
+    return text + origin if "/" in text.split(":")[0] else f"{table.path}: {text}{origin}"
+
+
+def _saved_bytes():
+    """A context manager counting the bytes autograd saves for backward (each storage once)."""
+    import torch
+
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        try:
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = max(seen.get(st.data_ptr(), 0), st.nbytes())
+        except (RuntimeError, NotImplementedError):  # sparse / nested tensors: count their elements
+            seen[id(t)] = t.numel() * t.element_size()
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
+
+
+def _data_info(train_set, real_classes: int):
+    """The DataInfo of the real dataset's class count over the stand-in's training set (the stand-ins
+    of the large sets have 20 classes; the model must have the real head)."""
+    import torch
+
+    from semcl.methods.base import DataInfo
+
+    c_syn = train_set.num_classes
+    pad = real_classes - c_syn
+    counts = torch.bincount(train_set.labels, minlength=c_syn)
+    f2c = train_set.fine_to_coarse
+    if pad > 0:
+        counts = torch.cat([counts, torch.ones(pad, dtype=counts.dtype)])
+        if f2c is not None:
+            f2c = torch.cat([f2c, torch.arange(pad, dtype=f2c.dtype) % (int(f2c.max()) + 1)])
+    names = tuple(train_set.class_names) + tuple(f"class_{i}" for i in range(c_syn, real_classes))
+    return DataInfo(max(real_classes, c_syn), train_set.images.shape[1], f2c, counts, names)
+
+
+def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
+              batch: int = 4, for_dependents: bool = True) -> RowCheck:
+    """Run one config through the pipeline (module docstring); never raises: the first error is in
+    the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
+    A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
+    the small batch; it is checked again at the entry's batch, on enough stand-in images. `for_dependents`
+    False (no row of the check builds on this one): the BN-calibrated checkpoint and the test logits, which only
+    dependents read, are not written again; the engine's own checkpoint and its read-back are."""
+    from semcl.runtime.checkpoint import scratch_writes
+
+    with scratch_writes():
+        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents)
+
+
+def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool) -> RowCheck:
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents)
+    if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
+        from semcl.data.registry import DATASETS
+
+        want = run.config.optim.batch_size
+        per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents)
+    return out
+
+
+def _stand_in_per_class(run) -> int:
+    """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
+    on the 20 stand-in classes needs more than 40 images), or what the method declares (Method.stand_in_per_class:
+    SCNS-instance's teacher pass over every image)."""
+    from semcl.data.registry import DATASETS
+    from semcl.methods.registry import METHODS
+
+    cls, classes = METHODS[run.config.method.name].load(), DATASETS[run.config.data.name].synthetic_classes
+    declared = cls.stand_in_per_class(run.config, classes)
+    if declared is not None:
+        return declared
+    k = cls.stand_in_neighbours(run.config.method)
+    return max(2, -(-(k + 1) // classes) + 1)
+
+
+def _calibrate_norm(method, views) -> None:
+    """BN running statistics from the step's batch (cumulative average) before the evaluation. After one
+    step they are still about the init's (mean 0, var 1), under which a deep net's eval forward overflows
+    (ResNet-200: NaN logits) though its training step is fine; a real run's statistics come from epochs."""
+    import torch
+
+    x = views[0] if isinstance(views, (list, tuple)) else views
+    bns = [m for m in method.modules()
+           if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not bns or not isinstance(x, torch.Tensor):
+        return
+    momenta = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    method.train()
+    with torch.no_grad():
+        method.features(x)
+    for m, momentum in zip(bns, momenta, strict=True):
+        m.momentum = momentum
+
+
+@contextmanager
+def _cpu_half_as_bf16():
+    """Inside the engine's fp16 autocast on the CPU, bf16 instead: the CPU has no fast fp16 kernels (a ResNet-200
+    step took ~15 min, a conv ~140x its float32 time), while bf16 saves the same 2 bytes per activation and
+    the GradScaler (enabled by optim.amp fp16) still scales, steps and is checkpointed."""
+    import torch
+
+    if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    else:
+        yield
+
+
+class _StepMeter:
+    """The dry run's step_context (semcl.engine.train): the bytes autograd saves in the first step's
+    forward, its batch size and views (for the BN calibration); later steps pass through. Every step's
+    fp16 autocast runs as bf16 on the CPU (_cpu_half_as_bf16)."""
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None
+        self.batch = 0
+        self.views = None
+
+    @contextmanager
+    def __call__(self, batch):
+        if self.views is not None:
+            with _cpu_half_as_bf16():
+                yield
+            return
+        hooks, saved = _saved_bytes()
+        with hooks, _cpu_half_as_bf16():
+            yield
+        self.bytes, self.batch, self.views = sum(saved.values()), len(batch.labels), batch.views
+
+
+def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
+               for_dependents: bool = True) -> RowCheck:
+    """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
+    loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
+    gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
+    import torch
+
+    from semcl.data import load, select_per_class
+    from semcl.data.registry import DATASETS
+    from semcl.data.synthetic import ensure_synthetic
+    from semcl.engine.dependencies import LOGITS_FILE, dependencies
+    from semcl.engine.evaluate import evaluate
+    from semcl.engine.train import train
+    from semcl.methods.registry import method_spec
+    from semcl.models.layout import apply_memory_format
+    from semcl.runtime.checkpoint import load as load_ckpt
+    from semcl.runtime.checkpoint import restore, save_atomic, seed_everything
+    from semcl.runtime.precision import configure_backend, effective_config
+
+    out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
+    t0 = time.time()
+    try:
+        cfg = effective_config(check_config(run, reduce, batch, per_class))  # `fast`: as the engine trains it
+        d = cfg.data
+        out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
+        spec = method_spec(cfg.method.name)
+        cls = spec.load()
+        folder = store.run_dir(run.run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        deps = dependencies(run, store, spec.depends)
+        if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
+            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
+            return out
+        # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
+        # would otherwise read each other's classes
+        root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
+                                train_per_class=per_class, test_per_class=1)
+        seed_everything(run.seed)
+        train_set = load(d.name, root, "train", d.image_size)
+        test_set = load(d.name, root, d.test_split or "test", d.image_size)
+        # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
+        test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
+        device = torch.device("cpu")
+        configure_backend(cfg, device)
+        method = apply_memory_format(cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes)),
+                                     cfg.model.memory_format)
+        if deps:
+            method.load_dependencies(deps)
+        method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
+        out.params = sum(p.numel() for p in method.parameters())
+        out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
+        ckpt = folder / "checkpoints" / "last.pt"
+        meter = _StepMeter()
+        history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
+                        step_context=meter)
+        opt = method.configure_optimizer(cfg.optim)  # a fresh one: its state comes from the checkpoint
+        if history:
+            if not math.isfinite(history[-1]["loss"]):
+                raise FloatingPointError(f"loss is {history[-1]['loss']} after one step")
+            out.act_bytes_per_sample = meter.bytes / max(1, meter.batch)
+            state = load_ckpt(ckpt)  # the engine's checkpoint, read back as a resume reads it
+            restore(method, state["method"], ckpt)
+            restore(opt, state["optimizer"], ckpt)
+            # rows that build on this one (a KD teacher in eval mode) read these statistics from the checkpoint
+            _calibrate_norm(method, meter.views)
+            if for_dependents:
+                save_atomic({**state, "method": method.state_dict()}, ckpt)
+        else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
+            save_atomic({"method": method.state_dict()}, ckpt)
+        # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images
+        few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
+        metrics = evaluate(method, cfg, few, test_set, root, run.seed,
+                           logits_path=folder / LOGITS_FILE if for_dependents else None)
+        store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
+        out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
+        if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
+            from semcl.evals.stage_probe import stage_probe_gpu_gb
+
+            out.est_gpu_gb = max(out.est_gpu_gb, stage_probe_gpu_gb(method, cfg, test_set.images, CONTEXT_GB))
+    except Exception as err:  # the report's one line; the traceback is not the user's business here
+        out.error = _where(table, err)
+    finally:
+        out.seconds = time.time() - t0
+    return out
+
+
+def estimate_gpu_gb(method, cfg, opt, act_per_sample: float, batch_per_gpu: float) -> float:
+    """The formula of the module docstring, in GiB."""
+    state = sum(t.numel() * t.element_size() for t in method.state_dict().values() if hasattr(t, "numel"))
+    trainable = sum(p.numel() * p.element_size() for p in method.parameters() if p.requires_grad)
+    slots = 2 if opt is not None and type(opt).__name__.lower() in ADAM_LIKE else 1
+    grads = trainable * (1 + slots) if opt is not None else 0
+    act = act_per_sample * batch_per_gpu * (0.5 if getattr(cfg.optim, "amp", None) else 1.0)
+    return (state + grads + act) / 2**30 + CONTEXT_GB
+
+
+def distinct_runs(table, profile: str) -> list:
+    """One run per implemented row (its first seed), plus the runs it builds on, bases first."""
+    from semcl.runs import plan_runs
+
+    runs = plan_runs(table, profile)
+    first = table.seeds_for(profile)[0]
+    wanted = {r.run_id for r in runs if r.seed == first}
+    by_id = {r.run_id: r for r in runs}
+    stack = list(wanted)
+    while stack:  # dependencies may sit on other seeds (ensembles of repeats)
+        for dep in by_id[stack.pop()].depends_on:
+            if dep not in wanted:
+                wanted.add(dep)
+                stack.append(dep)
+    return [r for r in runs if r.run_id in wanted]
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """What a check needs of its table (picklable, for the worker processes)."""
+
+    id: str
+    path: Path
+
+
+def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
+                for_dependents: bool) -> RowCheck:
+    from semcl.runs import Store
+
+    return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch,
+                     for_dependents=for_dependents)
+
+
+def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
+                 batch: int = 4, rows_per_method: int | None = None, progress=None, jobs: int = 1,
+                 cache: Path | None = None) -> list[RowCheck]:
+    """Check every distinct run of `tables` under `profile`, in table order (a config seen earlier is
+    reported as `same_as`; a config of a shape checked for another row as `same_shape_as`, semcl.preflight.shapes).
+    Each shape is checked once, in `jobs` processes, a run after the runs it builds on; with `cache` (a
+    folder), passed shapes are read from and written to it. `rows_per_method` is the CI sample: per table,
+    the first row of each method not sampled in an earlier table (at least the table's first row), and
+    what they build on."""
+    from semcl.preflight.pool import run_ordered
+    from semcl.preflight.shapes import ShapeCache, alias_folder, from_cache, release_scratch, shape_key, share
+    from semcl.runs import Store
+
+    store = Store(work)
+    entries = []  # (table, run), in report order
+    seen_methods: set[str] = set()
+    for table in tables:
+        runs = distinct_runs(table, profile)
+        if rows_per_method is not None:
+            runs = _sample(runs, rows_per_method, seen_methods)
+        entries += [(table, run) for run in runs]
+    first: dict[str, tuple] = {}  # run id -> (table, run) where it is first reported
+    for table, run in entries:
+        first.setdefault(run.run_id, (table, run))
+    gpus = {rid: t.resources_for(r.row_label, profile).gpus for rid, (t, r) in first.items()}
+    keys: dict[str, str] = {}  # run id -> shape key (its dependencies' keys are part of it)
+    extra = {"reduce": dataclasses.asdict(reduce) if reduce else None, "batch": batch}
+
+    def key_of(rid: str) -> str:
+        if rid not in keys:
+            run = first[rid][1]
+            keys[rid] = shape_key(run, gpus[rid], [key_of(d) for d in run.depends_on], extra)
+        return keys[rid]
+
+    for rid in first:
+        key_of(rid)
+    rep: dict[str, str] = {}  # shape key -> the run checked for it
+    for rid, key in keys.items():
+        rep.setdefault(key, rid)
+    store_cache = ShapeCache(cache) if cache is not None else None
+    hits = {k: doc for k in rep if store_cache and (doc := store_cache.get(k)) is not None}
+    # a checked run needs the scratch folders of what it builds on: those shapes are checked too
+    todo, stack = set(), [k for k in rep if k not in hits]
+    while stack:
+        key = stack.pop()
+        if key not in todo:
+            todo.add(key)
+            stack += [keys[d] for d in first[rep[key]][1].depends_on]
+    order = [k for k in dict.fromkeys(keys.values()) if k in todo]
+    prereq = {k: {keys[d] for d in first[rep[k]][1].depends_on} for k in order}
+    needed = {d for k in order for d in prereq[k]}  # shapes some checked row builds on
+    checked: dict[str, RowCheck] = {}
+
+    def args(key: str) -> tuple:
+        table, run = first[rep[key]]
+        return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
+                gpu_mem_gb, reduce, batch, key in needed)
+
+    waiting = {k: sum(k in prereq[d] for d in order) for k in order}  # checks still to read k's folder
+    same_shape: dict[str, list[str]] = {}
+    for rid, k in keys.items():
+        same_shape.setdefault(k, []).append(rid)
+
+    def on_done(key: str, res: RowCheck) -> None:
+        checked[key] = res
+        for rid in same_shape[key]:  # rows of this shape that others build on read its folder
+            alias_folder(store, rep[key], rid)
+        if store_cache is not None:
+            store_cache.put(key, res)
+        # a scratch checkpoint is freed once nothing left to check reads it: the paper profile's checkpoints
+        # together (ViT-L with AdamW state: 3.6 GB each) are larger than a /tmp
+        for k in prereq[key]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                release_scratch(store, same_shape[k])
+        if waiting[key] == 0:
+            release_scratch(store, same_shape[key])
+        if progress:
+            progress(res)
+
+    def died(key: str, why: str) -> RowCheck:
+        table, run = first[rep[key]]
+        return RowCheck(table.id, run.row_label, run.run_id, gpus=gpus[run.run_id], gpu_mem_gb=gpu_mem_gb,
+                        error=f"{table.path}: {why}")
+
+    run_ordered(order, prereq, _check_task, args, jobs, on_done, died, cost=lambda k: _step_cost(first[rep[k]][1]))
+    results, reported = [], {}
+    for table, run in entries:
+        rid = run.run_id
+        if rid in reported:
+            prev = reported[rid]
+            results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
+                                               same_as=prev.same_as or f"{prev.table} / {prev.row}"))
+            continue
+        key = keys[rid]
+        if key in hits and key not in checked:
+            res = from_cache(hits[key], run, table.id, gpus[rid], gpu_mem_gb)
+        elif rep[key] == rid:
+            res = checked[key]
+        else:
+            rt, rr = first[rep[key]]
+            res = share(checked[key], run, table.id, f"{rt.id} / {rr.row_label}")
+        reported[rid] = res
+        results.append(res)
+    return results
+
+
+def _step_cost(run) -> float:
+    """A check's relative cost, for the pool's order: the row's model time per training sample (semcl.estimate.gpu_hours;
+    the same networks, views and input size as the check's step), 0 where it cannot be told."""
+    from semcl.estimate.gpu_hours import seconds_per_sample
+
+    try:
+        return seconds_per_sample(run.config)
+    except Exception:  # noqa: BLE001 - an order hint only; the check itself reports the row's error
+        return 0.0
+
+
+def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:
+    by_id = {r.run_id: r for r in runs}
+    counts: dict[str, int] = {}
+    keep: set[str] = set()
+    for i, r in enumerate(runs):
+        name = r.config.method.name
+        if (name not in seen_methods and counts.get(name, 0) < per_method) or (i == 0 and not keep):
+            counts[name] = counts.get(name, 0) + 1
+            stack = [r.run_id]
+            while stack:
+                rid = stack.pop()
+                if rid not in keep:
+                    keep.add(rid)
+                    stack.extend(d for d in by_id[rid].depends_on if d in by_id)
+    seen_methods.update(counts)
+    return [r for r in runs if r.run_id in keep]

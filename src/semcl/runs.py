@@ -18,17 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from semcl.config import RunConfig, hashable_config
-from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
-from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
 from semcl.files import file_mode
-from semcl.methods.registry import METHODS
 from semcl.registry.tables import Table
 
 STATUSES = ("done", "running", "partial", "failed", "missing")
 # Assumed sustained throughput for the rough cost estimate (fwd+bwd FLOP/s).
-GPU_FLOPS = 20e12  # an A100-class GPU on a CIFAR ResNet-50 (~5,000 images/s)
-CPU_FLOPS = 5e10  # one core of this class of machine on a small ResNet
 
 
 @dataclass(frozen=True)
@@ -119,58 +114,6 @@ def waves(runs: list[Run]) -> list[list[Run]]:
         out.extend([] for _ in range(k + 1 - len(out)))
         out[k].append(run)
     return out
-
-
-def estimate_cost(cfg: RunConfig, profile: str, gpus: int = 1) -> str:
-    """Compute estimate: GPU-hours held (all `gpus` of the job) for the paper profile, CPU-minutes otherwise."""
-    minutes = estimated_minutes(cfg, profile, gpus)
-    return f"{minutes / 60:.3g} GPU-h" if profile == "paper" else f"{minutes:.2g} CPU-min"
-
-
-def network_gflops(cfg: RunConfig) -> float:
-    """Forward + backward cost of one training sample of the network the row trains (catalog units): a ViT
-    row's `method.arch` at its image size, a video row's `method.backbone` per clip (frames x pixels), a
-    row's `method.teacher_arch` where it trains that network (no teacher run to read), a student's own
-    network plus its teacher's forward (a third of a forward + backward); else `model.backbone`."""
-    m = cfg.method
-    arch, video = getattr(m, "arch", None), getattr(m, "backbone", None)
-    if arch in VIT_GMACS:
-        return 3 * VIT_GMACS[arch] * ((cfg.data.image_size or 224) / 224) ** 2
-    if video in VIDEO_GMACS:
-        return 3 * VIDEO_GMACS[video] * getattr(m, "num_frames", 16) / 16 * ((cfg.data.image_size or 112) / 112) ** 2
-    teacher = getattr(m, "teacher_arch", None)
-    if teacher not in BACKBONE_GFLOPS:
-        return BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0)
-    if METHODS[m.name].depends != "teacher":  # the teacher row itself: teacher_arch is what it trains
-        return BACKBONE_GFLOPS[teacher]
-    return BACKBONE_GFLOPS.get(cfg.model.backbone, 10.0) + BACKBONE_GFLOPS[teacher] / 3
-
-
-def estimated_minutes(cfg: RunConfig, profile: str, gpus: int = 1, cpus_per_gpu: int = 8) -> float:
-    """The estimate in GPU-minutes held (paper profile: semcl.estimate.gpu_hours, the row's networks at measured A100
-    rates, the loader bound, evaluation, on `gpus` GPUs) or minutes of one CPU core (others)."""
-    if profile == "paper" and not cfg.data.synthetic:
-        from semcl.estimate.gpu_hours import estimate
-
-        return estimate(cfg, gpus, cpus_per_gpu).gpu_hours * 60
-    info = DATASETS.get(cfg.data.name)
-    n_train = info.num_train if info else 50_000
-    if cfg.data.train_per_class and info:
-        n_train = min(n_train, cfg.data.train_per_class * info.num_classes)
-    if cfg.data.synthetic:
-        n_train = cfg.data.synthetic_train_per_class * (info.num_classes if info else 100)
-    imb = getattr(cfg.data, "imbalance_factor", None)
-    if imb and info:  # the long-tailed cut n_i = int(n_max * IF**(-i / (C - 1)))
-        n_max = getattr(cfg.data, "lt_max_per_class", None) or n_train // info.num_classes
-        c = info.num_classes
-        n_train = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
-    per_image = network_gflops(cfg) * 1e9
-    # one fwd+bwd per view; momentum methods add a key forward (a third of a step)
-    train = cfg.schedule.epochs * n_train * per_image * METHODS[cfg.method.name].cost(cfg.method)
-    probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
-    probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
-    flops = train + probe
-    return flops / (GPU_FLOPS if profile == "paper" else CPU_FLOPS) / 60
 
 
 def results_root() -> Path:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from semcl import __version__
+from semcl.cli import args as cli_args
 from semcl.cli import main as cli
 from semcl.registry.index import load_index
 from semcl.registry.tables import PROFILE_NAMES, load_registry, load_table, registry_root
@@ -30,7 +31,7 @@ def _small_registry(tmp_path: Path) -> Path:
 
 
 def test_profile_names_match_the_registry():
-    assert cli.PROFILE_NAMES == PROFILE_NAMES
+    assert cli_args.PROFILE_NAMES == PROFILE_NAMES
 
 
 def test_index_is_cached_and_invalidated_by_a_registry_change(tmp_path, monkeypatch):

@@ -93,12 +93,30 @@ def test_no_caller_outside_methods_probes_a_method():
     assert [line for path in callers for line in _probes(path)] == []
 
 
+def _config_probes(path: Path, fields: set[str], root: Path = SRC) -> list[str]:
+    """getattr/hasattr asking for a method-config field by name (`getattr(m, "arch", None)`): what a run trains
+    is the method's declaration (MethodSpec.networks), not a probe of whichever config happens to carry it."""
+    return [f"{path.relative_to(root)}:{node.lineno} probes a method config for {node.args[1].value!r}"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in fields]
+
+
+def test_no_caller_outside_methods_probes_a_method_config_field():
+    fields = {f.name for spec in METHODS.values() for f in dataclasses.fields(spec.schema)} - {"name"}
+    assert {"arch", "backbone", "num_frames", "teacher_arch"} <= fields
+    callers = [p for p in sorted(SRC.rglob("*.py")) if "methods" not in p.relative_to(SRC).parts]
+    assert [line for path in callers for line in _config_probes(path, fields)] == []
+
+
 def test_the_probe_scan_sees_a_probe(tmp_path):
     fake = tmp_path / "f.py"
     fake.write_text("def f(ctx, method):\n    return getattr(ctx.method, 'k', None) + hasattr(method, 'segment')"
                     " + getattr(ctx, 'y')\n")
     assert sorted(_probes(fake, tmp_path)) == ["f.py:2 probes the method with getattr",
                                                "f.py:2 probes the method with hasattr"]
+    fake.write_text("def f(cfg):\n    m = cfg.method\n    return getattr(m, 'arch', None)\n")
+    assert _config_probes(fake, {"arch"}, tmp_path) == ["f.py:3 probes a method config for 'arch'"]
 
 
 # ---- a toy method that lives in this file only -------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 from semcl import api
 from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
+from semcl.estimate.cost import estimate_cost
 from semcl.registry.tables import get_table
-from semcl.runs import Store, estimate_cost, plan_runs
+from semcl.runs import Store, plan_runs
 
 TABLE, PROFILE = "rince/tab2", "smoke"
 

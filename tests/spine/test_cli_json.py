@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from semcl.cli.main import main
+from semcl.estimate.cost import estimate_cost
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, estimate_cost, plan_runs
+from semcl.runs import Store, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -116,7 +116,7 @@ def test_vit_to_timm_equal_features(tmp_path):
 
     torch.manual_seed(2)
     ours = build_vit("vit_tiny_test", image_size=32)
-    _run(tmp_path, "vit", ours, {"method": {"name": "vit_ft", "arch": "vit_tiny_test"}, "model": {}})
+    _run(tmp_path, "vit", ours, {"method": {"name": "mae_finetune", "arch": "vit_tiny_test"}, "model": {}})
     weights, meta_path = export_run(tmp_path, "vit", "timm")
     kwargs = json.loads(meta_path.read_text())["load"]["kwargs"]
     assert kwargs["img_size"] == 32 and kwargs["global_pool"] == "avg" and kwargs["fc_norm"] is True
@@ -133,7 +133,7 @@ def test_video_r3d18_to_torchvision_and_hara_to_state_dict(tmp_path):
     torch.manual_seed(3)
     x = torch.randn(1, 3, 2, 16, 16)
     ours = _randomise_bn(build_video_backbone("r3d_18"))
-    _run(tmp_path, "v1", ours, {"method": {"name": "rince_video", "backbone": "r3d_18"}, "model": {}})
+    _run(tmp_path, "v1", ours, {"method": {"name": "video_rince", "backbone": "r3d_18"}, "model": {}})
     weights, _ = export_run(tmp_path, "v1", "torchvision")
     tv = r3d_18(weights=None)
     tv.fc = torch.nn.Identity()
@@ -141,7 +141,7 @@ def test_video_r3d18_to_torchvision_and_hara_to_state_dict(tmp_path):
     _same(ours, tv, x)
 
     hara = _randomise_bn(build_video_backbone("hara_r3d18_b"))
-    _run(tmp_path, "v2", hara, {"method": {"name": "rince_video", "backbone": "hara_r3d18_b"}, "model": {}})
+    _run(tmp_path, "v2", hara, {"method": {"name": "video_rince", "backbone": "hara_r3d18_b"}, "model": {}})
     with pytest.raises(SemclError, match="hara_r3d18_b.*no torchvision export.*state_dict"):
         export_run(tmp_path, "v2", "torchvision")
     weights, meta_path = export_run(tmp_path, "v2", "state_dict")

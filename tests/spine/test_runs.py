@@ -89,7 +89,7 @@ def test_estimate_costs_the_network_the_row_trains():
     """ViT rows by method.arch, video rows per clip of method.backbone, KD rows with their teacher: each
     against the catalog arithmetic (forward + backward = 3 forwards)."""
     from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
-    from semcl.runs import network_gflops
+    from semcl.estimate.cost import network_gflops
 
     def row(table, label):
         return next(r for r in plan_runs(get_table(table), "paper") if r.row_label == label).config

@@ -1,9 +1,10 @@
-"""How the CLI modules turn arguments into objects: the results root, the tables a command names (with
---all, --row and --set), the tables that have a profile. Shared by cli.py and its sub-command modules, so
-that none of them imports cli.py back."""
+"""How the CLI modules turn arguments into objects (the results root, the store, the data root, the tables a
+command names with --all, --row and --set) and the options several commands share (--profile, --set, --format).
+Shared by semcl.cli.main and every command module, so that none of them imports main back."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,66 @@ from semcl.errors import ConfigError, SemclError
 def results_root(args) -> Path:
     from_env = os.environ.get("SEMCL_RESULTS", "results")  # = semcl.runs.results_root
     return Path(args.results) if args.results else Path(from_env)
+
+
+PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.tables.PROFILE_NAMES (tests/e2e/test_first_hour.py)
+
+
+def open_store(args):
+    from semcl.runs import Store
+
+    return Store(Path(args.results) if args.results else None)
+
+
+def data_root(args) -> Path:
+    """--data-root, else $SEMCL_DATA, else ./data (every command that reads datasets)."""
+    return Path(getattr(args, "data_root", None) or os.environ.get("SEMCL_DATA", "data"))
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def add_profile(sp, default="paper") -> None:
+    sp.add_argument("--profile", choices=PROFILE_NAMES, default=default,
+                    help=f"paper (the paper's scale), mini (real small data, CPU minutes) or smoke "
+                         f"(synthetic data, seconds); default: {default}")
+
+
+def add_set(sp, rows: str | None) -> None:
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="a variant: this config key (dotted, as rows' overrides, e.g. optim.lr=0.1; value as YAML) "
+                         "on the selected rows, after every registry layer; own run ids, labelled "
+                         "'<row> [KEY=VALUE]' (repeatable)")
+    if rows:
+        sp.add_argument("--row", action="append", help=rows)
+
+
+def add_json(sp) -> None:
+    sp.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json (for scripts)")
+
+
+def add_tables(sp, every: str = "every table in the registry that has the profile") -> None:
+    sp.add_argument("table", nargs="*", help="table ids, e.g. rince/tab2")
+    sp.add_argument("--all", action="store_true", help=every)
 
 
 def get_table(table_id: str):
@@ -28,7 +89,7 @@ def load_registry():
     return load()
 
 
-def with_profile(tables: list, profile: str) -> list:
+def having_profile(tables: list, profile: str) -> list:
     """The tables that have `profile`; the others are skipped with one line on stderr."""
     say_skipped([t.id for t in tables if profile not in t.profiles], profile)
     return [t for t in tables if profile in t.profiles]
@@ -43,7 +104,7 @@ def say_skipped(ids: list[str], profile: str) -> None:
 
 def tables_named(args) -> list:
     if getattr(args, "all", False):
-        return selected(args, with_profile(list(load_registry().values()), args.profile))
+        return selected(args, having_profile(list(load_registry().values()), args.profile))
     if not args.table:
         raise SemclError("name a table (e.g. rince/tab2) or pass --all")
     return selected(args, [get_table(t) for t in args.table])

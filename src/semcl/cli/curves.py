@@ -20,10 +20,12 @@ def cmd_curves(args) -> None:
     print(f"(written to {png} and {png.with_suffix('.csv')})", file=sys.stderr)
 
 
-def add_parser(sub, with_profile) -> None:
+def add_parser(sub) -> None:
+    from semcl.cli.args import add_profile
+
     sp = sub.add_parser("curves", help="training curves of a table's rows (mean and min-max band over seeds): PNG + CSV")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
-    with_profile(sp)
+    add_profile(sp)
     sp.add_argument("--rows", help="only rows whose label matches this regular expression")
     sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
     sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves)")

@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from semcl.errors import DataError, SemclError
+from semcl.methods.registry import METHODS
 from semcl.files import write_atomic
 from semcl.models.weight_formats import detectron2_name, layout_mismatch
 from semcl.runtime.checkpoint import safe_load
@@ -40,7 +41,7 @@ FAMILY_FORMATS = {
     "vit": ("timm", "state_dict"),
     "video_torchvision": ("torchvision", "state_dict"),
     "video": ("state_dict",),
-    "kd": ("state_dict",),
+    "kd_zoo": ("state_dict",),  # the KD networks (semcl.models.kd)
 }
 IMAGENET_RESNETS = ("resnet18", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x4d",
                     "resnet200")
@@ -53,23 +54,20 @@ class Backbone:
 
 
 def backbone_of(config: Mapping) -> Backbone:
-    """Which backbone a resolved run config trains (the same keys the methods read)."""
+    """Which backbone a resolved run config trains, as its method declares it (MethodSpec.networks)."""
     from semcl.models.backbones import BACKBONES
     from semcl.models.kd import KD_MODEL_ALIASES, KD_MODELS
-    from semcl.models.video import VIDEO_BACKBONES
-    from semcl.models.vit import VITS
+    from semcl.run_config import build_config
 
-    method, model = config.get("method") or {}, config.get("model") or {}
-    if method.get("arch") in VITS:
-        return Backbone(method["arch"], "vit")
-    if method.get("backbone") in VIDEO_BACKBONES:
-        name = method["backbone"]
+    cfg = build_config(dict(config), where="the run's config.yaml")
+    nets = METHODS[cfg.method.name].networks(cfg.method, cfg.model)
+    name = nets.trained
+    if nets.family == "vit":
+        return Backbone(name, "vit")
+    if nets.family == "video":
         return Backbone(name, "video_torchvision" if name == "r3d_18" else "video")
-    name = model.get("backbone")
-    if method.get("name") == "kd_teacher" and method.get("teacher_arch"):
-        name = method["teacher_arch"]  # semcl.methods.distill.core: the teacher run trains teacher_arch
     if KD_MODEL_ALIASES.get(name, name) in KD_MODELS:
-        return Backbone(name, "kd")
+        return Backbone(name, "kd_zoo")
     if name in IMAGENET_RESNETS:
         return Backbone(name, "imagenet_resnet")
     if name in BACKBONES:
@@ -157,7 +155,7 @@ def convert(backbone: Backbone, sd: dict[str, torch.Tensor], fmt: str) -> tuple[
 
 def _own_builder(backbone: Backbone, sd: Mapping[str, torch.Tensor]) -> dict:
     """Our builder call that the plain state dict reloads into strictly (checked here)."""
-    if backbone.family == "kd":
+    if backbone.family == "kd_zoo":
         from semcl.models.kd import build_kd_model
 
         linear = [v for k, v in sd.items() if k.endswith("weight") and v.dim() == 2]

@@ -20,6 +20,7 @@ from semcl.data.registry import DATASETS
 from semcl.data.view_recipes import parse_augment
 from semcl.estimate import throughput
 from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
+from semcl.estimate.workload import networks, train_samples
 from semcl.methods.registry import METHODS
 
 # catalog entries counted as fwd+bwd FLOPs (scripts/count_kd_gflops.py); the others are 3 x forward GMACs
@@ -51,17 +52,16 @@ def train_flops(name: str) -> float:
 def network_rate(cfg, network: str | None = None) -> float:
     """fwd+bwd samples/s of one A100 on the row's trained network (or `network`, a catalog backbone)."""
     amp = bool(cfg.optim.amp) or cfg.optim.precision == "fast"
-    m = cfg.method
-    arch, video = getattr(m, "arch", None), getattr(m, "backbone", None)
-    if network is None and arch in VIT_GMACS:
+    nets = networks(cfg)
+    if network is None and nets.family == "vit" and nets.trained in VIT_GMACS:
         side = cfg.data.image_size or 224
-        rate = throughput.measured_rate(arch, amp)
+        rate = throughput.measured_rate(nets.trained, amp)
         if rate is not None:
             return rate * (224 / side) ** 2
-        return throughput.sustained_flops(amp) / (6e9 * VIT_GMACS[arch] * (side / 224) ** 2)
-    if network is None and video in VIDEO_GMACS:
-        frames, side = getattr(m, "num_frames", 16), cfg.data.image_size or 112
-        return throughput.sustained_flops(amp) / (6e9 * VIDEO_GMACS[video] * frames / 16 * (side / 112) ** 2)
+        return throughput.sustained_flops(amp) / (6e9 * VIT_GMACS[nets.trained] * (side / 224) ** 2)
+    if network is None and nets.family == "video" and nets.trained in VIDEO_GMACS:
+        side = cfg.data.image_size or 112
+        return throughput.sustained_flops(amp) / (6e9 * VIDEO_GMACS[nets.trained] * nets.frames / 16 * (side / 112) ** 2)
     name = network or cfg.model.backbone
     info = DATASETS.get(cfg.data.name)
     side = cfg.data.image_size or (info.size if info else 224)
@@ -73,26 +73,12 @@ def network_rate(cfg, network: str | None = None) -> float:
 
 def seconds_per_sample(cfg) -> float:
     """GPU-seconds of model time per training sample on one A100 (every network the row runs)."""
-    spec, m = METHODS[cfg.method.name], cfg.method
-    teacher = getattr(m, "teacher_arch", None)
-    if teacher in BACKBONE_GFLOPS and spec.depends != "teacher":  # the teacher row trains teacher_arch
-        return spec.cost(m) / network_rate(cfg, teacher)
-    if teacher in BACKBONE_GFLOPS:  # a student: its own fwd+bwd; the cost beyond it is the teacher's forward
-        return 1 / network_rate(cfg) + max(spec.cost(m) - 1, 0.0) / network_rate(cfg, teacher)
+    spec, m, nets = METHODS[cfg.method.name], cfg.method, networks(cfg)
+    if nets.teacher in BACKBONE_GFLOPS:  # a student: its own fwd+bwd; the cost beyond it is the teacher's forward
+        return 1 / network_rate(cfg) + max(spec.cost(m) - 1, 0.0) / network_rate(cfg, nets.teacher)
+    if nets.family == "image" and nets.trained != cfg.model.backbone and nets.trained in BACKBONE_GFLOPS:
+        return spec.cost(m) / network_rate(cfg, nets.trained)  # a KD teacher run trains its teacher_arch
     return spec.cost(m) / network_rate(cfg)
-
-
-def train_samples(cfg) -> int:
-    info = DATASETS.get(cfg.data.name)
-    n = info.num_train if info else 50_000
-    if cfg.data.train_per_class and info:
-        n = min(n, cfg.data.train_per_class * info.num_classes)
-    imb = getattr(cfg.data, "imbalance_factor", None)
-    if imb and info:  # the long-tailed cut n_i = int(n_max * IF**(-i / (C - 1)))
-        n_max = getattr(cfg.data, "lt_max_per_class", None) or n // info.num_classes
-        c = info.num_classes
-        n = sum(int(n_max * imb ** (-i / (c - 1))) for i in range(c))
-    return n
 
 
 def _loader_per_worker(cfg, views: int) -> float:

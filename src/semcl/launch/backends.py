@@ -1,10 +1,11 @@
 """What every backend shares before it submits: which runs go out, the data they need, the shared
-synthetic data; and the table of backends (`BACKENDS`: executor name -> the module that submits).
+synthetic data; and the table of backends (`BACKENDS`: executor name -> its Backend class).
 
 Only runs that are missing or partial go out (failed ones with --retry-failed); a done run is
 never resubmitted and an unreadable metrics.json stops the submission before anything starts.
-The backends: semcl.launch.local (`local`: subprocesses on this machine, `debug`: in-process) and
-semcl.launch.slurm.submit (`slurm`: job arrays), each imported only when named, so submitit loads only then.
+The backends (semcl.launch.base.Backend): `local` (subprocesses on this machine) and `debug` (in-process),
+semcl.launch.local; `slurm` (job arrays), semcl.launch.slurm.backend. Each is imported only when named,
+so submitit loads only then.
 """
 
 from __future__ import annotations
@@ -14,22 +15,36 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 from semcl.errors import ConfigError
+from semcl.launch.base import Backend
 from semcl.runs import Run, Store
 
-# executor name -> the module that submits to it (`semcl run --executor NAME`): launch_local.submit_runs,
-# slurm_submit.submit_slurm. Named as strings because the backends import this module (the shared
-# selection), not the other way round.
-BACKENDS: dict[str, str] = {"local": "semcl.launch.local", "debug": "semcl.launch.local", "slurm": "semcl.launch.slurm.submit"}
+# executor name -> "module:Class" of its Backend (`semcl run --executor NAME`). Strings, because the
+# backends import this module (the shared selection), not the other way round. A new executor is one
+# module with a Backend subclass plus one line here.
+BACKENDS: dict[str, str] = {
+    "local": "semcl.launch.local:LocalBackend",
+    "debug": "semcl.launch.local:DebugBackend",
+    "slurm": "semcl.launch.slurm.backend:SlurmBackend",
+}
+DEFAULT_EXECUTOR = "local"
 
 
-def backend(executor: str) -> ModuleType:
-    """The module that submits to `executor` (a key of BACKENDS)."""
+def backend(executor: str) -> Backend:
+    """The Backend of `executor` (a key of BACKENDS)."""
     if executor not in BACKENDS:
         raise ConfigError(f"unknown executor {executor!r}; known: {sorted(BACKENDS)}")
-    return importlib.import_module(BACKENDS[executor])
+    module, _, cls = BACKENDS[executor].partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def run_states(store: Store, runs: list[Run]) -> list[tuple[str, str]]:
+    """(status, detail) per run: what a backend that submitted it knows (a queued SLURM job), else the store's."""
+    known: dict[str, tuple[str, str]] = {}
+    for name in BACKENDS:
+        known.update(backend(name).states(store, runs))
+    return [known.get(r.run_id) or store.status(r.run_id) for r in runs]
 
 
 def check_data_root(runs: list[Run], data_root: Path) -> None:

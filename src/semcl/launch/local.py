@@ -17,8 +17,10 @@ from pathlib import Path
 import submitit
 
 from semcl.errors import ResultsError, SemclError
+from semcl.estimate.cost import estimated_minutes
 from semcl.launch.backends import prepare_synthetic_data, select
-from semcl.runs import Run, Store, estimated_minutes, waves
+from semcl.launch.base import Backend, LaunchOptions
+from semcl.runs import Run, Store, waves
 from semcl.runtime.runlock import RunOwned, run_lock
 
 
@@ -141,6 +143,22 @@ class Interrupted(SemclError):
     def __init__(self, signum: int, message: str):
         super().__init__(message)
         self.exit_code = 128 + signum
+
+
+class LocalBackend(Backend):
+    """`local`: the runs in `workers` subprocess jobs on this machine, stage after stage."""
+
+    name = "local"
+
+    def submit(self, runs, store: Store, options: LaunchOptions) -> None:
+        submit_runs([r for r, _ in runs], store, options.data_root, executor=self.name, workers=options.workers,
+                    retry_failed=options.retry_failed)
+
+
+class DebugBackend(LocalBackend):
+    """`debug`: the same stages inside this process (tracebacks shown, a debugger can stop in them)."""
+
+    name = "debug"
 
 
 def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str = "local",

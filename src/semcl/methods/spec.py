@@ -18,6 +18,21 @@ DEPENDENCY_KINDS = {"init_from": "base run", "ensemble": "ensemble member", "tea
 DEPENDENCY_FILES = {"init_from": "checkpoints/last.pt", "ensemble": "test_logits.pt", "teacher": "checkpoints/last.pt"}
 
 
+@dataclass(frozen=True)
+class Networks:
+    """The networks a run of a method trains and runs, as the cost model and `semcl export` need them."""
+
+    trained: str  # the network whose weights the run trains (a backbone, ViT or video net name)
+    family: str = "image"  # image | vit | video: which cost table and which export formats apply
+    frames: int = 1  # frames per clip (video)
+    teacher: str | None = None  # a frozen network the step runs forward (a KD student's teacher)
+
+
+def trains_model_backbone(method_cfg: Any, model_cfg: Any) -> Networks:
+    """The default `networks`: the run trains `model.backbone` and nothing else."""
+    return Networks(model_cfg.backbone)
+
+
 def serves_any_dataset(method_cfg: Any, num_classes: int) -> None:
     """The default `check_dataset`: the method works with any class count."""
 
@@ -46,6 +61,9 @@ class MethodSpec:
     # what builds its network: "module:function" (or class) of the builder the Method class calls; None
     # where the method builds no network of its own (logit ensembles, external trainers)
     builder: str | None = "semcl.models.backbones:build_backbone"
+    # networks(method_cfg, model_cfg) -> Networks: what the run trains (a ViT's `arch`, a video net and its frames,
+    # a KD teacher run's `teacher_arch`) and the frozen teacher a student runs; the spine asks this, never the config
+    networks: Callable[[Any, Any], Networks] = trains_model_backbone
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:

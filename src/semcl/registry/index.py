@@ -21,7 +21,8 @@ from semcl.registry.index_store import cache_file, read_index, registry_root, so
 
 def _profile_runs(table, profile: str) -> list[list]:
     """[run_id, row label, seed, cost estimate, depends_on, GPUs held] per planned run, in plan order."""
-    from semcl.runs import estimate_cost, plan_runs
+    from semcl.estimate.cost import estimate_cost
+    from semcl.runs import plan_runs
 
     out = []
     for r in plan_runs(table, profile):

@@ -13,6 +13,7 @@ import submitit
 from submitit.core.utils import FailedJobError
 
 from semcl.errors import SemclError
+from semcl.estimate.cost import estimated_minutes
 from semcl.launch.backends import prepare_synthetic_data, select
 from semcl.launch.slurm.job import RunJob
 from semcl.launch.slurm.profile import (
@@ -24,7 +25,7 @@ from semcl.launch.slurm.profile import (
     signature,
     slurm_parameters,
 )
-from semcl.runs import Run, Store, estimated_minutes, waves
+from semcl.runs import Run, Store, waves
 
 
 def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> list[tuple[dict, list[Run]]]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from semcl.errors import ConfigError
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, Networks
 
 
 @dataclass
@@ -259,18 +259,29 @@ _LM = {**_CRD, "lm_mode": frozenset({"extra", "distance"})}
 _COST = 4 / 3
 
 
+def student_networks(m, model) -> Networks:
+    """A student trains `model.backbone` and runs its teacher run's network (`teacher_arch`) forward."""
+    return Networks(model.backbone, teacher=m.teacher_arch)
+
+
+def teacher_networks(m, model) -> Networks:
+    """A teacher run trains the KD-zoo network `teacher_arch`."""
+    return Networks(m.teacher_arch)
+
+
 def _student(name: str, schema: type, cls: str, summary: str, losses: tuple[str, ...], module: str = _M,
              **choices: frozenset[str]) -> MethodSpec:
     """A student's spec; `losses`: its distillation terms beside the common CE + KD ones."""
     extra = {"check_dataset": check_scns_classes} if name.startswith("scns") else {}
     return MethodSpec(name, schema, f"{module}:{cls}", train_cost=_COST, depends="teacher",
                       choices={"teacher_outputs": _OUT, **choices}, summary=summary, **extra,
-                      losses=_STEP_LOSSES + losses, builder="semcl.models.kd:build_kd_model")
+                      losses=_STEP_LOSSES + losses, builder="semcl.models.kd:build_kd_model",
+                      networks=student_networks)
 
 
 KD_TEACHER = MethodSpec("kd_teacher", KDTeacherMethod, f"{_CORE}:KDTeacher", train_cost=1.0,
                         summary="cross-entropy training of a KD-zoo network (teachers, no-teacher students)",
-                        losses=_STEP_LOSSES[:1], builder="semcl.models.kd:build_kd_model")
+                        losses=_STEP_LOSSES[:1], builder="semcl.models.kd:build_kd_model", networks=teacher_networks)
 KD_STUDENT = MethodSpec("kd_student", KDStudentMethod, f"{_CORE}:KDTeacher", train_cost=1.0,
                         summary="cross-entropy training of a KD-zoo student without a teacher",
                         losses=_STEP_LOSSES[:1], builder="semcl.models.kd:build_kd_model")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, Networks
 
 # hara_r3d18: Hara et al.'s 3D-ResNet-18 (the paper's backbone; shortcut A, _b: shortcut B);
 # r3d_18: torchvision's (no max-pool, 3x7x7 stem: a variant); r3d_small: mini / smoke
@@ -104,7 +104,15 @@ class VideoFeatures(_Clips):
 _CLS = "semcl.methods.video_rank.method"
 _CLIP_CHOICES = {"backbone": BACKBONES, "positive": POSITIVES}
 _CHOICES = {**_CLIP_CHOICES, "own_video_keys": OWN_VIDEO_KEYS}
-_CONTRAST = {"losses": ("semcl.losses.ranked:ranked_info_nce",), "builder": "semcl.models.video:build_video_backbone"}
+
+
+def video_networks(m, model) -> Networks:
+    """A video row trains `method.backbone` on clips of `method.num_frames` frames."""
+    return Networks(m.backbone, "video", frames=m.num_frames)
+
+
+_CONTRAST = {"losses": ("semcl.losses.ranked:ranked_info_nce",), "builder": "semcl.models.video:build_video_backbone",
+             "networks": video_networks}
 # four clips per video (anchor, x_f, x_s, x_v), one with gradients: cost per video-epoch ≈ 1 + 3/3
 VIDEO_SPECS = (
     MethodSpec("video_infonce", VideoInfoNCE, f"{_CLS}:VideoContrastive", train_cost=5 / 3, choices=_CHOICES,
@@ -117,8 +125,8 @@ VIDEO_SPECS = (
                summary="RINCE on clips: ranks x_f < x_s < x_v, τ 0.1 / 0.15 / 0.2", **_CONTRAST),
     MethodSpec("video_finetune", VideoFinetune, f"{_CLS}:VideoFinetune", depends="init_from", choices=_CLIP_CHOICES,
                summary="end-to-end fine-tuning of a pre-trained video backbone (dropout 0.9 + linear)",
-               losses=("torch.nn.functional:cross_entropy",), builder=_CONTRAST["builder"]),
+               losses=("torch.nn.functional:cross_entropy",), builder=_CONTRAST["builder"], networks=video_networks),
     MethodSpec("video_features", VideoFeatures, f"{_CLS}:VideoFeatures", train_cost=0.0, depends="init_from",
                choices=_CLIP_CHOICES, summary="a pre-trained video backbone read as is (retrieval on another set)",
-               builder=_CONTRAST["builder"]),
+               builder=_CONTRAST["builder"], networks=video_networks),
 )

@@ -4,7 +4,7 @@ layer-wise lr decay, drop-path, warm-up + half-cycle cosine, effective batch 102
 
 from dataclasses import dataclass
 
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, Networks
 
 ARCHS = frozenset({"vit_base_patch16", "vit_large_patch16", "vit_tiny_test"})
 
@@ -79,13 +79,22 @@ _M = "semcl.methods.vit.method"
 _BUILDER = "semcl.models.vit:build_vit"
 _CHOICES = {"arch": ARCHS}
 _QUEUE_INIT = frozenset({"official", "random"})  # semcl.methods.paco.QUEUE_INIT without "empty"
+
+
+def vit_networks(m, model) -> Networks:
+    """A ViT row trains `method.arch` (model.backbone names no network here)."""
+    return Networks(m.arch, "vit")
+
+
 MAE_FINETUNE = MethodSpec("mae_finetune", MaeFinetuneMethod, f"{_M}:MaeFinetune", train_cost=1.0,
                           choices=_CHOICES, summary="MAE ViT fine-tuning with label-smoothed CE, mixup and cutmix",
-                          losses=("semcl.methods.vit.mixup:soft_target_cross_entropy",), builder=_BUILDER)
+                          losses=("semcl.methods.vit.mixup:soft_target_cross_entropy",), builder=_BUILDER,
+                          networks=vit_networks)
 MULTITASK_VIT = MethodSpec("multitask_vit", MultiTaskViTMethod, f"{_M}:MultiTaskViT", train_cost=2.0,
                            choices={**_CHOICES, "queue_init": _QUEUE_INIT}, summary="CE + 0.5 x SupCon fine-tuning of MAE ViTs",
-                           losses=("torch.nn.functional:cross_entropy", "semcl.losses.paco:supcon_loss"), builder=_BUILDER)
+                           losses=("torch.nn.functional:cross_entropy", "semcl.losses.paco:supcon_loss"), builder=_BUILDER,
+                           networks=vit_networks)
 GPACO_VIT = MethodSpec("gpaco_vit", GPacoViTMethod, f"{_M}:GPaCoViT", train_cost=2.0,
                        choices={**_CHOICES, "queue_init": _QUEUE_INIT},
                        summary="GPaCo fine-tuning of MAE ViTs (queue inside the model)",
-                       losses=("semcl.losses.paco:paco_loss",), builder=_BUILDER)
+                       losses=("semcl.losses.paco:paco_loss",), builder=_BUILDER, networks=vit_networks)

@@ -1,0 +1,117 @@
+"""`semcl table`, `claims`, `figure`, `report` and `readme`: the results store rendered beside the paper."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from semcl.cli.args import add_profile, add_set, get_table, load_registry, open_store, results_root
+from semcl.cli.numbers import add_numbers_option, overlaid, overlay, say_warnings
+from semcl.errors import ConfigError, SemclError
+
+
+def cmd_table(args) -> None:
+    from semcl.report.tables import write_table
+
+    table, out_dir = get_table(args.table), None
+    if args.set or args.row:  # the registered rows and each one's variant, in a folder of its own
+        from semcl.registry.variant_rows import slug, table_view
+
+        table = table_view(table, args.set, args.row, args.profile)
+        out_dir = open_store(args).root / "tables" / "variants" / slug(args.set)
+    table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
+    text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
+def cmd_claims(args) -> None:
+    from semcl.report.claim_verdicts import write_claims
+
+    ov = overlay(args)
+    text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov)
+    say_warnings(ov)
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
+def cmd_figure(args) -> None:
+    from semcl.report.figures import write_figure
+
+    table = get_table(args.table)
+    if table.figure is None:
+        with_figure = sorted(t.id for t in load_registry().values() if t.figure)
+        raise ConfigError(f"{table.path}: table {table.id} has no 'figure' entry (tables with one: {', '.join(with_figure)})")
+    points, path = write_figure(table, args.profile, open_store(args))
+    print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
+
+
+def cmd_report(args) -> None:
+    from semcl.report.reproduction import build_report
+
+    try:
+        out = Path(args.out) if args.out else results_root(args) / "reports"  # never the tracked reproduce/ by default
+        ov = overlay(args)
+        if args.html:  # the page and, from the same data, the Markdown beside it
+            from semcl.report.html import build_html_report
+
+            page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov)
+        else:
+            text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov)
+        say_warnings(ov)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if args.html:
+        print(page)
+        print(f"(written to {page} and {path})", file=sys.stderr)
+        return
+    print(text, end="")
+    print(f"(written to {path})", file=sys.stderr)
+
+
+def cmd_readme(args) -> None:
+    from semcl.report.readme import update_readme
+
+    path = Path(args.readme)
+    if not path.exists():
+        raise SemclError(f"{path}: no such file")
+    done = update_readme(path, open_store(args), get_table)
+    for table_id, profile in done:
+        print(f"{path}: table {table_id} ({profile}) regenerated")
+    if not done:
+        print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block with runs in {results_root(args)}",
+              file=sys.stderr)
+
+
+def add_parser(sub) -> None:
+    sp = sub.add_parser("table", help="paper vs ours table from the results store")
+    sp.add_argument("table", help="table id, e.g. rince/tab2")
+    add_profile(sp)
+    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
+    add_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
+    add_numbers_option(sp)
+    sp.set_defaults(func=cmd_table)
+    sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
+    sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
+    add_profile(sp)
+    sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
+    add_numbers_option(sp)
+    sp.set_defaults(func=cmd_claims)
+    sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
+    sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")
+    add_profile(sp)
+    sp.set_defaults(func=cmd_figure)
+    sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
+    sp.add_argument("paper", help="rince | gpaco | paco | ...")
+    add_profile(sp)
+    sp.add_argument("--out", default=None, help="folder for <paper>.<profile>.md (default: <results>/reports/; "
+                                                "the curated pages are reproduce/)")
+    sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "
+                    "(tables with provenance on hover, claims' verdicts, figures inline); prints its path")
+    add_numbers_option(sp)
+    sp.set_defaults(func=cmd_report)
+    sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
+                                       " ... <!-- /semcl -->) from the stored runs")
+    sp.add_argument("--readme", default="README.md", help="the file whose blocks are rewritten (default: README.md)")
+    sp.set_defaults(func=cmd_readme)

@@ -1,0 +1,247 @@
+"""`semcl plan`, `run`, `status` and `wait`: the runs of tables, what they cost, sending them out through a
+backend (semcl.launch.base.Backend) and following them."""
+
+from __future__ import annotations
+
+import os
+
+from semcl.cli.args import (
+    add_json,
+    add_profile,
+    add_set,
+    add_tables,
+    data_root,
+    open_store,
+    positive_float,
+    positive_int,
+    results_root,
+    say_skipped,
+    tables_named,
+)
+from semcl.cli.check import preflight_file
+from semcl.errors import ConfigError, SemclError
+from semcl.launch.backends import BACKENDS, DEFAULT_EXECUTOR, backend
+from semcl.launch.base import DEFAULT_CLUSTER, LaunchOptions
+
+
+def _index_tables(args, index: dict) -> list[dict]:
+    """The tables `args` names (or --all), as index entries; same errors as `_tables`."""
+    by_id = {t["id"]: t for t in index["tables"]}
+    if getattr(args, "all", False):
+        kept = [t for t in index["tables"] if t["id"] in index["runs"]]
+        say_skipped([t["id"] for t in index["tables"] if t["id"] not in index["runs"]], args.profile)
+        return kept
+    if not args.table:
+        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
+    for name in args.table:
+        if name not in by_id:
+            raise ConfigError(f"unknown table {name!r} (known: {', '.join(sorted(by_id))})")
+        if name not in index["runs"]:
+            raise ConfigError(f"{name}: no profile {args.profile!r} (profiles: {', '.join(by_id[name]['profiles'])})")
+    return [by_id[name] for name in args.table]
+
+
+def cmd_plan(args) -> None:
+    be = backend(args.executor)
+    if be.previews_layout and args.format == "text":  # the job layout needs the resolved runs and resources
+        return _plan_with_layout(args, be)
+    from semcl.registry.index import load_index
+
+    if args.set or args.row:  # variants and row selections are not in the cached index: plan them here
+        from semcl.registry.variant_rows import plan_index
+
+        index = plan_index(tables_named(args), args.profile)
+        tables = index["tables"]
+    else:
+        index = load_index(args.profile)
+        tables = _index_tables(args, index)
+    if args.format == "json":
+        from semcl.cli.format import dump, plan_json
+
+        return dump(plan_json(index, tables, args.profile, results_root(args) / "runs", lambda: open_store(args)))
+    runs_dir, store = results_root(args) / "runs", None
+    unit = "GPU-h" if args.profile == "paper" else "CPU-min"
+    totals = {"tables": 0, "runs": 0, "todo": 0, "all": 0.0, "left": 0.0}
+    counted: set[str] = set()  # a run two tables share counts once in the overall total
+    for table in tables:
+        runs = index["runs"][table["id"]]
+        width = max([24, *(len(r[1]) for r in runs)])  # long labels (variants: "<row> [key=value]") stay aligned
+        print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
+        todo, cost_all, cost_left, held = 0, 0.0, 0.0, set()
+        for run_id, label, seed, cost, deps, *gpus in runs:
+            held.update(gpus[:1])
+            if not (runs_dir / run_id).exists():  # never started: no record, lock or checkpoint to read
+                status, detail = "missing", ""
+            else:
+                store = store or open_store(args)
+                status, detail = store.status(run_id)
+            extra = f"  {detail}" if detail and args.verbose else ""
+            after = f"  after {','.join(deps)}" if deps else ""
+            print(f"{run_id}  {label:<{width}} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            amount = float(cost.split()[0])
+            cost_all += amount
+            if status != "done":
+                todo, cost_left = todo + 1, cost_left + amount
+        if table["not_implemented"]:
+            print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+        if held:  # the estimate counts every GPU a run's job holds
+            print(f"# {table['id']} GPUs held per run: {'/'.join(str(g) for g in sorted(held))}")
+        print(f"# {table['id']} total: {len(runs)} runs, {cost_all:.4g} {unit}; not done: {todo} runs, {cost_left:.4g} {unit}")
+        totals["tables"] += 1
+        for run_id, _, _, cost, _, *gpus in runs:
+            if run_id not in counted:
+                counted.add(run_id)
+                done = (runs_dir / run_id / "metrics.json").exists()
+                totals["runs"], totals["all"] = totals["runs"] + 1, totals["all"] + float(cost.split()[0])
+                totals["peak"] = max(totals.get("peak", 0), *gpus[:1], 0)
+                if not done:
+                    totals["todo"], totals["left"] = totals["todo"] + 1, totals["left"] + float(cost.split()[0])
+    if totals["tables"] > 1:
+        print(f"# all {totals['tables']} tables: {totals['runs']} runs, {totals['all']:.4g} {unit}; "
+              f"not done: {totals['todo']} runs, {totals['left']:.4g} {unit}; widest run holds {totals.get('peak', 0)} GPUs "
+              "(estimates: semcl.estimate.gpu_hours)")
+
+
+def _plan_with_layout(args, be) -> None:
+    """`plan` through a backend that previews its job layout: the run lines, then what it would submit."""
+    from semcl.estimate.cost import estimate_cost
+    from semcl.runs import plan_runs
+
+    store = open_store(args)
+    for table in tables_named(args):
+        runs = plan_runs(table, args.profile)
+        width = max([24, *(len(r.row_label) for r in runs)])
+        print(f"# {table.id} profile={args.profile}: {len(runs)} runs")
+        for run in runs:
+            status, detail = store.status(run.run_id)
+            cost = estimate_cost(run.config, args.profile, table.resources_for(run.row_label, args.profile).gpus)
+            extra = f"  {detail}" if detail and args.verbose else ""
+            after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
+            print(f"{run.run_id}  {run.row_label:<{width}} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
+        print(be.preview([(r, table.resources_for(r.row_label, args.profile)) for r in runs], store, args.cluster))
+        skipped = [r.label for r in table.rows if not r.implemented]
+        if skipped:
+            print(f"# not implemented (not planned): {', '.join(skipped)}")
+
+
+def cmd_status(args) -> None:
+    store = open_store(args)
+    current = None
+    counts: dict[str, int] = {}
+    for table, run, status, detail in _statuses(args, store):
+        if table.id != current:
+            if counts:
+                print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+            current, counts = table.id, {}
+            print(f"# {table.id} profile={args.profile}")
+        counts[status] = counts.get(status, 0) + 1
+        if status != "done" or args.verbose:
+            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
+    if counts:
+        print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+
+
+def _runs_with_resources(args) -> list:
+    tables = tables_named(args)
+    if args.row and not args.set:  # a misspelt label would select nothing and report "0 runs to submit"
+        for label in args.row:
+            if not any(label in (r.label for r in t.rows) for t in tables):
+                listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
+                raise ConfigError(f"unknown row {label!r} (rows of {listing})")
+    from semcl.runs import plan_runs
+
+    return [(r, t.resources_for(r.row_label, args.profile)) for t in tables
+            for r in plan_runs(t, args.profile, None if args.set else args.row)]  # --set: the tables hold the variants
+
+
+def cmd_run(args) -> None:
+    from semcl.launch.backends import check_data_root
+
+    be, store = backend(args.executor), open_store(args)
+    if args.progress:  # read by each run's training loop (semcl.runtime.progress), inherited by local jobs
+        os.environ["SEMCL_PROGRESS"] = "1"
+    pairs = _runs_with_resources(args)
+    runs = [r for r, _ in pairs]
+    if be.needs_preflight and not args.no_check:  # before anything is checked or written
+        from semcl.preflight.check import distinct_runs
+        from semcl.preflight.report import require_passed
+
+        for table in tables_named(args):
+            why = require_passed(preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
+            if why:
+                raise SemclError(f"refusing to submit: {why}")
+    root = data_root(args)
+    check_data_root(runs, root)
+    be.submit(pairs, store, LaunchOptions(data_root=root, retry_failed=args.retry_failed, workers=args.workers,
+                                            cluster=args.cluster))
+
+
+def _statuses(args, store):
+    """(table, run, status, detail) for every planned run, reattaching to jobs a backend submitted earlier."""
+    from semcl.launch.backends import run_states
+    from semcl.runs import plan_runs
+
+    tables = tables_named(args)
+    runs = [(t, r) for t in tables for r in plan_runs(t, args.profile)]
+    return [(t, r, *state) for (t, r), state in zip(runs, run_states(store, [r for _, r in runs]), strict=True)]
+
+
+def cmd_wait(args) -> None:
+    import time
+
+    store = open_store(args)
+    t0 = time.time()
+    while True:
+        rows = _statuses(args, store)
+        active = [r for r in rows if r[2] in ("pending", "running", "requeued")]
+        if not active:
+            counts = {k: sum(r[2] == k for r in rows) for k in ("done", "failed", "partial", "missing")}
+            print("no run queued or running: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+            failed = [r for r in rows if r[2] == "failed"]
+            if failed:
+                raise SemclError(f"{len(failed)} run(s) failed; see `semcl status`")
+            return
+        if args.timeout and time.time() - t0 > args.timeout:
+            raise SemclError(f"timed out after {args.timeout} s with {len(active)} run(s) still queued or running")
+        time.sleep(args.poll)
+
+
+def add_parser(sub) -> None:
+    for name, func, hlp in (("plan", cmd_plan, "one line per run: id, row, seed, status, cost"),
+                            ("status", cmd_status, "done / pending / running / requeued / failed / missing per run"),
+                            ("wait", cmd_wait, "block until no run of these tables is queued or running")):
+        sp = sub.add_parser(name, help=hlp)
+        add_tables(sp, "every table in the registry")
+        sp.add_argument("-v", "--verbose", action="store_true", help="also the detail of each run (error, lock owner)")
+        add_profile(sp)
+        if name == "plan":
+            sp.add_argument("--executor", choices=sorted(BACKENDS), default=DEFAULT_EXECUTOR,
+                            help="a backend that previews its job layout (slurm: the arrays and sbatch scripts) "
+                                 "shows it under the runs")
+            sp.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster profile slurm/profiles/<name>.yaml")
+            add_set(sp, "only this row label and the rows it builds on (repeatable)")
+            add_json(sp)
+        if name == "wait":
+            sp.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
+            sp.add_argument("--poll", type=positive_float, default=10.0,
+                            help="seconds between status checks (default 10)")
+        sp.set_defaults(func=func)
+    sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
+    add_tables(sp)
+    add_profile(sp)
+    sp.add_argument("--executor", choices=sorted(BACKENDS), default=DEFAULT_EXECUTOR,
+                    help="local: processes on this machine (default); debug: inside this process (submitit debug), "
+                         "tracebacks shown; slurm: job arrays on a cluster (after `semcl check`)")
+    sp.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster profile for --executor slurm (slurm/profiles/)")
+    sp.add_argument("--workers", type=positive_int, default=None,
+                    help="local executor: parallel processes (default: CPU count, at most 4)")
+    sp.add_argument("--row", action="append", help="only this row label (repeatable)")
+    add_set(sp, None)
+    sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
+    sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
+    sp.add_argument("--no-check", action="store_true",
+                    help="--executor slurm: submit even without a passed `semcl check` of the table")
+    sp.add_argument("--progress", action="store_true",
+                    help="a step-level progress line (epoch, step, loss, it/s) even where stderr is not a terminal "
+                         "(local jobs: in their stderr logs); sets $SEMCL_PROGRESS=1")
+    sp.set_defaults(func=cmd_run)

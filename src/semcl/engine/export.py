@@ -26,8 +26,8 @@ import torch
 import yaml
 
 from semcl.errors import DataError, SemclError
-from semcl.methods.registry import METHODS
 from semcl.files import write_atomic
+from semcl.methods.registry import METHODS
 from semcl.models.weight_formats import detectron2_name, layout_mismatch
 from semcl.runtime.checkpoint import safe_load
 

@@ -8,6 +8,7 @@ file or the new one, never an empty or cut one; a failed write leaves the old fi
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -23,9 +24,11 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], Any], *, exclusive: bool = False) -> None:
     """Call `write(f)` on a binary temp file beside `path`, fsync, chmod, rename over `path`. An
-    OSError without a file name (a full disk mid-write) is raised again naming `path`."""
+    OSError without a file name (a full disk mid-write) is raised again naming `path`. With `exclusive`, an
+    existing file is never replaced (FileExistsError): the temp file is hard-linked into place, which fails
+    atomically if `path` exists."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -35,7 +38,12 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
+        if exclusive:
+            _link_into_place(tmp, path)
+        else:
+            os.replace(tmp, path)
+    except FileExistsError:
+        raise
     except OSError as err:
         if err.filename is None:  # f.write / fsync name no file: say which one could not be written
             raise OSError(err.errno, err.strerror or str(err), str(path)) from err
@@ -44,8 +52,26 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         Path(tmp).unlink(missing_ok=True)  # gone after the rename; a failed write's leftover otherwise
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    write_atomic(path, lambda f: f.write(data))
+def _link_into_place(tmp: str, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(f"{path}: exists and is never rewritten") from None
+    except OSError as err:
+        if err.errno in DISK_FULL:
+            raise
+        if path.exists():  # a file system without hard links: check, then rename (a narrow race)
+            raise FileExistsError(f"{path}: exists and is never rewritten") from None
+        os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
+    """`obj` as indented, key-sorted JSON, written atomically (`exclusive`: never over an existing file)."""
+    write_bytes_atomic(Path(path), json.dumps(obj, indent=2, sort_keys=True).encode(), exclusive=exclusive)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+    write_atomic(path, lambda f: f.write(data), exclusive=exclusive)
 
 
 def write_text_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:

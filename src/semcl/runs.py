@@ -12,18 +12,15 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from semcl.config import RunConfig, hashable_config
 from semcl.errors import ResultsError
-from semcl.files import file_mode
+from semcl.files import write_json_atomic
 from semcl.registry.tables import Table
-
-STATUSES = ("done", "running", "partial", "failed", "missing")
-# Assumed sustained throughput for the rough cost estimate (fwd+bwd FLOP/s).
+from semcl.run_folder import RunFolder
 
 
 @dataclass(frozen=True)
@@ -120,33 +117,6 @@ def results_root() -> Path:
     return Path(os.environ.get("SEMCL_RESULTS", "results"))
 
 
-def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
-    """Temp file unique to this writer in the same folder + rename: readers see the old file or the
-    new one, never half. With `exclusive`, an existing file is never replaced (FileExistsError):
-    the temp file is hard-linked into place, which fails atomically if `path` exists."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, file_mode())
-        if not exclusive:
-            os.replace(tmp, path)
-            return
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise FileExistsError(f"{path}: exists and is never rewritten") from None
-        except OSError:  # a file system without hard links: check, then rename (a narrow race)
-            if path.exists():
-                raise FileExistsError(f"{path}: exists and is never rewritten") from None
-            os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
     """(dotted key, value) of the first NaN or infinite float in a metrics tree, None if there is none."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -168,8 +138,12 @@ class Store:
     def run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
 
+    def folder(self, run_id: str) -> RunFolder:
+        """The run's folder, whose files RunFolder names (semcl.run_folder)."""
+        return RunFolder(self.run_dir(run_id))
+
     def metrics_path(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "metrics.json"
+        return self.folder(run_id).metrics
 
     def read_record(self, run_id: str) -> dict | None:
         """The finished record, None if absent; ResultsError if present but unreadable."""
@@ -212,18 +186,17 @@ class Store:
                 return "done", ""
         except ResultsError as err:
             return "failed", str(err)
-        folder = self.run_dir(run_id)
-        holder = owner(folder)
+        folder = self.folder(run_id)
+        holder = owner(folder.path)
         if holder is not None:
             return "running", f"({holder.describe()})"
-        failed = folder / "failed.json"
-        if failed.exists():
+        if folder.failed.exists():
             try:
-                info = json.loads(failed.read_text())
-                return "failed", f"{info.get('error', '?')} (log: {folder / 'log.txt'})"
+                info = json.loads(folder.failed.read_text())
+                return "failed", f"{info.get('error', '?')} (log: {folder.log})"
             except json.JSONDecodeError:
-                return "failed", f"see {folder / 'log.txt'}"
-        if (folder / "checkpoints" / "last.pt").exists():
+                return "failed", f"see {folder.log}"
+        if folder.checkpoint.exists():
             return "partial", "checkpoint present"
         return "missing", ""
 

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from semcl.engine.dependencies import LOGITS_FILE, dependencies
+from semcl.engine.dependencies import dependencies
 from semcl.errors import ResultsError
-from semcl.files import file_mode
-from semcl.runs import Run, Store, write_json_atomic
+from semcl.files import file_mode, write_json_atomic
+from semcl.run_folder import LOGITS as LOGITS_FILE
+from semcl.runs import Run, Store
 from semcl.runtime import checkpoint
 
 

@@ -12,11 +12,12 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
-from semcl.engine.job import TRAINED_FILE, execute_run
+from semcl.engine.job import execute_run
 from semcl.errors import ResultsError
 from semcl.evals.linear_probe import linear_probe
 from semcl.evals.protocols.context import EvalCheckpoint
 from semcl.registry.tables import get_table
+from semcl.run_folder import TRAINED as TRAINED_FILE
 from semcl.runs import Run, Store, make_run_id, plan_runs
 
 

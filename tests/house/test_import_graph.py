@@ -115,6 +115,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 LAYER_ORDER = ["base", "config", "data/models/losses", "methods/evals", "plan", "engine", "launch", "report", "cli"]
 LAYERS: dict[str, str] = {
     **dict.fromkeys(["semcl", "semcl.errors", "semcl.files", "semcl.schema", "semcl.yaml_strict", "semcl.locations",
+                     "semcl.run_folder",
                      "semcl.runtime", "semcl.analysis", "semcl.registry.entry", "semcl.registry.resources",
                      "semcl.registry.index_store", "semcl.registry.figure_kinds"], "base"),
     **dict.fromkeys(["semcl.config", "semcl.runtime.precision"], "config"),

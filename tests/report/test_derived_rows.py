@@ -7,9 +7,10 @@ import math
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.files import write_json_atomic
 from semcl.registry.tables import load_table
 from semcl.report.tables import long_table, render, summary
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 ENTRY = """
 id: test/derived

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.files import write_json_atomic
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.figures import figure_points, write_figure
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 TOP1 = {123: 50.0, 546: 52.0, 937: 57.0}  # mean 53, std sqrt(13)
 LATENCY = {123: 10.0, 546: 12.0, 937: 11.0}  # mean 11, std 1

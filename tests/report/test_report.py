@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from semcl.cli.main import main
+from semcl.files import write_json_atomic
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.reproduction import build_report
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 TOP1 = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std 3.61
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.files import write_json_atomic
 from semcl.registry.tables import load_registry
 from semcl.report.tables import long_table, render, select_row, summary
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 COLS = """columns:
   - {key: top1, label: "Top-1", eval: linear_probe, epoch: last}

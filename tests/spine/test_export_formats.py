@@ -13,7 +13,7 @@ import torch
 from semcl.cli.main import main
 from semcl.engine.export import export_run
 from semcl.errors import SemclError
-from semcl.runs import write_json_atomic
+from semcl.files import write_json_atomic
 from semcl.runtime.checkpoint import save_atomic
 
 

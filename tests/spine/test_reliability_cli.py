@@ -12,8 +12,9 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
+from semcl.files import write_json_atomic
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

@@ -21,8 +21,9 @@ from semcl import files
 from semcl.cli.main import main
 from semcl.errors import ResultsError
 from semcl.evals.protocols import metric_key
+from semcl.files import write_json_atomic
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs, write_json_atomic
+from semcl.runs import Store, plan_runs
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+from semcl.run_folder import RunFolder
+
 
 def dump(obj) -> None:
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
@@ -55,7 +57,7 @@ def list_json(index: dict, paper: str | None, profile: str, runs_dir: Path) -> d
             skipped.append(t["id"])
             continue
         runs = index["runs"][t["id"]]
-        done = sum(r[0] in started and (runs_dir / r[0] / "metrics.json").exists() for r in runs)
+        done = sum(r[0] in started and RunFolder(runs_dir / r[0]).metrics.exists() for r in runs)
         tables.append({"id": t["id"], "paper": t["paper"], "source": t["source"], "title": t["title"],
                        "profiles": list(t["profiles"]), "rows": t["rows"], "implemented": t["implemented"],
                        "runs_planned": len(runs), "runs_done": done})

@@ -22,6 +22,7 @@ from semcl.cli.check import preflight_file
 from semcl.errors import ConfigError, SemclError
 from semcl.launch.backends import BACKENDS, DEFAULT_EXECUTOR, backend
 from semcl.launch.base import DEFAULT_CLUSTER, LaunchOptions
+from semcl.run_folder import RunFolder
 
 
 def _index_tables(args, index: dict) -> list[dict]:
@@ -91,7 +92,7 @@ def cmd_plan(args) -> None:
         for run_id, _, _, cost, _, *gpus in runs:
             if run_id not in counted:
                 counted.add(run_id)
-                done = (runs_dir / run_id / "metrics.json").exists()
+                done = RunFolder(runs_dir / run_id).metrics.exists()
                 totals["runs"], totals["all"] = totals["runs"] + 1, totals["all"] + float(cost.split()[0])
                 totals["peak"] = max(totals.get("peak", 0), *gpus[:1], 0)
                 if not done:

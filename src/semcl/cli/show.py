@@ -7,6 +7,7 @@ import os
 from semcl.cli.args import add_json, add_profile, get_table, results_root, say_skipped
 from semcl.cli.numbers import add_numbers_option, overlaid
 from semcl.errors import ConfigError
+from semcl.run_folder import RunFolder
 
 
 def cmd_list(args) -> None:
@@ -32,7 +33,7 @@ def cmd_list(args) -> None:
     for t in kept:
         runs = index["runs"][t["id"]]
         # a finished record present (its content is checked by `semcl status` / `semcl table`)
-        done = sum(r[0] in started and os.path.exists(runs_dir / r[0] / "metrics.json") for r in runs)
+        done = sum(r[0] in started and RunFolder(runs_dir / r[0]).metrics.exists() for r in runs)
         lines.append((t["id"], t["paper"], f"{t['implemented']}/{t['rows']}", f"{done}/{len(runs)}", t["source"],
                       t["title"]))
     head = ("table", "paper", "rows impl/total", "runs done/planned", "source", "title")

@@ -9,8 +9,6 @@ from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.runs import Run, Store
 from semcl.runtime.checkpoint import safe_load
 
-LOGITS_FILE = "test_logits.pt"
-
 
 def _finished(store: Store, run_id: str, what: str) -> None:
     status = store.status(run_id)[0]
@@ -40,19 +38,19 @@ def dependencies(run: Run, store: Store, kind: str | None) -> list[Dependency]:
     what = DEPENDENCY_KINDS.get(kind or "", "run")
     rerun = f"semcl run {run.table_id} --profile {run.profile} --retry-failed"
     for rid in run.depends_on:
-        folder = store.run_dir(rid)
+        folder = store.folder(rid)
 
         def state(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / "checkpoints" / "last.pt", what, rid, {"method"}, rerun)["method"]
+            return _load(folder.checkpoint, what, rid, {"method"}, rerun)["method"]
 
         def logits(rid=rid, folder=folder) -> dict:
             _finished(store, rid, what)
-            return _load(folder / LOGITS_FILE, what, rid, {"logits", "labels", "train_counts"}, rerun)
+            return _load(folder.logits, what, rid, {"logits", "labels", "train_counts"}, rerun)
 
         def metrics(rid=rid) -> dict:
             _finished(store, rid, what)
             return store.read_record(rid)["metrics"]
 
-        out.append(Dependency(kind or "", rid, folder, state, logits, metrics))
+        out.append(Dependency(kind or "", rid, folder.path, state, logits, metrics))
     return out

@@ -29,6 +29,7 @@ from semcl.errors import DataError, SemclError
 from semcl.files import write_atomic
 from semcl.methods.registry import METHODS
 from semcl.models.weight_formats import detectron2_name, layout_mismatch
+from semcl.run_folder import RunFolder
 from semcl.runtime.checkpoint import safe_load
 
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
@@ -191,7 +192,7 @@ def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
     record = Store(run_dir.parent.parent).read_record(run_id)
     if record is not None and isinstance(record.get("config"), dict):
         return record["config"], record
-    cfg_path = run_dir / "config.yaml"
+    cfg_path = RunFolder(run_dir).config
     try:
         config = yaml.safe_load(cfg_path.read_text())
     except FileNotFoundError:
@@ -205,7 +206,7 @@ def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
 
 def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) -> tuple[Path, Path]:
     """Write the run's backbone in ``fmt`` and its metafile; returns (weights path, metafile path)."""
-    from semcl.runs import write_json_atomic
+    from semcl.files import write_json_atomic
 
     if fmt not in FORMATS:
         raise SemclError(f"--format {fmt!r}: unknown; known: {', '.join(FORMATS)}")
@@ -214,7 +215,7 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) ->
         raise SemclError(f"run id {run_id!r}: no run folder {run_dir} (see `semcl status <table>`)")
     config, record = _read_run(run_dir, run_id)
     backbone = backbone_of(config)
-    ckpt = run_dir / "checkpoints" / "last.pt"
+    ckpt = RunFolder(run_dir).checkpoint
     if not ckpt.is_file():
         raise DataError(f"{ckpt}: checkpoint not found; the run has not trained yet")
     # weights_only (the engine's safe load): a crafted checkpoint is refused, nothing in it runs

@@ -25,24 +25,20 @@ import torch
 import yaml
 
 from semcl.config import config_to_dict
-from semcl.data import describe_split, ensure_synthetic, load, select_per_class
-from semcl.data.longtail import longtail_subset_indices
-from semcl.engine.dependencies import LOGITS_FILE, dependencies
+from semcl.data import describe_split, ensure_synthetic, load
+from semcl.engine.build import build_method, data_info, data_splits, method_class
 from semcl.engine.evaluate import evaluate, select_on_validation
 from semcl.engine.train import train
 from semcl.errors import ResultsError
-from semcl.files import write_text_atomic
+from semcl.files import write_json_atomic, write_text_atomic
 from semcl.locations import built_from
-from semcl.methods.base import DataInfo
-from semcl.methods.registry import method_spec
-from semcl.models.layout import apply_memory_format
-from semcl.runs import Run, Store, write_json_atomic
+from semcl.run_folder import RunFolder
+from semcl.runs import Run, Store
 from semcl.runtime import distributed
 from semcl.runtime.checkpoint import seed_everything
-from semcl.runtime.precision import configure_backend, effective_config
+from semcl.runtime.precision import effective_config
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
-TRAINED_FILE = "trained.json"  # the training stage's record, beside the final checkpoint
 STAGES = ("all", "train", "evaluate")
 
 
@@ -137,11 +133,11 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def _read_trained(folder: Path) -> dict:
+def _read_trained(folder: RunFolder) -> dict:
     """trained.json of a run whose training stage finished; ResultsError naming the file otherwise."""
-    path = folder / TRAINED_FILE
+    path = folder.trained
     if not path.exists():
-        raise ResultsError(f"{path}: the run's training stage has not finished (no {TRAINED_FILE}); "
+        raise ResultsError(f"{path}: the run's training stage has not finished (no {path.name}); "
                            "its training job runs first")
     try:
         doc = json.loads(path.read_text())
@@ -174,59 +170,38 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     finished = _finished_record(run, store, device)
     if finished is not None:  # finished by its owner after the caller's check, before the caller's lock
         return {} if stage == "train" or distributed.rank() != 0 else finished
-    folder = store.run_dir(run.run_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg_path = folder / "config.yaml"
-    if not cfg_path.exists():
-        write_text_atomic(cfg_path, yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
+    folder = store.folder(run.run_id)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    if not folder.config.exists():
+        write_text_atomic(folder.config, yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
                                                     "row": run.row_label, "profile": run.profile,
                                                     "config": config_to_dict(run.config)}, sort_keys=False))
-    handler = _file_logger(folder / "log.txt")
+    handler = _file_logger(folder.log)
     t0 = time.time()
     try:
         cfg = effective_config(run.config)  # `fast`: bf16 + channels_last; official: as the row says
-        spec = method_spec(cfg.method.name)
-        cls = spec.load()
-        deps = dependencies(run, store, spec.depends)
+        cls, deps = method_class(run, store, cfg)
         computed = None if stage == "train" else cls.metrics_from_dependencies(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
             store.write_record(run.run_id, record)
-            (folder / "failed.json").unlink(missing_ok=True)
+            folder.failed.unlink(missing_ok=True)
             return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
         seed_everything(run.seed)
         d = cfg.data
-        train_set = load(d.name, root, "train", d.image_size)
-        if d.train_per_class:
-            # a fixed subset for every seed, so seeds vary only the training randomness
-            train_set = train_set.subset(select_per_class(train_set.labels, d.train_per_class, seed=0))
-        if d.imbalance_factor:  # long-tailed cut by the CIFAR-LT rule, also fixed for every seed
-            train_set = train_set.subset(longtail_subset_indices(
-                train_set.labels, train_set.num_classes, d.imbalance_factor, d.lt_max_per_class, d.lt_seed))
-        test_set = load(d.name, root, d.test_split or "test", d.image_size)
-        if d.test_limit:
-            test_set = test_set.subset(torch.arange(min(d.test_limit, len(test_set.labels))))
-        write_json_atomic(folder / "data.json", {"train": describe_split(train_set), "test": describe_split(test_set)})
-        counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)
-        info = DataInfo(train_set.num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts,
-                        tuple(train_set.class_names))
+        train_set, test_set = data_splits(cfg, root)
+        write_json_atomic(folder.data, {"train": describe_split(train_set), "test": describe_split(test_set)})
         device = device or pick_device()
-        configure_backend(cfg, device)
-        method = apply_memory_format(cls(cfg, info).to(device), cfg.model.memory_format)
-        if deps:  # a second stage's base run, a teacher (same seed)
-            method.load_dependencies(deps)
-        if distributed.is_distributed() and method.rank_seeded:  # one process keeps the plain stream
-            torch.manual_seed(run.seed + distributed.rank())
-        ckpt = folder / "checkpoints" / "last.pt"
+        method = build_method(cls, cfg, data_info(train_set), deps, device, run.seed)
         trained = None
         if stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
             trained = _read_trained(folder)
-        history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root)
+        history = train(method, train_set, cfg, run.seed, folder.checkpoint, device, data_root=root)
         if distributed.rank() != 0:
             return {}
         if stage == "train":
-            write_json_atomic(folder / TRAINED_FILE, {"run_id": run.run_id, **_training(device, t0)})
+            write_json_atomic(folder.trained, {"run_id": run.run_id, **_training(device, t0)})
             return {}
         chosen = {}
         if method.validation_grid:  # e.g. tau-norm's tau, chosen on val as Kang et al.
@@ -235,18 +210,18 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":
                 raise ValueError(f"{d.name}: the val split is the test split here; choosing on it would tune on test")
             chosen = select_on_validation(method, cfg, train_set, val_set)
-        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder / LOGITS_FILE,
-                              checkpoint_dir=folder / "checkpoints"),
+        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder.logits,
+                              checkpoint_dir=folder.checkpoints),
                    **chosen}
         record = _record(run, metrics, history, t0, device, trained)
         store.write_record(run.run_id, record)
-        (folder / "failed.json").unlink(missing_ok=True)
+        folder.failed.unlink(missing_ok=True)
         return record
     except Exception as err:
         logging.getLogger("semcl").exception("run %s failed", run.run_id)
         if distributed.rank() != 0:
             raise
-        write_json_atomic(folder / "failed.json", {"run_id": run.run_id, "error": f"{type(err).__name__}: {err}",
+        write_json_atomic(folder.failed, {"run_id": run.run_id, "error": f"{type(err).__name__}: {err}",
                                                    "traceback": traceback.format_exc()})
         raise
     finally:

@@ -29,6 +29,7 @@ from semcl.data.fileset import WholeImages
 from semcl.data.video.clip_loader import ClipLoader
 from semcl.engine.schedule import lr_at
 from semcl.methods.base import Batch, Method, TrainContext, training_images
+from semcl.run_folder import is_checkpoint_folder
 from semcl.runtime import distributed, interrupt
 from semcl.runtime.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
 from semcl.runtime.history import EpochLog
@@ -148,7 +149,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     last_save = time.monotonic()
     # history.jsonl, trackers and the progress line: rank 0 of a run in its folder (<id>/checkpoints/), not a dry run
     live = EpochLog(ckpt.parent.parent, history, epochs,
-                    enabled=distributed.rank() == 0 and max_steps is None and ckpt.parent.name == "checkpoints")
+                    enabled=distributed.rank() == 0 and max_steps is None and is_checkpoint_folder(ckpt.parent))
     with interrupt.training(), live:
         for epoch in range(start, last_epoch):
             method.train()

@@ -102,7 +102,7 @@ def missing_dependency_file(base: Run, store: Store, todo: list[Run]) -> Path | 
         if base.run_id in run.depends_on:
             from semcl.methods.spec import DEPENDENCY_FILES
 
-            path = store.run_dir(base.run_id) / DEPENDENCY_FILES[METHODS[run.config.method.name].depends or "init_from"]
+            path = getattr(store.folder(base.run_id), DEPENDENCY_FILES[METHODS[run.config.method.name].depends or "init_from"])
             if not path.exists():
                 return path
     return None
@@ -112,11 +112,11 @@ def set_aside_record(store: Store, run_id: str) -> Path:
     """Rename a done run's metrics.json (and trained.json) to *.replaced-<time>.json, so that the run
     trains again; nothing is deleted. Returns the record's new path."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    folder = store.run_dir(run_id)
-    kept = folder / f"metrics.replaced-{stamp}.json"
-    for name in ("metrics.json", "trained.json"):
+    folder = store.folder(run_id)
+    kept = folder.set_aside(folder.metrics.name, stamp)
+    for path in (folder.metrics, folder.trained):
         try:
-            os.replace(folder / name, folder / name.replace(".json", f".replaced-{stamp}.json"))
+            os.replace(path, folder.set_aside(path.name, stamp))
         except FileNotFoundError:  # another `semcl run` set it aside first, or it never had one
             pass
     return kept

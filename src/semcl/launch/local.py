@@ -72,7 +72,7 @@ def checkpoint_position(store: Store, run_id: str) -> str:
     from semcl.runtime.checkpoint import load
 
     try:
-        state = load(store.run_dir(run_id) / "checkpoints" / "last.pt")
+        state = load(store.folder(run_id).checkpoint)
     except ResultsError as err:
         return str(err)
     if state is None:

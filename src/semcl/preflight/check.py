@@ -272,14 +272,12 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     from semcl.data import load, select_per_class
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.dependencies import LOGITS_FILE, dependencies
+    from semcl.engine.build import build_method, method_class
     from semcl.engine.evaluate import evaluate
     from semcl.engine.train import train
-    from semcl.methods.registry import method_spec
-    from semcl.models.layout import apply_memory_format
     from semcl.runtime.checkpoint import load as load_ckpt
     from semcl.runtime.checkpoint import restore, save_atomic, seed_everything
-    from semcl.runtime.precision import configure_backend, effective_config
+    from semcl.runtime.precision import effective_config
 
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
     t0 = time.time()
@@ -287,11 +285,9 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         cfg = effective_config(check_config(run, reduce, batch, per_class))  # `fast`: as the engine trains it
         d = cfg.data
         out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
-        spec = method_spec(cfg.method.name)
-        cls = spec.load()
-        folder = store.run_dir(run.run_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        deps = dependencies(run, store, spec.depends)
+        folder = store.folder(run.run_id)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        cls, deps = method_class(run, store, cfg)
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
@@ -305,15 +301,11 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
         test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
         device = torch.device("cpu")
-        configure_backend(cfg, device)
-        method = apply_memory_format(cls(cfg, _data_info(train_set, DATASETS[d.name].num_classes)),
-                                     cfg.model.memory_format)
-        if deps:
-            method.load_dependencies(deps)
+        method = build_method(cls, cfg, _data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
         method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
-        ckpt = folder / "checkpoints" / "last.pt"
+        ckpt = folder.checkpoint
         meter = _StepMeter()
         history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
                         step_context=meter)
@@ -334,7 +326,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         # evaluation on a few samples: one training image per class (the stand-in's), 8 test (segmentation: 1) and 8 OOD images
         few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
         metrics = evaluate(method, cfg, few, test_set, root, run.seed,
-                           logits_path=folder / LOGITS_FILE if for_dependents else None)
+                           logits_path=folder.logits if for_dependents else None)
         store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
         if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semcl.errors import ResultsError
-from semcl.runs import write_json_atomic
+from semcl.files import write_json_atomic
 
 
 @dataclass

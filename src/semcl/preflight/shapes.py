@@ -91,7 +91,7 @@ class ShapeCache:
         return doc if isinstance(doc, dict) and set(CACHED_FIELDS) <= set(doc) else None
 
     def put(self, key: str, result: RowCheck) -> None:
-        from semcl.runs import write_json_atomic
+        from semcl.files import write_json_atomic
 
         if result.error is not None:
             return
@@ -123,11 +123,12 @@ def alias_folder(store, rep_id: str, run_id: str) -> None:
         record = None
     if record is None or rep_id == run_id:
         return
-    src, dst = store.run_dir(rep_id), store.run_dir(run_id)
-    for rel in ("checkpoints/last.pt", "test_logits.pt"):
-        if (src / rel).exists() and not (dst / rel).exists():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(src / rel, dst / rel)
+    src, dst = store.folder(rep_id), store.folder(run_id)
+    for name in ("checkpoint", "logits"):  # what a dependent run reads (RunFolder properties)
+        have, want = getattr(src, name), getattr(dst, name)
+        if have.exists() and not want.exists():
+            want.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(have, want)
     if store.read_record(run_id) is None:
         store.write_record(run_id, {"run_id": run_id, "metrics": record["metrics"]})
 
@@ -136,7 +137,6 @@ def release_scratch(store, run_ids: list[str]) -> None:
     """Delete the scratch checkpoints and test logits of `run_ids` (their records stay: the report and the
     status of dependents read them). Symlinks (alias_folder) go with their targets."""
     for rid in run_ids:
-        folder = store.run_dir(rid)
-        for rel in ("test_logits.pt",):
-            (folder / rel).unlink(missing_ok=True)
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        folder = store.folder(rid)
+        folder.logits.unlink(missing_ok=True)
+        shutil.rmtree(folder.checkpoints, ignore_errors=True)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from semcl.errors import ResultsError
 from semcl.files import file_mode, write_text_atomic
+from semcl.run_folder import HISTORY
 
-HISTORY_FILE = "history.jsonl"
+HISTORY_FILE = HISTORY  # semcl.run_folder spells the run folder's files
 
 
 def _line(entry: dict) -> str:

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from semcl.errors import ConfigError, ResultsError
+from semcl.run_folder import LOCK
 
-LOCK_FILE = "lock.json"
+LOCK_FILE = LOCK  # semcl.run_folder spells the run folder's files
 HEARTBEAT_EVERY_S = 30.0
 
 

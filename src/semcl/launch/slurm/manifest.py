@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from semcl.errors import ResultsError
-from semcl.runs import Store, write_json_atomic
+from semcl.files import write_json_atomic
+from semcl.runs import Store
 from semcl.runtime.slurm_state import ACTIVE, sacct_states  # noqa: F401  (re-exported)
 
 
@@ -71,7 +72,7 @@ def current_job(store: Store, run_id: str, job: dict, states: dict[str, str]) ->
     written, or the training job completed), else the training job (also when it failed: its log says why)."""
     if "eval_job_id" not in job:
         return job, ""
-    if (store.run_dir(run_id) / "trained.json").exists() or states.get(job["job_id"]) == "COMPLETED":
+    if store.folder(run_id).trained.exists() or states.get(job["job_id"]) == "COMPLETED":
         return {**job, "job_id": job["eval_job_id"], "folder": job.get("eval_folder", job["folder"])}, "evaluation "
     return job, ""
 

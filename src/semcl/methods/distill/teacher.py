@@ -13,6 +13,7 @@ from semcl.data import build_augment, stats
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
+from semcl.run_folder import RunFolder
 from semcl.yaml_strict import StrictLoader
 
 PASS_BATCH = 256  # images per forward of the caching pass (eval mode: the result does not depend on it)
@@ -31,7 +32,7 @@ def image_size(cfg) -> int:
 def run_backbone(dep: Dependency) -> str | None:
     """The backbone a dependency run trained, from its config.yaml (a KD teacher's method.teacher_arch
     first); None if the run has no config file or names none."""
-    cfg_file = Path(dep.run_dir) / "config.yaml"
+    cfg_file = RunFolder(Path(dep.run_dir)).config
     if not cfg_file.exists():
         return None
     try:

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import semcl
 from semcl.errors import ResultsError
-from semcl.locations import built_from
-from semcl.registry.tables import registry_root
+from semcl.locations import built_from, registry_root
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 MANIFEST = "manifest.json"

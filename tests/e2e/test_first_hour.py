@@ -15,8 +15,9 @@ import torch
 from semcl import __version__
 from semcl.cli import args as cli_args
 from semcl.cli import main as cli
+from semcl.locations import registry_root
 from semcl.registry.index import load_index
-from semcl.registry.tables import PROFILE_NAMES, load_registry, load_table, registry_root
+from semcl.registry.tables import PROFILE_NAMES, load_registry, load_table
 
 ROOT = registry_root()
 

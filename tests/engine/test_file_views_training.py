@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import semcl.engine.train as train_mod
+import semcl.engine.view_source as view_source_mod
 from semcl.launch.backends import prepare_synthetic_data
 from semcl.launch.local import RunBatch
 from semcl.registry.tables import get_table
@@ -113,8 +114,8 @@ def test_file_backed_training_does_not_depend_on_workers_or_a_resume(tmp_path, r
     (registry_copy / "test" / f"{table.split('/')[1]}.yaml").write_text(yaml)
     run = plan_runs(get_table(table), "smoke")[row]
     epochs_through_loader = []
-    real = train_mod.step_views
-    monkeypatch.setattr(train_mod, "step_views", lambda *a, **kw: epochs_through_loader.append(kw) or real(*a, **kw))
+    real = view_source_mod.step_views
+    monkeypatch.setattr(view_source_mod, "step_views", lambda *a, **kw: epochs_through_loader.append(kw) or real(*a, **kw))
     ref_metrics, ref_state = _train(tmp_path / "a", run, monkeypatch, workers=0)
     assert [kw["epoch"] for kw in epochs_through_loader] == [0, 1]  # the views came through the loader
     if table == "test/hsa-files":  # the kNN positives (2, or 1 with the small crop) came with them

@@ -156,12 +156,6 @@ def test_extract_features_keeps_order_and_returns_float32() -> None:
         extract_features(half_encode, images, lambda b, g: b.float(), batch_size=0)
 
 
-def test_evals_registry() -> None:
-    from semcl.evals import EVALS, class_gaussian_auroc, retrieval_scores
-
-    assert EVALS == {"linear_probe": linear_probe, "retrieval": retrieval_scores, "ood": class_gaussian_auroc}
-
-
 def test_init_is_drawn_from_the_probe_generator() -> None:
     # an lr of 1e-30 leaves the layer at its init: epoch 1's test top-1 is the init's, counted by hand on
     # 400 random 16-d features of 10 classes (where different layers disagree on many samples)

@@ -124,7 +124,7 @@ def test_small_classes_woodbury_path_matches_direct_gaussians():
     full-covariance log-density (biased covariance + 1e-6 I) computed directly."""
     from scipy.stats import multivariate_normal
 
-    from semcl.evals import class_gaussian_scores
+    from semcl.evals.ood import class_gaussian_scores
 
     rng = np.random.default_rng(3)
     d, sizes = 16, [5, 5, 7, 2]

@@ -30,7 +30,7 @@ IDS = re.compile(r"\s*(?:#\s*)?§(?P<first>" + _SEC + r")(?P<rest>(?:" + _SEP + 
 BARE = re.compile(r"\s*(?:section\s*)?\(?" + _SEC + r"\b(?![\w'’-])")
 OUTSIDE = re.compile(r"\.\./shared|/work/")
 # the project's reference folders outside the repository; a `source:` field of a reported number or claim keeps
-# the excerpt path the project's reported-numbers list gives it (tests/spine/test_gpaco_registry.py matches it)
+# the excerpt path the project's reported-numbers list gives it (tests/registry/test_gpaco_registry.py matches it)
 PROJECT_FOLDERS = re.compile(r"(?<![\w./-])shared/(?:papers|rince|seeds)\b")
 
 

@@ -116,6 +116,6 @@ def selected(args, tables: list) -> list:
         raise ConfigError("--row selects the rows --set varies in `semcl check`; add --set key=value")
     if not getattr(args, "set", None) and not (args.command == "plan" and args.row):
         return tables
-    from semcl.registry.variant_rows import select_tables
+    from semcl.registry.variant_rows import variant_tables
 
-    return select_tables(tables, args.set, args.row, args.profile)
+    return variant_tables(tables, args.set, args.row, args.profile)

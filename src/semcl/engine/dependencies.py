@@ -19,7 +19,7 @@ def _finished(store: Store, run_id: str, what: str) -> None:
 def _load(path, what: str, run_id: str, keys: set[str], rerun: str = "") -> dict:
     """The file's dict, loaded with weights_only (a shared results folder never runs code);
     ResultsError naming the file and what to do when it is missing, refused or not what it should be.
-    `rerun`: the command that retrains a finished run whose file is gone (semcl.launch.backends.select does)."""
+    `rerun`: the command that retrains a finished run whose file is gone (semcl.launch.backends.runs_to_submit does)."""
     remedy = f"delete it and rerun {what} {run_id}"
     if not path.exists():
         way_out = (f"`{rerun}` retrains it (its record is kept aside) and then this run" if rerun

@@ -62,7 +62,7 @@ def check_data_root(runs: list[Run], data_root: Path) -> None:
         raise err
 
 
-def select(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:
+def runs_to_submit(runs: list[Run], store: Store, retry_failed: bool) -> list[Run]:
     """The runs to submit: missing or partial ones (failed ones with `retry_failed`). A run another
     live process owns (its lock) is skipped with one line saying who runs it."""
     unique = list({r.run_id: r for r in runs}.values())  # two tables may share a run

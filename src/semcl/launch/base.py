@@ -3,7 +3,7 @@ declares `Executor` with abstract hooks and one module per backend. The CLI know
 this interface and the table `semcl.launch.backends.BACKENDS`; no backend name is branched on outside launch/.
 
 A backend receives the planned runs with the resources their registry rows ask for, and:
-- `submit` sends out the missing ones (a done run is never resubmitted: `semcl.launch.backends.select`);
+- `submit` sends out the missing ones (a done run is never resubmitted: `semcl.launch.backends.runs_to_submit`);
 - `preview` renders what `submit` would send (a job layout), for `semcl plan --executor NAME`;
 - `states` reattaches to runs it submitted earlier (queued or running elsewhere), for `status` and `wait`;
 - `precision` is the arithmetic its cluster plans runs with, when `--precision` is not given.

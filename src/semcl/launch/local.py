@@ -18,7 +18,7 @@ import submitit
 
 from semcl.errors import ResultsError, SemclError
 from semcl.estimate.cost import estimated_minutes
-from semcl.launch.backends import prepare_synthetic_data, select
+from semcl.launch.backends import prepare_synthetic_data, runs_to_submit
 from semcl.launch.base import Backend, LaunchOptions
 from semcl.runs import Run, Store, waves
 from semcl.runtime.runlock import RunOwned, run_lock
@@ -137,7 +137,7 @@ class StopOnSignal:
         return job
 
 
-class Interrupted(SemclError):
+class BatchStopped(SemclError):
     """The CLI got SIGINT / SIGTERM; its runs are checkpointed. Exit status 128 + signal."""
 
     def __init__(self, signum: int, message: str):
@@ -163,7 +163,7 @@ class DebugBackend(LocalBackend):
 
 def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str = "local",
                 workers: int | None = None, retry_failed: bool = False) -> int:
-    todo = select(runs, store, retry_failed)
+    todo = runs_to_submit(runs, store, retry_failed)
     skipped = len({r.run_id for r in runs}) - len(todo)
     print(f"{len(todo)} runs to submit ({skipped} already done, failed or running elsewhere; "
           "--retry-failed resubmits failed ones)")
@@ -187,7 +187,7 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
                            stop=stop)
             if stop.signum is not None:
                 name = signal.Signals(stop.signum).name
-                raise Interrupted(stop.signum, f"stopped by {name}: the interrupted runs keep their checkpoints; "
+                raise BatchStopped(stop.signum, f"stopped by {name}: the interrupted runs keep their checkpoints; "
                                                "run the same command again to resume them")
     if failed:
         raise ResultsError(f"{failed} run(s) did not finish; see the log paths above")

@@ -125,6 +125,9 @@ class Method(nn.Module):
     # True where the subclass overrides `make_views` (set by __init_subclass__): such a method keeps the
     # in-process view path; file-backed sets under the default views get per-image views in loader workers
     makes_own_views: bool = False
+    # True where the subclass overrides `clip_plan` (set by __init_subclass__): the engine then builds the clip
+    # loader for the run (semcl.engine.view_source); image methods never meet the video machinery
+    plans_clips: bool = False
     # a free parameter chosen on the val split after training (e.g. Decouple tau-norm's tau)
     validation_grid: list[float] | None = None
     # with several ranks, each draws its own in-model randomness (dropout, drop-path masks) from seed + rank
@@ -135,6 +138,8 @@ class Method(nn.Module):
         super().__init_subclass__(**kw)
         if "make_views" in cls.__dict__:
             cls.makes_own_views = True
+        if "clip_plan" in cls.__dict__:
+            cls.plans_clips = True
 
     @classmethod
     def stand_in_neighbours(cls, method_cfg: Any) -> int:

@@ -52,9 +52,6 @@ def build_vit(name: str, *, image_size: int = 224, in_channels: int = 3, drop_pa
     return model
 
 
-def is_vit(name: str) -> bool:
-    return name in VITS
-
 
 def interpolate_pos_embed(pos_embed: torch.Tensor, num_patches: int, prefix_tokens: int = 1) -> torch.Tensor:
     """Resize the patch part of a [1, prefix + g*g, D] position embedding to `num_patches` tokens

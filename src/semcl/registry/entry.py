@@ -28,7 +28,6 @@ SAFE_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*")
 # stays allowed: an existing label uses it, and labels are never put into a shell script.)
 SAFE_LABEL = re.compile(r"[\w()\[\]+×/.,=:;%@±·≤≥→-]+( [\w()\[\]+×/.,=:;%@±·≤≥→-]+)*")
 # Column keys name metrics in CSV headers and figure axes.
-SAFE_KEY = re.compile(r"[A-Za-z0-9_.@-]+")
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Each check takes (the parsed `figure` mapping, the table's column keys, where) and returns the normalised
 spec or raises a one-line ConfigError naming the file and key. semcl.report.figures holds the writer of
-each kind (FIGURE_WRITERS, the same keys; tests/spine/test_figure_kinds.py keeps the two tables equal).
+each kind (FIGURE_WRITERS, the same keys; tests/registry/test_figure_kinds.py keeps the two tables equal).
 See CONTRIBUTING.md, "Add a figure kind".
 """
 

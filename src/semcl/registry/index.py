@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from semcl.registry.index_store import cache_file, read_index, registry_root, source_key, table_meta, write_index
+from semcl.locations import registry_root
+from semcl.registry.index_store import cache_file, read_index, source_key, table_meta, write_index
 
 
 def _profile_runs(table, profile: str) -> list[list]:

@@ -11,7 +11,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from semcl.locations import PACKAGE, registry_root  # noqa: F401  (re-exported: semcl.registry.tables, semcl.registry.index)
+from semcl.locations import PACKAGE, registry_root
 
 # the whole package's source keys the index, not this module's folder (it moved into registry/ once)
 SRC = PACKAGE

@@ -17,28 +17,26 @@ from typing import Any
 from semcl.config import merge
 from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
-from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
+from semcl.evals.protocols import Column, eval_section, validate_column
 from semcl.evals.protocols import gain as gain_column
+from semcl.locations import registry_root
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.registry.entry import ProfileEntry, parse_entry
 from semcl.registry.figure_kinds import check_figure
-from semcl.registry.index_store import registry_root, remember_tables, table_paths  # noqa: F401  (registry_root re-exported)
+from semcl.registry.index_store import remember_tables, table_paths
 from semcl.registry.resources import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
 from semcl.run_config import build_config
 from semcl.schema import NON_NEGATIVE, build
-from semcl.yaml_strict import StrictLoader
 from semcl.yaml_strict import load_file as load_yaml_file
 
 # the strict safe loader (duplicate keys and alias bombs refused; libyaml's parser where PyYAML has it)
-SafeLoader = StrictLoader
 
 PROVENANCE_TAGS = {
     "paper-table", "paper-prose", "paper-abstract", "official-readme", "derived", "secondary",
     "crd-readme", "moco-readme", "user-supplied",
 }
 PROFILE_NAMES = ("paper", "mini", "smoke")
-EVALS = set(EVALUATIONS)  # the columns' `eval:` names (semcl.evals.protocols)
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
 DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 # the method name of a reference row: another source's published number shown beside ours (the CRD paper's

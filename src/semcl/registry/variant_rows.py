@@ -199,7 +199,7 @@ def only_rows(table, labels: list[str]):
     return dataclasses.replace(table, rows=[r for r in table.rows if r.label in keep])
 
 
-def select_tables(tables: list, texts: list[str] | None, rows: list[str] | None, profile: str) -> list:
+def variant_tables(tables: list, texts: list[str] | None, rows: list[str] | None, profile: str) -> list:
     """What `plan`, `run` and `check` work on. With `--set`: per table, only its variant rows (and the
     registered rows they build on); a table no key applies to is left out with one stderr line, and none
     at all is an error. Without: the `--row` rows (all when none)."""

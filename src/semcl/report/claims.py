@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.registry.tables import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry, registry_root
+from semcl.locations import registry_root
+from semcl.registry.tables import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry
 from semcl.report.claim_stats import DIRECTIONS
 from semcl.yaml_strict import load_file as load_yaml_file
 

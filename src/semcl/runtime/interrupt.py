@@ -48,15 +48,6 @@ def pending() -> bool:
     return _pending is not None
 
 
-def request_for_test() -> None:
-    """Pretend a signal arrived whose handler raises SystemExit (unit tests of the loop)."""
-    global _pending
-
-    def stop() -> None:
-        raise SystemExit(-1)
-
-    _pending = stop
-
 
 def fire_if_pending() -> None:
     """Run the deferred handler (it normally requeues the job and exits the process)."""

@@ -35,7 +35,6 @@ import torch
 
 POSITIVES = ("nearby", "shuffled")
 GAP_MEASURES = ("start", "edge")
-VIEWS = ("f", "s", "v")  # order of the view axis of ClipPlan.frames (the anchor uses the x_f frames)
 
 
 @dataclass(frozen=True)

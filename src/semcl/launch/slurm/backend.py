@@ -25,8 +25,8 @@ class SlurmBackend(Backend):
         return describe_arrays(runs, load_cluster_profile(cluster), store)
 
     def states(self, store: Store, runs: list[Run]) -> dict[str, tuple[str, str]]:
-        from semcl.launch.slurm.manifest import job_ids, latest_jobs, run_state, sacct_states
-
+        from semcl.launch.slurm.manifest import job_ids, latest_jobs, run_state
+        from semcl.runtime.slurm_state import sacct_states
         jobs = latest_jobs(store)
         mine = [r for r in runs if r.run_id in jobs]
         if not mine:

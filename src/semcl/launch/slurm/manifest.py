@@ -11,7 +11,7 @@ from pathlib import Path
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
 from semcl.runs import Store
-from semcl.runtime.slurm_state import ACTIVE, sacct_states  # noqa: F401  (re-exported)
+from semcl.runtime.slurm_state import ACTIVE
 
 
 def write_manifest(store: Store, meta: dict, jobs: list[dict]) -> Path:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.locations import profiles_root  # noqa: F401  (re-exported: the user's, the wheel's or the clone's)
-from semcl.registry.resources import DEFAULT_RESOURCES, Resources  # noqa: F401  (profiles lay out what rows ask)
+from semcl.locations import profiles_root
+from semcl.registry.resources import Resources
 from semcl.schema import NON_NEGATIVE, POSITIVE, build
 from semcl.yaml_strict import load_file as load_yaml_file
 

@@ -14,17 +14,17 @@ from submitit.core.utils import FailedJobError
 
 from semcl.errors import SemclError
 from semcl.estimate.cost import estimated_minutes
-from semcl.launch.backends import prepare_synthetic_data, select
+from semcl.launch.backends import prepare_synthetic_data, runs_to_submit
 from semcl.launch.slurm.job import RunJob
 from semcl.launch.slurm.profile import (
     ClusterProfile,
-    Resources,
     evaluation_parameters,
     max_array_size,
     separate_evaluation,
     signature,
     slurm_parameters,
 )
+from semcl.registry.resources import Resources
 from semcl.runs import Run, Store, waves
 
 
@@ -152,11 +152,12 @@ def submit_evaluations(root: Path, params: dict, cluster: ClusterProfile, chunk:
 def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Path, cluster: ClusterProfile,
                  *, retry_failed: bool = False) -> Path | None:
     """Submit the missing runs as job arrays and return at once; the manifest records job <-> run."""
-    from semcl.launch.slurm.manifest import job_ids, latest_jobs, run_state, sacct_states, write_manifest
+    from semcl.launch.slurm.manifest import job_ids, latest_jobs, run_state, write_manifest
+    from semcl.runtime.slurm_state import sacct_states
     from semcl.snapshot import job_setup_lines, make_snapshot
 
     res_of = {r.run_id: res for r, res in runs}
-    todo = select([r for r, _ in runs], store, retry_failed)
+    todo = runs_to_submit([r for r, _ in runs], store, retry_failed)
     jobs = latest_jobs(store)
     states = sacct_states(job_ids([jobs[r.run_id] for r in todo if r.run_id in jobs]))
     queued = [r for r in todo if run_state(store, r.run_id, jobs.get(r.run_id), states)[0]

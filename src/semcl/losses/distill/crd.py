@@ -28,7 +28,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 CRD_DIM = 128
-CRD_K = 16384
 CRD_T = 0.07
 CRD_MOMENTUM = 0.5
 NCE_EPS = 1e-7

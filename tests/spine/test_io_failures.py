@@ -429,7 +429,7 @@ def _done_without_files(store: Store, run_id: str) -> None:
 
 def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(ensemble_registry, tmp_path):
     from semcl.engine.dependencies import dependencies
-    from semcl.launch.backends import select
+    from semcl.launch.backends import runs_to_submit
 
     store = Store(tmp_path)
     runs = plan_runs(get_table("test/ensemble"), "smoke")
@@ -447,7 +447,7 @@ def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(
     # `run` (select) then retrains every base the ensembles read, first, keeping each record aside
     out = io.StringIO()
     with redirect_stdout(out):
-        todo = select(runs, store, retry_failed=False)
+        todo = runs_to_submit(runs, store, retry_failed=False)
     assert [r.run_id for r in todo] == [r.run_id for r in bases] + [r.run_id for r in ensembles]
     for base in bases:
         folder = store.run_dir(base.run_id)
@@ -462,12 +462,12 @@ def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(
         _done_without_files(store2, base.run_id)
         (store2.run_dir(base.run_id) / "test_logits.pt").write_bytes(b"present")
     with redirect_stdout(io.StringIO()):
-        assert [r.run_id for r in select(runs, store2, retry_failed=False)] == [r.run_id for r in ensembles]
+        assert [r.run_id for r in runs_to_submit(runs, store2, retry_failed=False)] == [r.run_id for r in ensembles]
     store3 = Store(tmp_path / "third")
     for run in runs:  # every run done, the bases' files gone: nothing needs them, nothing is retrained
         _done_without_files(store3, run.run_id)
     with redirect_stdout(io.StringIO()):
-        assert select(runs, store3, retry_failed=False) == []
+        assert runs_to_submit(runs, store3, retry_failed=False) == []
     assert all(store3.status(r.run_id)[0] == "done" for r in runs)
 
 

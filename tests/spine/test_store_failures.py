@@ -156,8 +156,7 @@ def code(tmp_path_factory) -> tuple[Path, Path]:
     """Part of the package and the registry (its top-level modules, one paper), copied so that
     nobody edits them while the test runs, and small so that twenty snapshots take seconds."""
     import semcl
-    from semcl.registry.tables import registry_root
-
+    from semcl.locations import registry_root
     base = tmp_path_factory.mktemp("code")
     package, registry = base / "src" / "semcl", base / "experiments"
     package.mkdir(parents=True)

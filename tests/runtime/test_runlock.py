@@ -15,7 +15,7 @@ from dataclasses import asdict
 import pytest
 
 from semcl.cli.main import main
-from semcl.launch.backends import select
+from semcl.launch.backends import runs_to_submit
 from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 from semcl.runtime import runlock
@@ -104,7 +104,7 @@ def test_status_shows_running_and_run_skips_the_owned_run(tmp_path, sleeper, cap
     run = _first_run()
     store = Store(tmp_path)
     _lock(store.run_dir(run.run_id), pid=sleeper.pid)
-    assert select([run], store, retry_failed=False) == []
+    assert runs_to_submit([run], store, retry_failed=False) == []
     said = capsys.readouterr().out
     assert said == f"{run.run_id} {run.row_label} seed={run.seed}: running ({socket.gethostname()}, pid " \
                    f"{sleeper.pid}, heartbeat 0 s ago): skipped\n"

@@ -14,9 +14,10 @@ import yaml
 from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
 from semcl.launch.slurm.profile import load_cluster_profile, slurm_parameters
+from semcl.locations import registry_root
 from semcl.registry.entry import parse_entry
 from semcl.registry.resources import Resources, parse_resources
-from semcl.registry.tables import load_table, registry_root
+from semcl.registry.tables import load_table
 from semcl.report.claims import load_claims_file
 from semcl.run_config import build_config
 from semcl.yaml_strict import MAX_NODES, expanded_size, load_file, load_text

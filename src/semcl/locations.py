@@ -28,6 +28,11 @@ def _find(env_var: str, shipped: str) -> Path:
     return packaged if packaged.is_dir() else CHECKOUT / SHIPPED[shipped]
 
 
+def results_root() -> Path:
+    """The results folder when none is named: $SEMCL_RESULTS, else ./results."""
+    return Path(os.environ.get("SEMCL_RESULTS", "results"))
+
+
 def registry_root() -> Path:
     """The registry folder: $SEMCL_REGISTRY, else the installed package's copy, else the clone's experiments/."""
     return _find("SEMCL_REGISTRY", "_registry")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from semcl.config import RunConfig, hashable_config
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
+from semcl.locations import results_root
 from semcl.registry.tables import Table
 from semcl.run_folder import RunFolder
 
@@ -111,10 +111,6 @@ def waves(runs: list[Run]) -> list[list[Run]]:
         out.extend([] for _ in range(k + 1 - len(out)))
         out[k].append(run)
     return out
-
-
-def results_root() -> Path:
-    return Path(os.environ.get("SEMCL_RESULTS", "results"))
 
 
 def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:

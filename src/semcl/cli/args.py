@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 from semcl.errors import ConfigError, SemclError
+from semcl.locations import results_root as default_results_root
+
+NAME_A_TABLE = "name a table (e.g. rince/tab2) or pass --all"
 
 
 def results_root(args) -> Path:
-    from_env = os.environ.get("SEMCL_RESULTS", "results")  # = semcl.runs.results_root
-    return Path(args.results) if args.results else Path(from_env)
+    """--results, else $SEMCL_RESULTS, else ./results (semcl.locations.results_root)."""
+    return Path(args.results) if args.results else default_results_root()
 
 
 PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.tables.PROFILE_NAMES (tests/e2e/test_first_hour.py)
@@ -106,7 +109,7 @@ def tables_named(args) -> list:
     if getattr(args, "all", False):
         return selected(args, having_profile(list(load_registry().values()), args.profile))
     if not args.table:
-        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
+        raise SemclError(NAME_A_TABLE)
     return selected(args, [get_table(t) for t in args.table])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from semcl.cli.args import (
+    NAME_A_TABLE,
     add_json,
     add_profile,
     add_set,
@@ -33,13 +34,20 @@ def _index_tables(args, index: dict) -> list[dict]:
         say_skipped([t["id"] for t in index["tables"] if t["id"] not in index["runs"]], args.profile)
         return kept
     if not args.table:
-        raise SemclError("name a table (e.g. rince/tab2) or pass --all")
+        raise SemclError(NAME_A_TABLE)
     for name in args.table:
         if name not in by_id:
             raise ConfigError(f"unknown table {name!r} (known: {', '.join(sorted(by_id))})")
         if name not in index["runs"]:
             raise ConfigError(f"{name}: no profile {args.profile!r} (profiles: {', '.join(by_id[name]['profiles'])})")
     return [by_id[name] for name in args.table]
+
+
+def _run_line(run_id: str, label: str, width: int, seed: int, status: str, cost: str, deps, detail: str) -> str:
+    """One run of `semcl plan`: id, row, seed, status, cost, the runs it waits for, the detail (-v)."""
+    after = f"  after {','.join(deps)}" if deps else ""
+    extra = f"  {detail}" if detail else ""
+    return f"{run_id}  {label:<{width}} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}"
 
 
 def cmd_plan(args) -> None:
@@ -76,9 +84,7 @@ def cmd_plan(args) -> None:
             else:
                 store = store or open_store(args)
                 status, detail = store.status(run_id)
-            extra = f"  {detail}" if detail and args.verbose else ""
-            after = f"  after {','.join(deps)}" if deps else ""
-            print(f"{run_id}  {label:<{width}} seed={seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            print(_run_line(run_id, label, width, seed, status, cost, deps, detail if args.verbose else ""))
             amount = float(cost.split()[0])
             cost_all += amount
             if status != "done":
@@ -116,9 +122,8 @@ def _plan_with_layout(args, be) -> None:
         for run in runs:
             status, detail = store.status(run.run_id)
             cost = estimate_cost(run.config, args.profile, table.resources_for(run.row_label, args.profile).gpus)
-            extra = f"  {detail}" if detail and args.verbose else ""
-            after = f"  after {','.join(run.depends_on)}" if run.depends_on else ""
-            print(f"{run.run_id}  {run.row_label:<{width}} seed={run.seed:<4} {status:<8} {cost:>12}{after}{extra}")
+            print(_run_line(run.run_id, run.row_label, width, run.seed, status, cost, run.depends_on,
+                            detail if args.verbose else ""))
         print(be.preview([(r, table.resources_for(r.row_label, args.profile)) for r in runs], store, args.cluster))
         skipped = [r.label for r in table.rows if not r.implemented]
         if skipped:

@@ -23,6 +23,8 @@ from pathlib import Path
 CONFIG, DATA, LOG, HISTORY, LOCK = "config.yaml", "data.json", "log.txt", "history.jsonl", "lock.json"
 CHECKPOINTS, LAST_CHECKPOINT = "checkpoints", "last.pt"
 TRAINED, LOGITS, METRICS, FAILED = "trained.json", "test_logits.pt", "metrics.json", "failed.json"
+# beside runs/: one claim per training key, naming the run whose folder holds that training (semcl.runs)
+TRAININGS = "trained"
 # what a record set aside for a retrain is renamed to (nothing is deleted): metrics.replaced-<stamp>.json
 REPLACED = "{stem}.replaced-{stamp}{suffix}"
 

@@ -4,6 +4,12 @@ A Run is (table, row, seed, profile) with its resolved config. The id hashes the
 result-defining part and the seed, so the same run always lands in the same folder, a rerun
 is skipped, and a changed config is a new run. The store never overwrites a finished or
 unreadable record.
+
+Training is keyed by what trains it: a run's training key hashes the config without its evaluation settings
+(`eval`, `probe`, the test split and its limit), the seed, and the training keys of the runs whose weights it
+starts from. Runs that differ only in how they evaluate share one training: the first to start it claims the
+key (results/trained/<key>.json names its run), the others evaluate that run's final checkpoint. Run ids keep
+hashing the whole config, so a store written before training keys reads back unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
 from semcl.locations import results_root
 from semcl.registry.tables import Table
-from semcl.run_folder import RunFolder
+from semcl.run_folder import TRAININGS, RunFolder
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,41 @@ class Run:
     run_id: str
     # runs this one reads (a base run's weights, an ensemble's members), in the row's order
     depends_on: tuple[str, ...] = ()
+    # what trains it (module docstring): runs with one training key share one training
+    train_key: str = ""
+    # runs that must finish first without being read (the run that trains this one's shared key); not in the id
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def after(self) -> tuple[str, ...]:
+        """Every run this one is scheduled after."""
+        return self.depends_on + tuple(w for w in self.waits_for if w not in self.depends_on)
+
+
+# what only evaluates: settings that never change the trained weights (no method reads them while training)
+EVALUATION_SECTIONS = ("eval", "probe")
+EVALUATION_KEYS = {"data": ("test_split", "test_limit")}
+
+
+def training_config(hashed: dict) -> dict:
+    """`hashable_config(cfg)` without its evaluation settings: what the training key hashes."""
+    out = {k: v for k, v in hashed.items() if k not in EVALUATION_SECTIONS}
+    for section, keys in EVALUATION_KEYS.items():
+        if section in out:
+            out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    return out
+
+
+def make_train_key(hashed: dict, seed: int, starts_from: tuple[str, ...] = (), ranks: int = 1) -> str:
+    """12 hex digits of sha256(training config, seed[, the training keys of the runs it builds on][, the ranks it
+    trains on]): the same config on another number of ranks is another training (per-rank BatchNorm statistics,
+    per-rank draws), though its run id, which predates training keys, does not say so."""
+    key: dict = {"train": training_config(hashed), "seed": seed}
+    if starts_from:
+        key["after"] = list(starts_from)
+    if ranks > 1:
+        key["ranks"] = ranks
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = (), *, hashed: dict | None = None) -> str:
@@ -68,6 +109,8 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precisi
     seeds = table.seeds_for(profile)
     made: dict[tuple[str, int], Run] = {}
     by_row: dict[str, tuple[RunConfig, dict]] = {}  # a row's config (and its hashed part) is the same for every seed
+    ranks = {r.label: max(res.gpus, res.tasks) for r in table.rows
+             for res in [table.resources_for(r.label, profile)]} if profile in table.profiles else {}
 
     def make(label: str, seed: int) -> Run:
         if (label, seed) not in made:
@@ -78,9 +121,11 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precisi
                     resolved.optim.precision = precision
                 by_row[label] = (resolved, hashable_config(resolved))
             cfg, hashed = by_row[label]
-            deps = tuple(make(d, s).run_id for d, s in member_seeds(row.depends_on, seeds, seed))
+            bases = [make(d, s) for d, s in member_seeds(row.depends_on, seeds, seed)]
+            deps = tuple(b.run_id for b in bases)
             # the seeds of a row share one config object: run configs are read-only
-            made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps, hashed=hashed), deps)
+            made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps, hashed=hashed),
+                                      deps, make_train_key(hashed, seed, tuple(b.train_key for b in bases), ranks.get(label, 1)))
         return made[(label, seed)]
 
     # a `select` row has no runs: it shows a row of another table; a derived row computes from others; a
@@ -102,7 +147,7 @@ def waves(runs: list[Run]) -> list[list[Run]]:
 
     def level(rid: str) -> int:
         if rid not in depth:
-            depth[rid] = 1 + max((level(d) for d in by_id[rid].depends_on if d in ids), default=-1)
+            depth[rid] = 1 + max((level(d) for d in by_id[rid].after if d in ids), default=-1)
         return depth[rid]
 
     out: list[list[Run]] = []
@@ -195,6 +240,48 @@ class Store:
         if folder.checkpoint.exists():
             return "partial", "checkpoint present"
         return "missing", ""
+
+    def claim_path(self, train_key: str) -> Path:
+        return self.root / TRAININGS / f"{train_key}.json"
+
+    def trainer_of(self, train_key: str) -> str | None:
+        """The run whose folder holds the training of `train_key` (its claim), None when unclaimed."""
+        path = self.claim_path(train_key)
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            raise ResultsError(f"{path}: unreadable ({type(err).__name__}); delete it and the next run of this "
+                               "training claims it again") from None
+        run_id = doc.get("run_id") if isinstance(doc, dict) else None
+        if not isinstance(run_id, str) or not run_id.isalnum():
+            raise ResultsError(f"{path}: key 'run_id' is {run_id!r}, not a run id; delete the file to reclaim it")
+        return run_id
+
+    def trained(self, run_id: str) -> bool:
+        """The run's training is over: trained.json, or (a store from before the training stage wrote it
+        always) a finished record beside the final checkpoint."""
+        folder = self.folder(run_id)
+        return folder.trained.exists() or (folder.metrics.exists() and folder.checkpoint.exists())
+
+    def claim_training(self, train_key: str, run_id: str) -> str:
+        """The run that trains `train_key`: the claimed one; else `run_id`, claimed now (atomically: of two
+        claims at once one wins and both return it). A claim whose run left nothing (no checkpoint, not running,
+        not trained) passes to `run_id`."""
+        owner = self.trainer_of(train_key)
+        if owner == run_id:
+            return run_id
+        if owner is not None:
+            folder = self.folder(owner)
+            if folder.checkpoint.exists() or self.trained(owner) or self.status(owner)[0] == "running":
+                return owner
+        try:
+            write_json_atomic(self.claim_path(train_key), {"run_id": run_id, "train_key": train_key},
+                              exclusive=owner is None)
+        except FileExistsError:
+            return self.trainer_of(train_key) or run_id
+        return run_id
 
     def records(self, run_ids: list[str]) -> dict[str, dict]:
         """Finished records of these runs (absent ones skipped; unreadable ones raise)."""

@@ -135,7 +135,8 @@ def plan_json(index: dict, tables: list[dict], profile: str, runs_dir: Path, sto
             amount = float(cost.split()[0])
             seen[run_id] = (amount, status == "done")
             runs.append({"id": run_id, "row": label, "seed": seed, "profile": profile, "cost": amount,
-                         "status": status, "after": list(deps), "gpus": held[0] if held else None})
+                         "status": status, "after": list(deps), "gpus": held[0] if held else None,
+                         "train_key": held[1] if len(held) > 1 else None})
         out.append({"id": table["id"], "runs": runs, "not_implemented": list(table["not_implemented"]),
                     "total": _total(runs)})
     everything = [{"cost": c, "status": "done" if d else "missing"} for c, d in seen.values()]

@@ -23,7 +23,6 @@ from semcl.cli.check import preflight_file
 from semcl.errors import ConfigError, SemclError
 from semcl.launch.backends import BACKENDS, DEFAULT_EXECUTOR, backend
 from semcl.launch.base import DEFAULT_CLUSTER, LaunchOptions
-from semcl.run_folder import RunFolder
 
 
 def _index_tables(args, index: dict) -> list[dict]:
@@ -70,43 +69,73 @@ def cmd_plan(args) -> None:
         return dump(plan_json(index, tables, args.profile, results_root(args) / "runs", lambda: open_store(args)))
     runs_dir, store = results_root(args) / "runs", None
     unit = "GPU-h" if args.profile == "paper" else "CPU-min"
-    totals = {"tables": 0, "runs": 0, "todo": 0, "all": 0.0, "left": 0.0}
-    counted: set[str] = set()  # a run two tables share counts once in the overall total
+    trained = _trained_keys(results_root(args))
+    overall = _Bill(trained)  # a run two tables share counts once; a training two runs share is paid once
     for table in tables:
         runs = index["runs"][table["id"]]
         width = max([24, *(len(r[1]) for r in runs)])  # long labels (variants: "<row> [key=value]") stay aligned
         print(f"# {table['id']} profile={args.profile}: {len(runs)} runs")
-        todo, cost_all, cost_left, held = 0, 0.0, 0.0, set()
-        for run_id, label, seed, cost, deps, *gpus in runs:
-            held.update(gpus[:1])
+        bill, held = _Bill(trained), set()
+        for run_id, label, seed, cost, deps, gpus, train_key, eval_cost in runs:
+            held.add(gpus)
             if not (runs_dir / run_id).exists():  # never started: no record, lock or checkpoint to read
                 status, detail = "missing", ""
             else:
                 store = store or open_store(args)
                 status, detail = store.status(run_id)
-            print(_run_line(run_id, label, width, seed, status, cost, deps, detail if args.verbose else ""))
-            amount = float(cost.split()[0])
-            cost_all += amount
-            if status != "done":
-                todo, cost_left = todo + 1, cost_left + amount
+            bill.add(run_id, train_key, cost, eval_cost, status == "done")
+            trainer = overall.add(run_id, train_key, cost, eval_cost, status == "done", gpus)
+            shared = f"  evaluates {trainer}'s training" if trainer else ""
+            print(_run_line(run_id, label, width, seed, status, cost, deps, detail if args.verbose else "") + shared)
         if table["not_implemented"]:
             print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
-        if held:  # the estimate counts every GPU a run's job holds
+        if held - {0}:  # the estimate counts every GPU a run's job holds
             print(f"# {table['id']} GPUs held per run: {'/'.join(str(g) for g in sorted(held))}")
-        print(f"# {table['id']} total: {len(runs)} runs, {cost_all:.4g} {unit}; not done: {todo} runs, {cost_left:.4g} {unit}")
-        totals["tables"] += 1
-        for run_id, _, _, cost, _, *gpus in runs:
-            if run_id not in counted:
-                counted.add(run_id)
-                done = RunFolder(runs_dir / run_id).metrics.exists()
-                totals["runs"], totals["all"] = totals["runs"] + 1, totals["all"] + float(cost.split()[0])
-                totals["peak"] = max(totals.get("peak", 0), *gpus[:1], 0)
-                if not done:
-                    totals["todo"], totals["left"] = totals["todo"] + 1, totals["left"] + float(cost.split()[0])
-    if totals["tables"] > 1:
-        print(f"# all {totals['tables']} tables: {totals['runs']} runs, {totals['all']:.4g} {unit}; "
-              f"not done: {totals['todo']} runs, {totals['left']:.4g} {unit}; widest run holds {totals.get('peak', 0)} GPUs "
-              "(estimates: semcl.estimate.gpu_hours)")
+        print(f"# {table['id']} total: {bill.runs} runs, {bill.all:.4g} {unit}; not done: {bill.todo} runs, "
+              f"{bill.left:.4g} {unit}" + bill.saved_line(unit))
+    if len(tables) > 1:
+        print(f"# all {len(tables)} tables: {overall.runs} runs, {overall.all:.4g} {unit}; not done: {overall.todo} runs, "
+              f"{overall.left:.4g} {unit}; widest run holds {overall.peak} GPUs (estimates: semcl.estimate)"
+              + overall.saved_line(unit))
+
+
+def _trained_keys(root) -> set[str]:
+    """Training keys whose training a run of the store holds (results/trained/<key>.json, semcl.runs)."""
+    from semcl.run_folder import TRAININGS
+
+    try:
+        return {name[:-5] for name in os.listdir(root / TRAININGS) if name.endswith(".json")}
+    except OSError:
+        return set()
+
+
+class _Bill:
+    """What a set of planned runs costs: each run once, each training once (the first run of a training key pays
+    training and evaluation, the others their evaluation alone; a key trained in the store, evaluation alone)."""
+
+    def __init__(self, trained: set[str] = frozenset()) -> None:
+        self.trained, self.seen, self.trainers = trained, set(), {}
+        self.runs = self.todo = self.peak = self.shared = 0
+        self.all = self.left = self.saved = 0.0
+
+    def add(self, run_id: str, train_key: str, cost: str, eval_cost: str, done: bool, gpus: int = 0) -> str | None:
+        """Count the run; returns the run whose training it evaluates (None: its own)."""
+        if run_id in self.seen:
+            return self.trainers.get(train_key) if self.trainers.get(train_key) != run_id else None
+        self.seen.add(run_id)
+        full, alone = float(cost.split()[0]), float(eval_cost.split()[0])
+        trainer = self.trainers.setdefault(train_key, run_id)
+        pays = full if trainer == run_id and train_key not in self.trained else min(alone, full)
+        if pays < full:
+            self.shared, self.saved = self.shared + 1, self.saved + full - pays
+        self.runs, self.all, self.peak = self.runs + 1, self.all + pays, max(self.peak, gpus)
+        if not done:
+            self.todo, self.left = self.todo + 1, self.left + pays
+        return trainer if trainer != run_id else None
+
+    def saved_line(self, unit: str) -> str:
+        return (f"; {self.shared} runs evaluate a training planned or done once (same training key): "
+                f"{self.saved:.4g} {unit} saved") if self.shared else ""
 
 
 def _plan_with_layout(args, be) -> None:

@@ -129,13 +129,22 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
             **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
+            **({"trained_by": training["trained_by"]} if "trained_by" in training else {}),
             "wall_time_s": round(time.time() - t0, 2) + training.get("train_time_s", 0.0),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
 def _read_trained(folder: RunFolder) -> dict:
-    """trained.json of a run whose training stage finished; ResultsError naming the file otherwise."""
+    """trained.json of a run whose training stage finished (a store from before it was always written: the
+    training fields of the finished record beside the final checkpoint); ResultsError naming the file otherwise."""
     path = folder.trained
+    if not path.exists() and folder.metrics.exists() and folder.checkpoint.exists():
+        try:
+            doc = json.loads(folder.metrics.read_text())
+            return {"device": doc["device"], "threads": doc["threads"], "world_size": doc["world_size"],
+                    "train_time_s": doc.get("train_time_s", doc["wall_time_s"])}
+        except (ValueError, KeyError, TypeError) as err:
+            raise ResultsError(f"{folder.metrics}: unreadable as a training record ({type(err).__name__}: {err})") from None
     if not path.exists():
         raise ResultsError(f"{path}: the run's training stage has not finished (no {path.name}); "
                            "its training job runs first")
@@ -194,14 +203,25 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         write_json_atomic(folder.data, {"train": describe_split(train_set), "test": describe_split(test_set)})
         device = device or pick_device()
         method = build_method(cls, cfg, data_info(train_set), deps, device, run.seed)
-        trained = None
-        if stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
+        # the training of this config: this run's own, or (runs differing only in evaluation) the claiming run's
+        trainer = store.claim_training(run.train_key, run.run_id) if run.train_key else run.run_id
+        train_folder, trained = store.folder(trainer), None
+        if trainer != run.run_id:
+            if not store.trained(trainer):
+                raise ResultsError(f"{store.claim_path(run.train_key)}: this run evaluates the training of run "
+                                   f"{trainer}, which has not finished ({store.status(trainer)[0]}); it runs first")
+            if stage == "train":
+                return {}
+            trained = {**_read_trained(train_folder), "trained_by": trainer}
+        elif stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
             trained = _read_trained(folder)
-        history = train(method, train_set, cfg, run.seed, folder.checkpoint, device, data_root=root)
+        history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
+                        log_history=trainer == run.run_id)
         if distributed.rank() != 0:
             return {}
-        if stage == "train":
+        if trainer == run.run_id and not folder.trained.exists():  # what runs sharing this training read
             write_json_atomic(folder.trained, {"run_id": run.run_id, **_training(device, t0)})
+        if stage == "train":
             return {}
         chosen = {}
         if method.validation_grid:  # e.g. tau-norm's tau, chosen on val as Kang et al.

@@ -162,9 +162,10 @@ class Stepper:
 
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
-          step_context: Callable[[Batch], AbstractContextManager] | None = None) -> list[dict]:
+          step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history (module
-    docstring: accumulation, checkpoints, the preflight's `max_steps` and `step_context`)."""
+    docstring: accumulation, checkpoints, the preflight's `max_steps` and `step_context`). `log_history`: False
+    where `ckpt` is another run's final checkpoint (a shared training), whose history and trackers stay its own."""
     device = device or torch.device("cpu")
     opt = method.configure_optimizer(cfg.optim)
     if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
@@ -189,7 +190,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     every_s, last_save = checkpoint_every_s(), time.monotonic()
     # history.jsonl, trackers and the progress line: rank 0 of a run in its folder (<id>/checkpoints/), not a dry run
     live = EpochLog(ckpt.parent.parent, saver.history, epochs,
-                    enabled=distributed.rank() == 0 and max_steps is None and is_checkpoint_folder(ckpt.parent))
+                    enabled=distributed.rank() == 0 and max_steps is None and is_checkpoint_folder(ckpt.parent)
+                    and log_history)
     with interrupt.training(), live:
         for epoch in range(at.epoch, last_epoch):
             method.train()

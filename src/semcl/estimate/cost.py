@@ -49,3 +49,16 @@ def estimated_minutes(cfg: RunConfig, profile: str, gpus: int = 1, cpus_per_gpu:
     probe = probe_passes * n_train * per_image / 3 if cfg.eval.linear_probe else 0.0
     flops = train + probe
     return flops / (GPU_FLOPS if profile == "paper" else CPU_FLOPS) / 60
+
+
+def evaluation_cost(cfg: RunConfig, profile: str, gpus: int = 1) -> str:
+    """The part of `estimate_cost` that evaluating alone costs: what a run pays whose training another run of the
+    same training key does (semcl.runs). Paper profile: the evaluation job's GPU-hours; else the probe's CPU-minutes."""
+    if profile == "paper" and not cfg.data.synthetic:
+        from semcl.estimate.gpu_hours import estimate
+
+        return f"{estimate(cfg, gpus).eval_wall_h:.3g} GPU-h"
+    per_image = network_gflops(cfg) * 1e9
+    probe_passes = cfg.probe.epochs if cfg.probe.augment else 1
+    probe = probe_passes * train_samples(cfg) * per_image / 3 if cfg.eval.linear_probe else 0.0
+    return f"{probe / (GPU_FLOPS if profile == 'paper' else CPU_FLOPS) / 60:.2g} CPU-min"

@@ -88,7 +88,11 @@ def runs_to_submit(runs: list[Run], store: Store, retry_failed: bool) -> list[Ru
         kept = set_aside_record(store, base.run_id)
         print(f"{base.run_id} {base.row_label} seed={base.seed}: done, but the file its dependent runs read is gone: "
               f"retraining it (its record is kept as {kept})")
-    return retrain + todo
+    from semcl.launch.trainings import claim_legacy_trainings, share_trainings
+
+    for line in claim_legacy_trainings(store):
+        print(line, file=sys.stderr)
+    return share_trainings(retrain + todo, unique, store)
 
 
 def missing_dependency_file(base: Run, store: Store, todo: list[Run]) -> Path | None:

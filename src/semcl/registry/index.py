@@ -21,14 +21,16 @@ from semcl.registry.index_store import cache_file, read_index, source_key, table
 
 
 def _profile_runs(table, profile: str) -> list[list]:
-    """[run_id, row label, seed, cost estimate, depends_on, GPUs held] per planned run, in plan order."""
-    from semcl.estimate.cost import estimate_cost
+    """[run_id, row label, seed, cost estimate, depends_on, GPUs held, training key, the cost of its evaluation
+    alone] per planned run, in plan order."""
+    from semcl.estimate.cost import estimate_cost, evaluation_cost
     from semcl.runs import plan_runs
 
     out = []
     for r in plan_runs(table, profile):
         gpus = table.resources_for(r.row_label, profile).gpus
-        out.append([r.run_id, r.row_label, r.seed, estimate_cost(r.config, profile, gpus), list(r.depends_on), gpus])
+        out.append([r.run_id, r.row_label, r.seed, estimate_cost(r.config, profile, gpus), list(r.depends_on), gpus,
+                    r.train_key, evaluation_cost(r.config, profile, gpus)])
     return out
 
 

@@ -15,7 +15,7 @@ from semcl.locations import PACKAGE, registry_root
 
 # the whole package's source keys the index, not this module's folder (it moved into registry/ once)
 SRC = PACKAGE
-FORMAT = 2  # bump when the index layout changes
+FORMAT = 3  # bump when the index layout changes
 
 
 

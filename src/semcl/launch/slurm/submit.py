@@ -105,7 +105,7 @@ def describe_arrays(runs: list[tuple[Run, Resources]], cluster: ClusterProfile, 
     job_of: dict[str, str] = {}
     lines = []
     for k, (params, chunk) in enumerate(array_chunks(unique, [], res_of, cluster, max_array_size() - 1)):
-        after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
+        after = sorted({job_of[d] for r in chunk for d in r.after if d in job_of})
         ex = array_executor(root, params, cluster, chunk, setup, after, PreviewExecutor)
         ids = [f"<array{k + 1}>_{i}" if len(chunk) > 1 else f"<job{k + 1}>" for i in range(len(chunk))]
         lines.append(f"# array of {len(chunk)} runs: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
@@ -176,7 +176,7 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     job_of = {r.run_id: jobs[r.run_id].get("eval_job_id", jobs[r.run_id]["job_id"]) for r in queued}
     refused = None
     for params, chunk in array_chunks(todo, queued, res_of, cluster, max_array_size() - 1):
-        after = sorted({job_of[d] for r in chunk for d in r.depends_on if d in job_of})
+        after = sorted({job_of[d] for r in chunk for d in r.after if d in job_of})
         split = separate_evaluation(params)
         ex = array_executor(root, params, cluster, chunk, job_setup_lines(snap), after)
         try:

@@ -1,0 +1,114 @@
+"""Training is keyed by what trains it: runs that differ only in evaluation settings share one training run.
+
+The training key ignores `eval`, `probe` and the test split's settings and follows the seed, the ranks and the
+runs a row starts from; run ids keep hashing everything (a store written before training keys reads back with
+the same ids). Two tables whose one row differs only in its evaluation train once: the second run evaluates the
+first's final checkpoint, its record says so, and a store from before the claims is mapped on first use."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from semcl.cli import main as cli
+from semcl.registry.tables import get_table
+from semcl.run_config import build_config
+from semcl.runs import Store, hashable_config, make_train_key, plan_runs
+
+BASE = {"method": {"name": "ce"}, "data": {"name": "cifar100"}, "optim": {"lr": 0.1}}
+
+
+def _key(tree: dict, seed: int = 5, starts_from: tuple[str, ...] = (), ranks: int = 1) -> str:
+    return make_train_key(hashable_config(build_config(tree, where="test")), seed, starts_from, ranks)
+
+
+def test_the_training_key_ignores_evaluation_settings_only():
+    base = _key(BASE)
+    assert _key({**BASE, "probe": {"epochs": 7, "lr": 0.5}}) == base
+    assert _key({**BASE, "eval": {"knn": [20]}}) == base
+    assert _key({**BASE, "data": {"name": "cifar100", "test_limit": 8}}) == base
+    assert _key({**BASE, "optim": {"lr": 0.2}}) != base  # a training setting
+    assert _key(BASE, seed=6) != base and _key(BASE, ranks=4) != base and _key(BASE, ranks=1) == base
+    assert _key(BASE, starts_from=("abc123abc123",)) != base
+
+
+TABLE = """\
+id: test/{name}
+paper: gpaco
+source: "test"
+title: one CE row, evaluated {how}
+preset: paco_imagenet_lt_resnet50
+seeds: [5]
+columns:
+{columns}
+rows:
+  - {{label: CE, method: ce}}
+profiles:
+  smoke:
+    overrides:
+      data.synthetic: true
+      data.synthetic_train_per_class: 10
+      data.synthetic_test_per_class: 2
+      data.image_size: 16
+      data.augment: crop_flip
+      model.backbone: resnet_tiny
+      optim.batch_size: 10
+      optim.warmup_epochs: 0
+      optim.cosine: false
+      schedule.epochs: 2
+"""
+ACCURACY = "  - {key: top1, label: Top-1, eval: accuracy, group: overall}"
+KNN = "  - {key: knn, label: k-NN, eval: knn, k: 3}"
+
+
+@pytest.fixture
+def two_tables(registry_copy):
+    (registry_copy / "test").mkdir(exist_ok=True)
+    (registry_copy / "test" / "acc.yaml").write_text(TABLE.format(name="acc", how="by its classifier", columns=ACCURACY))
+    (registry_copy / "test" / "knn.yaml").write_text(TABLE.format(name="knn", how="by k-NN", columns=KNN))
+    a, = plan_runs(get_table("test/acc"), "smoke")
+    b, = plan_runs(get_table("test/knn"), "smoke")
+    assert a.run_id != b.run_id and a.train_key == b.train_key
+    return a, b
+
+
+def _run(tmp_path, *tables) -> int:
+    return cli.main(["--results", str(tmp_path / "results"), "run", *tables, "--profile", "smoke",
+                     "--executor", "debug"])
+
+
+def test_two_tables_differing_in_evaluation_train_once(tmp_path, two_tables, capsys, single_thread):
+    a, b = two_tables
+    out = cli.main(["--results", str(tmp_path / "results"), "plan", "test/acc", "test/knn", "--profile", "smoke"])
+    text = capsys.readouterr().out
+    assert out == 0 and f"evaluates {a.run_id}'s training" in text and "1 runs evaluate a training planned" in text
+    assert _run(tmp_path, "test/acc", "test/knn") == 0
+    store = Store(tmp_path / "results")
+    assert store.trainer_of(a.train_key) == a.run_id
+    ra, rb = store.read_record(a.run_id), store.read_record(b.run_id)
+    assert rb["trained_by"] == a.run_id and "trained_by" not in ra
+    assert not store.folder(b.run_id).checkpoint.exists() and store.folder(a.run_id).checkpoint.exists()
+    assert rb["history"] == ra["history"] and len(ra["history"]) == 2  # b's numbers come from a's training
+    assert "acc_overall" in ra["metrics"] and "knn_top1_k3" not in ra["metrics"] and "knn_top1_k3" in rb["metrics"]
+
+
+def test_a_store_from_before_training_keys_is_mapped_once_and_not_retrained(tmp_path, two_tables, single_thread,
+                                                                              capsys):
+    a, b = two_tables
+    assert _run(tmp_path, "test/acc") == 0
+    store = Store(tmp_path / "results")
+    # what the code before training keys left: no claims, no trained.json beside a finished run
+    shutil.rmtree(store.root / "trained")
+    store.folder(a.run_id).trained.unlink()
+    checkpoint = store.folder(a.run_id).checkpoint.read_bytes()
+    before = json.loads(store.folder(a.run_id).metrics.read_text())
+    capsys.readouterr()
+    assert _run(tmp_path, "test/knn") == 0
+    assert store.trainer_of(a.train_key) == a.run_id  # the legacy folder was claimed
+    rb = store.read_record(b.run_id)
+    assert rb["trained_by"] == a.run_id and not store.folder(b.run_id).checkpoint.exists()
+    assert store.folder(a.run_id).checkpoint.read_bytes() == checkpoint  # nothing of a was rewritten
+    assert json.loads(store.folder(a.run_id).metrics.read_text()) == before
+    assert (store.root / "trained" / ".legacy-claimed").exists()

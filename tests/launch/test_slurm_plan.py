@@ -107,3 +107,25 @@ def test_time_limit_from_the_estimate_on_the_ladder():
     assert time_limit(Resources(gpus=1), a100, 1e6) == 2880  # the partition's cap
     assert time_limit(Resources(gpus=1, time_min=90), a100, 1e6) == 90  # an entry's own limit wins
     assert time_limit(Resources(cpus=2, tasks=2), load_cluster_profile("local"), 40.0) == 30  # 40 CPU-min / 4 x 2
+
+
+def test_a_run_evaluating_another_runs_training_holds_the_evaluation_gpus(tmp_path):
+    """hsa/semi's CsMl pre-training row shares hsa/linear's training key: submitted after it, its job holds the
+    cluster's evaluation GPU and time, not the 32 GPUs its row trains on."""
+    from semcl.launch.backends import runs_to_submit
+    from semcl.launch.slurm.submit import evaluation_resources
+    from semcl.registry.tables import get_table
+    from semcl.runs import Store, plan_runs
+
+    linear, semi = get_table("hsa/linear"), get_table("hsa/semi")
+    trainer = next(r for r in plan_runs(linear, "paper") if r.row_label == "CsMl, 800 ep, multi-crop (v2 best configuration)")
+    shared = next(r for r in plan_runs(semi, "paper") if r.row_label == "CsMl, 800 ep, multi-crop (pre-training)")
+    assert trainer.train_key == shared.train_key and trainer.run_id != shared.run_id
+    store = Store(tmp_path)
+    todo = runs_to_submit([trainer, shared], store, retry_failed=False)
+    assert [r.waits_for for r in todo] == [(), (trainer.run_id,)]
+    cluster = load_cluster_profile("example-a100")
+    res = evaluation_resources(todo, {trainer.run_id: linear.resources_for(trainer.row_label, "paper"),
+                                      shared.run_id: semi.resources_for(shared.row_label, "paper")}, store, cluster)
+    assert res[trainer.run_id].gpus == 32 and semi.resources_for(shared.row_label, "paper").gpus == 32
+    assert res[shared.run_id] == Resources(gpus=cluster.eval_gpus, time_min=cluster.eval_time_min)

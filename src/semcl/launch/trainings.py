@@ -45,6 +45,14 @@ def share_trainings(todo: list[Run], planned: list[Run], store: Store) -> list[R
     return out
 
 
+def evaluates_only(run: Run, store: Store) -> bool:
+    """The run's training is another run's (scheduled after it, or claimed by it): it only evaluates."""
+    if run.waits_for:
+        return True
+    trainer = store.trainer_of(run.train_key) if run.train_key else None
+    return trainer is not None and trainer != run.run_id
+
+
 def claim_legacy_trainings(store: Store) -> list[str]:
     """Claim the training keys of the store's trained folders once (module docstring); the lines naming the
     folders that could not be mapped."""

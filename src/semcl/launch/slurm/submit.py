@@ -156,8 +156,8 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     from semcl.runtime.slurm_state import sacct_states
     from semcl.snapshot import job_setup_lines, make_snapshot
 
-    res_of = {r.run_id: res for r, res in runs}
     todo = runs_to_submit([r for r, _ in runs], store, retry_failed)
+    res_of = evaluation_resources(todo, {r.run_id: res for r, res in runs}, store, cluster)
     jobs = latest_jobs(store)
     states = sacct_states(job_ids([jobs[r.run_id] for r in todo if r.run_id in jobs]))
     queued = [r for r in todo if run_state(store, r.run_id, jobs.get(r.run_id), states)[0]
@@ -212,6 +212,19 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
     if refused:
         raise SemclError(f"{refused}; the {len(entries)} run(s) queued before it are recorded in {path}")
     return path
+
+
+def evaluation_resources(todo: list[Run], res_of: dict[str, Resources], store: Store,
+                         cluster: ClusterProfile) -> dict[str, Resources]:
+    """What each run's job holds: a GPU run that only evaluates another run's training (semcl.launch.trainings)
+    holds the cluster's evaluation GPUs and time, not the row's training GPUs."""
+    from semcl.launch.trainings import evaluates_only
+
+    out = dict(res_of)
+    for run in todo:
+        if out[run.run_id].gpus and evaluates_only(run, store):
+            out[run.run_id] = Resources(gpus=cluster.eval_gpus, time_min=cluster.eval_time_min)
+    return out
 
 
 def sbatch_refusal(err: Exception, chunk: list[Run], what: str) -> str:

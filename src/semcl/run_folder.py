@@ -23,6 +23,10 @@ from pathlib import Path
 CONFIG, DATA, LOG, HISTORY, LOCK = "config.yaml", "data.json", "log.txt", "history.jsonl", "lock.json"
 CHECKPOINTS, LAST_CHECKPOINT = "checkpoints", "last.pt"
 TRAINED, LOGITS, METRICS, FAILED = "trained.json", "test_logits.pt", "metrics.json", "failed.json"
+# the layout of a run's record (metrics.json `store_format`): 1 = records written before the field existed (read
+# as they are); 2 = with training keys (trained.json beside every finished training, `trained_by` on shared ones).
+# A record of a newer format than this code's is refused in one line: the code that wrote it reads it.
+STORE_FORMAT = 2
 # beside runs/: one claim per training key, naming the run whose folder holds that training (semcl.runs)
 TRAININGS = "trained"
 # what a record set aside for a retrain is renamed to (nothing is deleted): metrics.replaced-<stamp>.json

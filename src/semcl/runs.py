@@ -26,7 +26,7 @@ from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
 from semcl.locations import results_root
 from semcl.registry.tables import Table
-from semcl.run_folder import TRAININGS, RunFolder
+from semcl.run_folder import STORE_FORMAT, TRAININGS, RunFolder
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,10 @@ class Store:
             raise ResultsError(f"{path}: key 'metrics' missing or not a mapping; move the file away to rerun this run")
         if record.get("run_id") != run_id:
             raise ResultsError(f"{path}: key 'run_id' is {record.get('run_id')!r}, expected {run_id!r}")
+        fmt = record.get("store_format", 1)
+        if not isinstance(fmt, int) or fmt > STORE_FORMAT:
+            raise ResultsError(f"{path}: key 'store_format' is {fmt!r}: written by a newer semcl than this one (reads "
+                               f"formats 1-{STORE_FORMAT}); read it with that version, or upgrade")
         return record
 
     def write_record(self, run_id: str, record: dict) -> None:

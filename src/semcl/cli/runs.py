@@ -160,20 +160,21 @@ def _plan_with_layout(args, be) -> None:
 
 
 def cmd_status(args) -> None:
+    from semcl.report.older_configs import describe, older_runs
+
     store = open_store(args)
-    current = None
-    counts: dict[str, int] = {}
-    for table, run, status, detail in _statuses(args, store):
-        if table.id != current:
-            if counts:
-                print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-            current, counts = table.id, {}
-            print(f"# {table.id} profile={args.profile}")
-        counts[status] = counts.get(status, 0) + 1
-        if status != "done" or args.verbose:
-            print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
-    if counts:
+    rows = _statuses(args, store)
+    for table_id in dict.fromkeys(t.id for t, _, _, _ in rows):
+        print(f"# {table_id} profile={args.profile}")
+        counts: dict[str, int] = {}
+        mine = [(run, status, detail) for t, run, status, detail in rows if t.id == table_id]
+        for run, status, detail in mine:
+            counts[status] = counts.get(status, 0) + 1
+            if status != "done" or args.verbose:
+                print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
         print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+        for line in describe(older_runs(store, table_id, args.profile, [run for run, _, _ in mine])):
+            print(line)
 
 
 def _runs_with_resources(args) -> list:

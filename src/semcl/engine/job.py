@@ -32,7 +32,7 @@ from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
 from semcl.locations import built_from
-from semcl.run_folder import RunFolder
+from semcl.run_folder import STORE_FORMAT, RunFolder
 from semcl.runs import Run, Store
 from semcl.runtime import distributed
 from semcl.runtime.checkpoint import seed_everything
@@ -122,7 +122,8 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             trained: dict | None = None) -> dict:
     """The run's record; `trained` is the training stage's (trained.json) when it ran as its own job."""
     training = trained or {}
-    return {"run_id": run.run_id, "table": run.table_id, "row": run.row_label, "profile": run.profile,
+    return {"run_id": run.run_id, "store_format": STORE_FORMAT, "table": run.table_id, "row": run.row_label,
+            "profile": run.profile,
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
             **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
             "git": git_state(), "versions": _versions(), "device": training.get("device", device_name(device)),

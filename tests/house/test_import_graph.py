@@ -9,17 +9,16 @@ of a parent package is not an edge (every submodule would otherwise "import" its
 No module imports one from a layer above it (the same edges). The layers, lowest first (LAYER_ORDER;
 LAYERS places each module by its longest dotted prefix, a package covering its submodules):
 
-  base     errors, files, schema, yaml_strict, locations, ...: know nothing of runs or networks; also
-           the engine's leaf utilities (checkpoint files, signals, progress, history, process groups),
-           which evaluations, exports and the store use without the training loop
-  config   the run-config schema (semcl.config) and the precision settings read off it
+  base     errors, files, schema, yaml_strict, locations, run_folder, runtime/ (checkpoint files, signals, progress,
+           history, trackers, process groups, the run lock), analysis/: know nothing of runs' configs or networks
+  config   the run-config schema (semcl.config) and the precision settings read off it (runtime.precision)
   data, models, losses   the pieces a method is built from
   methods, evals         methods and evaluation protocols (they share: stage pooling, detection transfer)
-  plan     run_config (the config with its method section), the registry of tables, run planning and ids
-  engine   training, evaluation driver, job: above plan, since a job executes a planned run (runs.Run)
-  launch   launch, local / SLURM backends, preflight, prepare, export_run: they submit or check runs
-  report   tables, figures, claims, numbers, file trails
-  cli      the command line and the Python API
+  plan     registry/ (table entries, resources, the index), run_config, runs (ids, the store), estimate/, snapshot
+  engine   build a run, train, evaluate, job, export: above plan, since a job executes a planned run (runs.Run)
+  launch   launch/ (the Backend interface, local and SLURM backends, shared trainings), preflight/
+  report   tables, figures, claims, the numbers overlay, file trails
+  cli      cli/ (one module per command group) and the Python API
 
 A lazy import is an edge too, so an upward one cannot hide inside a function; an edge being removed
 goes into KNOWN (module, module) with a comment until it is gone.
@@ -116,8 +115,7 @@ LAYER_ORDER = ["base", "config", "data/models/losses", "methods/evals", "plan", 
 LAYERS: dict[str, str] = {
     **dict.fromkeys(["semcl", "semcl.errors", "semcl.files", "semcl.schema", "semcl.yaml_strict", "semcl.locations",
                      "semcl.run_folder",
-                     "semcl.runtime", "semcl.analysis", "semcl.registry.entry", "semcl.registry.resources",
-                     "semcl.registry.index_store", "semcl.registry.figure_kinds"], "base"),
+                     "semcl.runtime", "semcl.analysis"], "base"),
     **dict.fromkeys(["semcl.config", "semcl.runtime.precision"], "config"),
     **dict.fromkeys(["semcl.data", "semcl.models", "semcl.losses"], "data/models/losses"),
     **dict.fromkeys(["semcl.methods", "semcl.evals"], "methods/evals"),

@@ -315,6 +315,39 @@ def _parse_preset(path: Path, mtime_ns: int) -> dict:
     return load_yaml_file(path) or {}
 
 
+def _row(r, i: int, keys: list[str], where: str) -> Row:
+    """One registry row, checked on its own (method or derived or reference, reported columns, select column)."""
+    rw = f"{where}: rows[{i}]"
+    if r.derived is not None:
+        extra = [k for k in ("method", "overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
+        if extra:
+            raise ConfigError(f"{rw}: a 'derived' row has no key {extra[0]!r} (it runs nothing)")
+        bad_pair = next((p for p in r.derived.pairs if len(p) != 2), None)
+        if bad_pair is not None:
+            raise ConfigError(f"{rw}: 'derived.pairs' entry {bad_pair!r} is not [row A, row B]")
+        r = dataclasses.replace(r, method=DERIVED)
+    elif r.method is None:
+        raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
+    if r.method == REFERENCE:
+        extra = [k for k in ("overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
+        if extra:
+            raise ConfigError(f"{rw}: a reference row has no key {extra[0]!r} (it runs nothing)")
+    if r.method not in (DERIVED, REFERENCE) and r.method not in METHODS and r.method not in PLANNED_METHODS:
+        raise ConfigError(f"{rw}: unknown method {r.method!r} "
+                          f"(known: {sorted([*METHODS, *PLANNED_METHODS, REFERENCE])})")
+    reported = r.reported or {}
+    bad = sorted(set(reported) - set(keys))
+    if bad:
+        raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
+    if r.select and r.select.column not in keys:
+        raise ConfigError(f"{rw}: 'select.column' = {r.select.column!r} is not a column key of this table")
+    return Row(r.label, r.method, dict(r.overrides or {}),
+               {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
+               r.init_from, tuple(r.ensemble or ()), r.teacher,
+               Selection(r.select.table, r.select.column, r.select.best) if r.select else None,
+               derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ())
+
+
 def load_table(path: Path, presets: Path) -> Table:
     where = str(path)
     doc = load_yaml_file(path)  # one line naming the file: invalid YAML, duplicate keys, alias bombs
@@ -330,37 +363,7 @@ def load_table(path: Path, presets: Path) -> Table:
     for i, key in enumerate(keys):
         if key in keys[:i]:
             raise ConfigError(f"{where}: 'columns[{i}].key' = {key!r} repeats an earlier column's key")
-    rows = []
-    for i, r in enumerate(entry.rows):
-        rw = f"{where}: rows[{i}]"
-        if r.derived is not None:
-            extra = [k for k in ("method", "overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
-            if extra:
-                raise ConfigError(f"{rw}: a 'derived' row has no key {extra[0]!r} (it runs nothing)")
-            bad_pair = next((p for p in r.derived.pairs if len(p) != 2), None)
-            if bad_pair is not None:
-                raise ConfigError(f"{rw}: 'derived.pairs' entry {bad_pair!r} is not [row A, row B]")
-            r = dataclasses.replace(r, method=DERIVED)
-        elif r.method is None:
-            raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
-        if r.method == REFERENCE:
-            extra = [k for k in ("overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
-            if extra:
-                raise ConfigError(f"{rw}: a reference row has no key {extra[0]!r} (it runs nothing)")
-        if r.method not in (DERIVED, REFERENCE) and r.method not in METHODS and r.method not in PLANNED_METHODS:
-            raise ConfigError(f"{rw}: unknown method {r.method!r} "
-                              f"(known: {sorted([*METHODS, *PLANNED_METHODS, REFERENCE])})")
-        reported = r.reported or {}
-        bad = sorted(set(reported) - set(keys))
-        if bad:
-            raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
-        rows.append(Row(r.label, r.method, dict(r.overrides or {}),
-                        {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
-                        r.init_from, tuple(r.ensemble or ()), r.teacher,
-                        Selection(r.select.table, r.select.column, r.select.best) if r.select else None,
-                        derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ()))
-        if r.select and r.select.column not in keys:
-            raise ConfigError(f"{rw}: 'select.column' = {r.select.column!r} is not a column key of this table")
+    rows = [_row(r, i, keys, where) for i, r in enumerate(entry.rows)]
     rows = _link_rows(rows, where)
     by_key = {c.key: c for c in columns}
     for c in columns:

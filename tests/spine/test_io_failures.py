@@ -472,8 +472,11 @@ def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(
 
 
 def test_the_dependency_file_table_names_what_each_kind_reads():
-    from semcl.engine.dependencies import LOGITS_FILE
     from semcl.methods.spec import DEPENDENCY_FILES, DEPENDENCY_KINDS
+    from semcl.run_folder import RunFolder
 
     assert set(DEPENDENCY_FILES) == set(DEPENDENCY_KINDS)
-    assert DEPENDENCY_FILES["ensemble"] == LOGITS_FILE and DEPENDENCY_FILES["teacher"] == "checkpoints/last.pt"
+    folder = RunFolder(Path("r"))  # the table names RunFolder attributes; these are the files they resolve to
+    files = {kind: getattr(folder, attr).as_posix() for kind, attr in DEPENDENCY_FILES.items()}
+    assert files == {"init_from": "r/checkpoints/last.pt", "ensemble": "r/test_logits.pt",
+                     "teacher": "r/checkpoints/last.pt"}

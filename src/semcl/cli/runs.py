@@ -3,6 +3,7 @@ backend (semcl.launch.base.Backend) and following them."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from semcl.cli.args import (
@@ -99,22 +100,32 @@ def cmd_plan(args) -> None:
               + overall.saved_line(unit))
 
 
-def _trained_keys(root) -> set[str]:
-    """Training keys whose training a run of the store holds (results/trained/<key>.json, semcl.runs)."""
+def _trained_keys(root) -> dict[str, str]:
+    """Training key -> the run of the store that holds its training (results/trained/<key>.json, semcl.runs);
+    an unreadable claim is left out (the plan then bills that training in full, the run re-claims it)."""
     from semcl.run_folder import TRAININGS
 
     try:
-        return {name[:-5] for name in os.listdir(root / TRAININGS) if name.endswith(".json")}
+        names = [name for name in os.listdir(root / TRAININGS) if name.endswith(".json")]
     except OSError:
-        return set()
+        return {}
+    owners = {}
+    for name in names:
+        try:
+            doc = json.loads((root / TRAININGS / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("run_id"), str):
+            owners[name[:-5]] = doc["run_id"]
+    return owners
 
 
 class _Bill:
     """What a set of planned runs costs: each run once, each training once (the first run of a training key pays
     training and evaluation, the others their evaluation alone; a key trained in the store, evaluation alone)."""
 
-    def __init__(self, trained: set[str] = frozenset()) -> None:
-        self.trained, self.seen, self.trainers = trained, set(), {}
+    def __init__(self, trained: dict[str, str] | None = None) -> None:
+        self.seen, self.trainers = set(), dict(trained or {})
         self.runs = self.todo = self.peak = self.shared = 0
         self.all = self.left = self.saved = 0.0
 
@@ -124,8 +135,8 @@ class _Bill:
             return self.trainers.get(train_key) if self.trainers.get(train_key) != run_id else None
         self.seen.add(run_id)
         full, alone = float(cost.split()[0]), float(eval_cost.split()[0])
-        trainer = self.trainers.setdefault(train_key, run_id)
-        pays = full if trainer == run_id and train_key not in self.trained else min(alone, full)
+        trainer = self.trainers.setdefault(train_key, run_id)  # the store's claim, else the first run planned
+        pays = full if trainer == run_id else min(alone, full)
         if pays < full:
             self.shared, self.saved = self.shared + 1, self.saved + full - pays
         self.runs, self.all, self.peak = self.runs + 1, self.all + pays, max(self.peak, gpus)

@@ -52,3 +52,14 @@ def built_from(package: Path | None = None) -> dict | None:
     except (OSError, ValueError):
         return None
     return {"commit": info.get("commit"), "dirty": info.get("dirty")} if isinstance(info, dict) else None
+
+
+def shown_path(path: Path) -> str:
+    """A path as a page meant to be shared prints it: relative to the registry's parent (a file of the repository,
+    `experiments/rince/claims.yaml`) or to the working folder (`results`), else its last two parts -- never the
+    building machine's absolute path."""
+    path = Path(path).resolve()
+    for base in (registry_root().resolve().parent, Path.cwd().resolve()):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base)) or "."
+    return str(Path(*path.parts[-2:]))

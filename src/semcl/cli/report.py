@@ -76,9 +76,16 @@ def cmd_readme(args) -> None:
     path = Path(args.readme)
     if not path.exists():
         raise SemclError(f"{path}: no such file")
-    done = update_readme(path, open_store(args), get_table)
+    runs: list[dict] = []
+    done = update_readme(path, open_store(args), get_table, runs)
     for table_id, profile in done:
         print(f"{path}: table {table_id} ({profile}) regenerated")
+    if done:
+        from semcl.files import write_json_atomic
+
+        runs_file = Path(args.runs_file or Path("reproduce") / f"{path.stem}.runs.json")
+        write_json_atomic(runs_file, {"page": path.name, "runs": runs})
+        print(f"{runs_file}: the per-seed values of those blocks ({len(runs)} runs)")
     if not done:
         print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block with runs in {results_root(args)}",
               file=sys.stderr)
@@ -114,4 +121,6 @@ def add_parser(sub) -> None:
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")
     sp.add_argument("--readme", default="README.md", help="the file whose blocks are rewritten (default: README.md)")
+    sp.add_argument("--runs-file", default=None, help="where the blocks' per-seed values go (default: "
+                    "reproduce/<page stem>.runs.json; tests/e2e/test_readme_numbers.py retrains and compares them)")
     sp.set_defaults(func=cmd_readme)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
+from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
@@ -126,8 +127,8 @@ def claim_cells(v: Verdict, registry: dict[str, Table]) -> tuple[list[str], list
 def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True,
               registry: dict[str, Table] | None = None) -> str:
     tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
-    lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{store.root}`, claims from "
-             f"`{cf.path}`)", ""] if heading else [f"{tally}.", ""]
+    lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{shown_path(store.root)}`, claims from "
+             f"`{shown_path(cf.path)}`)", ""] if heading else [f"{tally}.", ""]
     lines += [f"Rule: {rule_text()}", ""]
     # the scale the numbers come from: a smoke or mini profile is not the paper's experiment
     registry = load_registry() if registry is None else registry  # with the user's numbers (semcl numbers)

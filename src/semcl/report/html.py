@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from semcl.files import write_text_atomic
+from semcl.locations import shown_path
 from semcl.registry.tables import Reported, Table
 from semcl.report.html_template import STATE_LEGEND, page
 from semcl.report.reproduction import LEGEND, OVERVIEW_HEADER, ReportData, Section, collect_report, render_report_md
@@ -168,7 +169,7 @@ def render_report_html(data: ReportData) -> str:
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="meta">Rebuilt by <code>semcl report {html.escape(data.paper)} --profile '
              f"{html.escape(data.profile)} --html</code> on {html.escape(data.built)} from "
-             f"<code>{html.escape(str(data.store.root))}</code>. {html.escape(LEGEND)} Hover a cell with a paper "
+             f"<code>{html.escape(shown_path(data.store.root))}</code>. {html.escape(LEGEND)} Hover a cell with a paper "
              "value for its provenance.</p>", overview(data)]
     if data.sections:
         parts.append("<nav><ul>" + "".join(f'<li><a href="#{_anchor(s.table.id)}">{html.escape(s.table.id)}</a>'

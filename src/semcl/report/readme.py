@@ -14,6 +14,10 @@ matches REGEX (e.g. one teacher / student pair of a distillation table). A block
 finished run of that profile in the store is left as it is (so a README filled from several stores --
 the demo's, a cluster's -- is rebuilt store by store, never emptied). Every block is rendered before the
 file is written (atomically), so a bad block leaves the README as it was.
+
+Beside the page, `semcl readme` keeps the per-seed values every rewritten block averages (run id, row, seed, the
+code commit it ran at, its metrics) in `reproduce/<page>.runs.json`: a test retrains some of them and compares bit
+for bit, so a change of the code that moves a published number fails until the block is rebuilt.
 """
 
 from __future__ import annotations
@@ -60,9 +64,26 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
+def block_runs(table, profile: str, store, rows: str | None = None) -> list[dict]:
+    """The finished runs a block averages: table, profile, row, seed, run_id, commit, metrics (plan order)."""
+    from semcl.runs import plan_runs
+
+    keep = re.compile(rows) if rows else None
+    out = []
+    for run in plan_runs(table, profile):
+        rec = store.read_record(run.run_id) if keep is None or keep.search(run.row_label) else None
+        if rec is not None:
+            git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
+            out.append({"table": table.id, "profile": profile, "row": run.row_label, "seed": run.seed,
+                        "run_id": run.run_id, "commit": git.get("commit"), "dirty": git.get("dirty"),
+                        "metrics": rec["metrics"]})
+    return out
+
+
+def update_readme(path: Path, store, get_table, runs: list[dict] | None = None) -> list[tuple[str, str]]:
     """Rewrite every marked block of `path` whose table has runs in `store`; returns (table, profile) of
-    each rewritten block. ConfigError naming the file and the block for an unknown table or profile."""
+    each rewritten block, and appends each block's runs (block_runs) to `runs` when given. ConfigError naming
+    the file and the block for an unknown table or profile."""
     from semcl.runs import plan_runs
 
     text = path.read_text()
@@ -81,6 +102,8 @@ def update_readme(path: Path, store, get_table) -> list[tuple[str, str]]:
         if not any(store.metrics_path(r.run_id).exists() for r in plan_runs(table, profile)):
             return m.group(0)  # no runs here: keep what the block says
         done.append((table_id, profile))
+        if runs is not None:
+            runs.extend(block_runs(table, profile, store, m["rows"]))
         return m["open"] + compact_table(table, profile, store, m["rows"]) + m["close"]
 
     new = BLOCK.sub(render, text)

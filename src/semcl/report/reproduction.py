@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from semcl.files import write_text_atomic
+from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs
@@ -84,7 +85,7 @@ def _claims_section(data: ReportData) -> list[str]:
         return ["", "## Claims", "", f"No claims file ({claims_path(data.paper)})."]
     cf, verdicts, registry = data.claims
     body = render_md(cf, data.profile, verdicts, data.store, heading=False, registry=registry)
-    return ["", "## Claims", "", f"From `semcl claims {data.paper} --profile {data.profile}` ({cf.path}):", "",
+    return ["", "## Claims", "", f"From `semcl claims {data.paper} --profile {data.profile}` ({shown_path(cf.path)}):", "",
             body.rstrip()]
 
 
@@ -121,7 +122,7 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
 def render_report_md(data: ReportData) -> str:
     lines = [f"# Reproduction report: {data.paper} (profile `{data.profile}`)", "",
              f"Rebuilt by `semcl report {data.paper} --profile {data.profile}` on {data.built} from "
-             f"`{data.store.root}`. {LEGEND}", "",
+             f"`{shown_path(data.store.root)}`. {LEGEND}", "",
              "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
     lines += ["| " + " | ".join(cells) + " |" for cells in data.overview]
     sections = []

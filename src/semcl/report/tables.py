@@ -87,7 +87,11 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
             lines += _selected(table, row, profile, store)
     lines += derived_lines(table, lines)
     lines += gain_lines(table, lines)
-    return pd.DataFrame(lines, columns=LONG_COLUMNS)
+    long = pd.DataFrame(lines, columns=LONG_COLUMNS)
+    # the code commit each record ran at (metrics.json `git.commit`): a table says when its cells mix commits
+    long.attrs["commits"] = {rid: ((rec.get("git") or {}).get("commit") if isinstance(rec.get("git"), dict) else None)
+                             for rid, rec in records.items()}
+    return long
 
 
 def gain_lines(table: Table, lines: list[dict]) -> list[dict]:
@@ -142,7 +146,9 @@ def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
             out.append({"row": row.label, "column": col.key, "implemented": row.implemented,
                         "paper": paper, "provenance": rep.provenance if rep else "", "mean": mean,
                         "std": std, "n": n, "delta": mean - paper, "source": source})
-    return pd.DataFrame(out)
+    summ = pd.DataFrame(out)
+    summ.attrs["commits"] = dict(long.attrs.get("commits", {}))
+    return summ
 
 
 def _num(x: float) -> str:
@@ -237,6 +243,20 @@ def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None
     return out
 
 
+def commit_notes(summ: pd.DataFrame | None) -> list[str]:
+    """One line when the table's finished runs ran at more than one code commit (a record without one counts as
+    'unknown'): numbers of different code side by side are the reader's to judge."""
+    commits = (summ.attrs.get("commits") or {}) if summ is not None else {}
+    count: dict[str, int] = {}
+    for commit in commits.values():
+        key = (commit or "unknown")[:10]
+        count[key] = count.get(key, 0) + 1
+    if len(count) < 2:
+        return []
+    parts = ", ".join(f"{c} ({n} run{'s' if n > 1 else ''})" for c, n in sorted(count.items(), key=lambda kv: -kv[1]))
+    return [f"Code: the cells come from runs at {len(count)} commits: {parts}."]
+
+
 def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
     prof = table.profile(profile)
     lines = [
@@ -262,6 +282,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += user_notes(table)
     lines += selection_notes(table, profile, summ)
+    lines += commit_notes(summ)
     lines += [f"Deviation: {d}" for d in table.deviations]
     return lines
 

@@ -37,7 +37,7 @@ def test_paper_plan_on_a_gpu_cluster():
     sbatch = [ln for ln in out.splitlines() if ln.startswith("#SBATCH")]
     for expected in ("#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8", "#SBATCH --mem=64GB",
                      "#SBATCH --partition=gpu", "#SBATCH --account=my-lab", "#SBATCH --qos=normal",
-                     "#SBATCH --constraint=a100", "#SBATCH --time=480", "#SBATCH --signal=USR2@120",
+                     "#SBATCH --constraint=a100", "#SBATCH --time=720", "#SBATCH --signal=USR2@120",
                      "#SBATCH --mail-type=FAIL"):
         assert expected in sbatch, expected
 

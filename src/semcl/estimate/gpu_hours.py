@@ -6,6 +6,8 @@ Wall time of training = epochs x max(model time, loader time) per epoch, where
   its teacher's rate) / its fwd+bwd rate on one A100 at the row's
   precision (measured where timm has the network, semcl.estimate.throughput; else the FLOP formula: training FLOPs /
   the sustained FLOP/s of the ResNet-50 anchor), x the data-parallel scaling efficiency of the GPUs it holds;
+  A published whole run of the network (and method) sets its rate where the table has one; no step is faster
+  than the per-step host floor (semcl.estimate.throughput);
 - loader time: samples / (GPUs x workers per GPU x one worker's measured rate); workers = cpus_per_gpu - 1.
 Evaluation (linear probe epochs, feature passes for kNN / retrieval / OOD, test sets, robustness sets, video
 clips) runs forwards (1/3 of fwd+bwd) on the evaluation GPU, bounded by a single-view loader likewise.
@@ -53,6 +55,13 @@ def network_rate(cfg, network: str | None = None) -> float:
     """fwd+bwd samples/s of one A100 on the row's trained network (or `network`, a catalog backbone)."""
     amp = bool(cfg.optim.amp) or cfg.optim.precision == "fast"
     nets = networks(cfg)
+    info = DATASETS.get(cfg.data.name)
+    target = network or (nets.trained if nets.family in ("vit", "video") else cfg.model.backbone)
+    published = throughput.published_rate(target, cfg.method.name, amp)
+    if published is not None:  # a whole published run of this network (and method) beats any formula
+        rate, size = published
+        side = cfg.data.image_size or (224 if nets.family == "vit" else info.size if info else 224)
+        return rate * (size / side) ** 2
     if network is None and nets.family == "vit" and nets.trained in VIT_GMACS:
         side = cfg.data.image_size or 224
         rate = throughput.measured_rate(nets.trained, amp)
@@ -63,7 +72,6 @@ def network_rate(cfg, network: str | None = None) -> float:
         side = cfg.data.image_size or 112
         return throughput.sustained_flops(amp) / (6e9 * VIDEO_GMACS[nets.trained] * nets.frames / 16 * (side / 112) ** 2)
     name = network or cfg.model.backbone
-    info = DATASETS.get(cfg.data.name)
     side = cfg.data.image_size or (info.size if info else 224)
     rate = throughput.measured_rate(name, amp) if side >= 64 else None  # timm rows: ImageNet-size inputs
     if rate is not None:
@@ -135,6 +143,8 @@ def estimate(cfg, gpus: int = 1, cpus_per_gpu: int = 8) -> Estimate:
     workers = max(cpus_per_gpu - 1, 1)
     n = train_samples(cfg)
     model_s = n * seconds_per_sample(cfg) / (gpus * throughput.scaling_efficiency(gpus, amp))
+    # no step of a small network is faster than the host dispatching its ops
+    model_s = max(model_s, -(-n // max(cfg.optim.batch_size, 1)) * throughput.step_floor_s())
     loader_s = n / (gpus * workers * _loader_per_worker(cfg, _views(cfg)))
     epoch_s = max(model_s, loader_s)
     fwd, _ = _eval_forwards(cfg, n)

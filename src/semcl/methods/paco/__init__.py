@@ -78,12 +78,14 @@ _M = "semcl.methods.paco.method"
 _PACO, _SUPCON = "semcl.losses.paco:paco_loss", "semcl.losses.paco:supcon_loss"
 PACO = MethodSpec("paco", PacoMethod, f"{_M}:PaCo", choices={"prior": PRIOR, "queue_init": QUEUE_INIT},
                   summary="parametric contrastive learning with a momentum encoder", losses=(_PACO,))
-GPACO = MethodSpec("gpaco", GPacoMethod, f"{_M}:GPaCo",
+# GPaCo and the multi-task baseline train both views through the one encoder (two fwd+bwd per image); PaCo and
+# SupCon train the query view and only run the momentum key encoder forward (1 + 1/3, the default)
+GPACO = MethodSpec("gpaco", GPacoMethod, f"{_M}:GPaCo", train_cost=2.0,
                    choices={"prior": PRIOR, "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
                    summary="generalized PaCo: one encoder, both views anchors", losses=(_PACO,))
 SUPCON = MethodSpec("supcon", SupConMethod, f"{_M}:SupConQueue", choices={"queue_init": QUEUE_INIT},
                     summary="SupCon with a momentum encoder and queue", losses=(_SUPCON, "torch.nn.functional:cross_entropy"))
-MULTITASK = MethodSpec("multitask", MultiTaskMethod, f"{_M}:MultiTask",
+MULTITASK = MethodSpec("multitask", MultiTaskMethod, f"{_M}:MultiTask", train_cost=2.0,
                        choices={"prior": PRIOR, "supcon_class_weights": frozenset({"effective_number"}),
                                 "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
                        summary="CE + weight x SupCon on one encoder", losses=("torch.nn.functional:cross_entropy", _SUPCON))

@@ -42,12 +42,13 @@ demo-full: data
 	$(call timed,$(BIN)/semcl run rince/tab2 rince/tab9 rince/tab10 --profile mini --executor local --data-root $(DATA) && \
 	  $(BIN)/semcl table rince/tab2 --profile mini,results/demo_full_time.json)
 
-# the test suite also checks the TensorBoard writer of the `tracking` extra (not needed by the demo)
+# the test suite also checks the TensorBoard writer of the `tracking` extra (not needed by the demo), and retrains
+# one seed of each README row on the real Fashion-MNIST of `data` (tests/e2e/test_readme_numbers.py)
 $(VENV)/.tracking: $(BIN)/semcl
 	$(BIN)/pip install -q -e '.[tracking]'
 	touch $@
 
-test: setup $(VENV)/.tracking
+test: setup data $(VENV)/.tracking
 	$(BIN)/python -m pytest -q
 
 # rewrite tests/golden/run_ids.json (every table's run ids per profile) after a change that moves ids on purpose

@@ -1,0 +1,74 @@
+"""The README's result block cannot drift from the code.
+
+`semcl readme` rewrote the block from a run set and kept that set's per-seed values in
+reproduce/README.runs.json. Here (1) the block is exactly what those values render to, under the run ids the
+code plans today, and (2) one seed of each row, retrained now on the real Fashion-MNIST the demo reads, ends with
+those values bit for bit. A change that moves a published number fails (2) until the block is rebuilt:
+`make demo && .venv/bin/semcl readme` (the README says so)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from semcl.engine.job import execute_run
+from semcl.registry.tables import get_table
+from semcl.report.readme import BLOCK, compact_table
+from semcl.runs import Store, plan_runs
+
+REPO = Path(__file__).resolve().parents[2]
+README, RUNS_FILE = REPO / "README.md", REPO / "reproduce" / "README.runs.json"
+
+
+def _committed() -> list[dict]:
+    return json.loads(RUNS_FILE.read_text())["runs"]
+
+
+def _data_root() -> Path | None:
+    """Where `make data` (a prerequisite of `make test`) put Fashion-MNIST and MNIST."""
+    root = Path(os.environ.get("SEMCL_DATA") or REPO / "data")
+    need = (root / "FashionMNIST" / "raw", root / "MNIST" / "raw")
+    return root if all(p.is_dir() and any(p.iterdir()) for p in need) else None
+
+
+def test_the_readme_block_renders_from_the_committed_per_seed_values_under_todays_run_ids(tmp_path):
+    runs = _committed()
+    store = Store(tmp_path)
+    for r in runs:
+        store.folder(r["run_id"]).path.mkdir(parents=True)
+        store.metrics_path(r["run_id"]).write_text(json.dumps({"run_id": r["run_id"], "metrics": r["metrics"]}))
+    blocks = [m for m in BLOCK.finditer(README.read_text())
+              if any(r["table"] == m["table"] and r["profile"] == m["profile"] for r in runs)]
+    assert blocks, "the README has no block built from reproduce/README.runs.json"
+    for m in blocks:
+        table = get_table(m["table"])
+        assert m["body"] == compact_table(table, m["profile"], store, m["rows"]), \
+            f"README block {m['table']} {m['profile']}: rebuild it with `semcl readme`"
+        planned = {(r.row_label, r.seed): r.run_id for r in plan_runs(table, m["profile"])}
+        for r in runs:
+            if r["table"] == m["table"]:
+                assert planned[(r["row"], r["seed"])] == r["run_id"], f"{r['row']} seed {r['seed']}: its run id moved"
+
+
+def test_one_seed_of_each_readme_row_retrains_to_the_published_values_bit_for_bit(tmp_path):
+    root = _data_root()
+    if root is None:
+        pytest.skip("no Fashion-MNIST / MNIST under data/ (`make test` runs `make data` first)")
+    runs = _committed()
+    first = {}
+    for r in runs:  # the first seed of each row
+        first.setdefault((r["table"], r["profile"], r["row"]), r)
+    store, threads = Store(tmp_path / "results"), torch.get_num_threads()
+    torch.set_num_threads(1)  # as every CPU run trains (semcl.engine.job.arithmetic_threads)
+    try:
+        for (table_id, profile, row), want in first.items():
+            run = next(r for r in plan_runs(get_table(table_id), profile) if r.run_id == want["run_id"])
+            got = execute_run(run, store, root, torch.device("cpu"))
+            assert got["metrics"] == want["metrics"], \
+                f"{table_id} {row} seed {want['seed']}: metrics moved; rebuild the README block (make demo, semcl readme)"
+    finally:
+        torch.set_num_threads(threads)

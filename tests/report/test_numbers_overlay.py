@@ -123,3 +123,34 @@ def test_malformed_overlay_is_one_line_naming_file_and_key(tmp_path):
     with pytest.raises(ConfigError, match=rf"^{path}: numbers\[0\]: key 'value' = 'high' is not a finite number$"):
         load_numbers(path)
     assert overlay_path(None, tmp_path) == tmp_path / "numbers.yaml"
+
+
+def test_a_template_lists_every_blank_cell_and_round_trips_through_import(tmp_path):
+    table = get_table("rince/tab2")
+    code, out, _ = _cli("numbers", "template", "rince/tab2")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "table,row,column,value,std,source"
+    # RINCE's tables have no registry number: every row x column is a blank cell, in table order
+    cells = [(r.label, c.key) for r in table.rows for c in table.columns]
+    assert len(lines) == 1 + len(cells)
+    assert lines[1] == f"rince/tab2,{cells[0][0]},{cells[0][1]},,,"
+    blank = tmp_path / "t.csv"
+    blank.write_text(out)
+    numbers = tmp_path / "numbers.yaml"
+    code, _, err = _cli("numbers", "import", str(blank), "--numbers", str(numbers))
+    assert code == 0 and "every cell blank; nothing written" in err and not numbers.exists()
+    filled = out.replace(f"rince/tab2,{cells[0][0]},{cells[0][1]},,,",
+                         f'rince/tab2,{cells[0][0]},{cells[0][1]},71.5,0.2,"RINCE, Table 2, p. 6"')
+    blank.write_text(filled)
+    code, _, _ = _cli("numbers", "import", str(blank), "--numbers", str(numbers))
+    got = load_numbers(numbers)
+    assert code == 0 and [(n.row, n.column, n.value, n.std, n.source) for n in got] == [
+        (cells[0][0], cells[0][1], 71.5, 0.2, "RINCE, Table 2, p. 6")]
+
+
+def test_a_template_leaves_out_the_cells_the_registry_fills():
+    table = get_table("gpaco/abl-crop")
+    code, out, _ = _cli("numbers", "template", "gpaco/abl-crop")
+    known = sum(1 for r in table.rows for c in table.columns if r.reported.get(c.key) is not None)
+    assert code == 0 and known > 0
+    assert len(out.splitlines()) - 1 == len(table.rows) * len(table.columns) - known

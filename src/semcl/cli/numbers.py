@@ -58,10 +58,20 @@ def cmd_import(args) -> None:
     ov = overlay(args)
     path = Path(args.file)
     lines = merge(ov.numbers, read_csv(path), _table, args.force, str(path))  # all lines checked before writing
-    save_numbers(ov.path, ov.numbers)
+    if lines:  # a template with every cell still blank writes nothing
+        save_numbers(ov.path, ov.numbers)
     for line in lines:
         print(line)
-    print(f"({len(lines)} number(s) from {path} written to {ov.path})", file=sys.stderr)
+    print(f"({len(lines)} number(s) from {path} written to {ov.path}; blank cells skipped)" if lines else
+          f"({path}: every cell blank; nothing written)", file=sys.stderr)
+
+
+def cmd_template(args) -> None:
+    from semcl.report.user_numbers import write_template
+
+    cells = write_template(_table(args.table), sys.stdout)
+    print(f"({cells} cell(s) of {args.table} without a registry number; fill value, std and source, then "
+          "`semcl numbers import FILE`: blank lines are skipped)", file=sys.stderr)
 
 
 def cmd_list(args) -> None:
@@ -125,6 +135,10 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="override values the registry already has")
     add_numbers_option(p)
     p.set_defaults(func=cmd_import)
+    p = cmds.add_parser("template", help="print a CSV of every cell of a table the registry has no number for, "
+                                         "value/std/source empty, for `semcl numbers import`")
+    p.add_argument("table", help="table id, e.g. rince/tab2")
+    p.set_defaults(func=cmd_template)
     p = cmds.add_parser("list", help="the user's numbers, with the registry value each overrides")
     p.add_argument("table", nargs="?", default=None, help="only this table's")
     add_numbers_option(p)

@@ -162,7 +162,8 @@ def merge(existing: list[UserNumber], new: list[UserNumber], get_table, force: b
 
 
 def read_csv(path: Path) -> list[UserNumber]:
-    """Entries from a CSV with columns table,row,column,value,std,source (std may be empty);
+    """Entries from a CSV with columns table,row,column,value,std,source (std may be empty; a line whose value
+    and std are both empty is a cell left blank, as `semcl numbers template` writes them, and is skipped);
     ConfigError naming the file, line and key."""
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -175,12 +176,15 @@ def read_csv(path: Path) -> list[UserNumber]:
     if missing or extra:
         raise ConfigError(f"{path}: line 1: columns must be {','.join(CSV_COLUMNS)} "
                           f"({'missing ' + missing[0] if missing else 'unknown ' + repr(extra[0])})")
-    out, seen = [], {}
+    out, seen, blank = [], {}, 0
     for line, rec in enumerate(reader, start=2):
         where = f"{path}: line {line}"
         if None in rec:
             raise ConfigError(f"{where}: more fields than the {len(head)} columns")
         d: dict = {k: (rec.get(k) or "").strip() for k in CSV_COLUMNS}
+        if d["value"] == "" and d["std"] == "":
+            blank += 1
+            continue
         for key in ("value", "std"):
             raw = d[key]
             if key == "std" and raw == "":
@@ -196,9 +200,25 @@ def read_csv(path: Path) -> list[UserNumber]:
                               f"(first on line {seen[n.cell]})")
         seen[n.cell] = line
         out.append(n)
-    if not out:
+    if not out and not blank:
         raise ConfigError(f"{path}: no numbers (header only)")
     return out
+
+
+def template_rows(table) -> list[dict]:
+    """One CSV line per cell of `table` that the registry has no number for (every row, implemented or not, x
+    every column), value / std / source empty: the user fills what the PDF prints and imports the file."""
+    return [{"table": table.id, "row": row.label, "column": col.key, "value": "", "std": "", "source": ""}
+            for row in table.rows for col in table.columns if row.reported.get(col.key) is None]
+
+
+def write_template(table, out) -> int:
+    """The template of `table` as CSV on the text stream `out`; returns the number of cells."""
+    rows = template_rows(table)
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return len(rows)
 
 
 class Overlay:

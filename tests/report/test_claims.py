@@ -164,19 +164,31 @@ def test_markdown_and_csv(tmp_path):
     assert "- Profile paper of rince/tab2: the paper's data, model and schedule (GPU cluster)." in md
     assert "3 supported, 2 contradicted, 1 inconclusive, 1 inconclusive (n < 2), 2 missing runs" in md
     p = stats.ttest_ind(TOP1["RINCE-in"], TOP1["SCL-in"], equal_var=False).pvalue
-    sup = next(x for x in verdicts if x.claim.id == "sup").judgement
+    sup_v = next(x for x in verdicts if x.claim.id == "sup")
+    sup = sup_v.judgement
+    # Holm over the distinct tested comparisons of the file, by hand
+    tested = [v for v in verdicts if v.same_as is None and v.judgement is not None and not math.isnan(v.judgement.p)]
+    ps = sorted(v.judgement.p for v in tested)
+    k = ps.index(sup.p)
+    want_holm = min(1.0, max((len(ps) - i) * ps[i] for i in range(k + 1)))
+    assert sup_v.p_holm == pytest.approx(want_holm)
+
+    def fmt(x):
+        return "< 0.001" if x < 0.001 else f"{x:.3f}"
+
     assert (f"| `sup` | RINCE-in > SCL-in on top1 (rince/tab2) | 71.00 ± 1.00 (n=3) | 61.00 ± 1.00 (n=3) | +10.00 | "
-            f"{'< 0.001' if p < 0.001 else f'{p:.3f}'} | [{sup.ci_low:.2f}, {sup.ci_high:.2f}] | supported |") in md
+            f"{fmt(p)} | {fmt(want_holm)} | [{sup.ci_low:.2f}, {sup.ci_high:.2f}] | supported |") in md
     assert "| +-10.00" not in md and "| -10.00 (+1.5) |" in md  # the paper's stated Δ next to ours
-    assert ("| `missing` | FastAP > SCL-in on top1 (rince/tab2) | — | — | — | — | — | "
+    assert ("| `missing` | FastAP > SCL-in on top1 (rince/tab2) | — | — | — | — | — | — | "
             "missing runs: finished runs: A n=0, B n=3 |") in md
     assert "| `margin-ok` | RINCE-in > SCL-in by ≥ 5 on top1 (rince/tab2) |" in md
     assert '- "RINCE beats InfoNCE." (paper-abstract; abstract) → `sup`' in md
     assert '- "robust to the threshold" (paper-prose; seed): an equivalence' in md
     lines = render_csv(verdicts).splitlines()
     assert lines[0].startswith("id,table,column,a,b,direction,margin,stated,mean_a,std_a,n_a,")
-    assert lines[1].startswith(f"sup,rince/tab2,top1,RINCE-in,SCL-in,greater,0.0,,71.0,1.0,3,61.0,1.0,3,10.0,{float(p)!r},")
-    assert lines[8].startswith("missing,rince/tab2,top1,FastAP,SCL-in,greater,0.0,,,,,,,,,,,,missing runs,")
+    assert lines[1].startswith(f"sup,rince/tab2,top1,RINCE-in,SCL-in,greater,0.0,,71.0,1.0,3,61.0,1.0,3,10.0,{float(p)!r},"
+                               f"{sup_v.p_holm!r},")
+    assert lines[8].startswith("missing,rince/tab2,top1,FastAP,SCL-in,greater,0.0,,,,,,,,,,,,,missing runs,,")
 
 
 def test_cli_and_report_use_the_shipped_claims(tmp_path, capsys):
@@ -257,3 +269,28 @@ def test_duplicate_ids_and_folder_mismatch(tmp_path, registry_copy):
         load_claims("rince")
     with pytest.raises(ConfigError, match=r"no claims file for paper 'simclr' \(papers with one: gpaco, hsa, paco, rince, scns"):
         load_claims("simclr")
+
+
+def test_holm_adjusts_by_rank_keeps_order_monotone_and_caps_at_one():
+    from semcl.report.claim_stats import holm
+
+    # by hand: sorted 0.01, 0.02, 0.03, 0.5 -> 4 x 0.01 = 0.04, 3 x 0.02 = 0.06, 2 x 0.03 = 0.06, 1 x 0.5 = 0.5
+    assert holm([0.03, 0.01, 0.5, 0.02]) == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    assert holm([0.4, 0.3]) == pytest.approx([0.6, 0.6])  # 2 x 0.3 = 0.6; then max(0.6, 0.4) stays monotone
+    assert holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]
+    assert holm([]) == []
+
+
+def test_two_sentences_reading_one_comparison_are_counted_once(tmp_path):
+    store = Store(tmp_path / "results")
+    _fill(store)
+    cf = load_claims("rince")
+    verdicts = {v.claim.id: v for v in judge_claims(cf, "paper", store)}
+    # the t-SNE sentence reads RINCE-in > SCL-in on coarse AP, the comparison the abstract's claim already makes
+    twin, first = verdicts["tsne-rince-scl"], verdicts["abs-in-ap-coarse"]
+    assert twin.same_as == "abs-in-ap-coarse" and first.same_as is None
+    assert twin.p_holm == first.p_holm or (math.isnan(twin.p_holm) and math.isnan(first.p_holm))
+    distinct = [v for v in verdicts.values() if v.same_as is None]
+    from semcl.report.claim_verdicts import counts
+
+    assert sum(counts(list(verdicts.values())).values()) == len(distinct) < len(verdicts)

@@ -104,3 +104,16 @@ def judge(a: list[float], b: list[float], direction: str, margin: float = 0.0, *
     other_side = s * (diff - bound) < 0 and max(s * (lo - bound), s * (hi - bound)) < 0
     verdict = SUPPORTED if significant and claimed_side else CONTRADICTED if significant and other_side else INCONCLUSIVE
     return Judgement(verdict, p=p, ci_low=lo, ci_high=hi, **parts)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input's order: the k-th smallest of m is multiplied by
+    (m - k + 1), made non-decreasing in that order and capped at 1. Rejecting where adjusted p < alpha controls
+    the chance of any false "supported" among the m comparisons at alpha."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out, running = [1.0] * m, 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * pvalues[i]))
+        out[i] = running
+    return out

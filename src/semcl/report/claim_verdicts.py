@@ -11,14 +11,14 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
-from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, judge, rule_text
+from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, holm, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.runs import Store
 
@@ -36,6 +36,8 @@ class Verdict:
     verdict: str  # one of ORDER
     detail: str = ""  # why there is no test (missing / not measured)
     judgement: Judgement | None = None
+    same_as: str | None = None  # an earlier claim of the file that makes the very same comparison: counted once
+    p_holm: float = math.nan  # Welch's p adjusted by Holm over the file's distinct tested comparisons
 
 
 def _values(long, row: str, column: str) -> list[float]:
@@ -73,9 +75,23 @@ def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Ta
 
 
 def judge_claims(cf: ClaimsFile, profile: str, store: Store, registry: dict[str, Table] | None = None) -> list[Verdict]:
+    """Every claim's verdict. Two sentences that read the very same comparison (table, column, rows, direction,
+    margin) are one test: the later carries `same_as` and is not counted again, in the tally or in Holm's m."""
     registry = load_registry() if registry is None else registry
     longs: dict = {}
-    return [judge_claim(c, profile, store, registry, longs) for c in cf.claims]
+    first: dict[tuple, str] = {}
+    verdicts = []
+    for c in cf.claims:
+        key = (c.table, c.column, c.a, c.b, c.direction, c.margin)
+        v = judge_claim(c, profile, store, registry, longs)
+        verdicts.append(v if key not in first else replace(v, same_as=first[key]))
+        first.setdefault(key, c.id)
+    tested = [i for i, v in enumerate(verdicts) if v.same_as is None and v.judgement is not None
+              and not math.isnan(v.judgement.p)]
+    adjusted = dict(zip(tested, holm([verdicts[i].judgement.p for i in tested]), strict=True))
+    by_id = {verdicts[i].claim.id: p for i, p in adjusted.items()}
+    return [replace(v, p_holm=adjusted[i] if i in adjusted else by_id.get(v.same_as or "", math.nan))
+            for i, v in enumerate(verdicts)]
 
 
 def _num(x: float, fmt: str = ".2f") -> str:
@@ -91,7 +107,18 @@ def _p(p: float) -> str:
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
-    return {k: n for k in ORDER if (n := sum(v.verdict == k for v in verdicts))}
+    """Verdicts per kind, each distinct comparison once."""
+    return {k: n for k in ORDER if (n := sum(v.verdict == k and v.same_as is None for v in verdicts))}
+
+
+def holm_line(verdicts: list[Verdict], alpha: float = 0.05) -> str:
+    """How many of the distinct tested comparisons keep p < alpha after Holm's correction."""
+    tested = [v for v in verdicts if v.same_as is None and not math.isnan(v.p_holm)]
+    if not tested:
+        return ""
+    kept = sum(v.p_holm < alpha and v.verdict in (SUPPORTED, CONTRADICTED) for v in tested)
+    return (f"Corrected for testing {len(tested)} comparisons at once (Holm, column p (Holm)): {kept} of the "
+            f"{sum(v.verdict in (SUPPORTED, CONTRADICTED) for v in tested)} decided verdicts keep p < {alpha}.")
 
 
 def user_paper_diff(c: Claim, registry: dict[str, Table]) -> tuple[str, list[str]]:
@@ -110,7 +137,7 @@ def user_paper_diff(c: Claim, registry: dict[str, Table]) -> tuple[str, list[str
 
 
 CLAIM_HEADER = ["Claim", "Comparison", "A: mean ± std (n)", "B: mean ± std (n)", "Δ = A − B (paper)", "p (Welch)",
-                "95% CI of Δ", "Verdict"]
+                "p (Holm)", "95% CI of Δ", "Verdict"]
 
 
 def claim_cells(v: Verdict, registry: dict[str, Table]) -> tuple[list[str], list[str]]:
@@ -119,9 +146,10 @@ def claim_cells(v: Verdict, registry: dict[str, Table]) -> tuple[list[str], list
     paper, said = user_paper_diff(c, registry)
     paper = f" ({c.stated:+g})" if c.stated is not None else paper
     if j is None:
-        return [DASH, DASH, DASH + paper, DASH, DASH, f"{v.verdict}: {v.detail}"], said
+        return [DASH, DASH, DASH + paper, DASH, DASH, DASH, f"{v.verdict}: {v.detail}"], said
+    verdict = v.verdict + (f" (the comparison of `{v.same_as}`, counted once)" if v.same_as else "")
     return [_side(j.mean_a, j.std_a, j.n_a), _side(j.mean_b, j.std_b, j.n_b), f"{j.diff:+.2f}{paper}", _p(j.p),
-            f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, v.verdict], said
+            _p(v.p_holm), f"[{_num(j.ci_low)}, {_num(j.ci_high)}]" if j.n_a > 1 and j.n_b > 1 else DASH, verdict], said
 
 
 def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Store, heading: bool = True,
@@ -130,6 +158,8 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
     lines = [f"**Claims of {cf.paper} — profile {profile}**: {tally} (runs from `{shown_path(store.root)}`, claims from "
              f"`{shown_path(cf.path)}`)", ""] if heading else [f"{tally}.", ""]
     lines += [f"Rule: {rule_text()}", ""]
+    if holm_line(verdicts):
+        lines += [holm_line(verdicts), ""]
     # the scale the numbers come from: a smoke or mini profile is not the paper's experiment
     registry = load_registry() if registry is None else registry  # with the user's numbers (semcl numbers)
     user_lines: list[str] = []
@@ -176,7 +206,8 @@ def undecidable_lines(cf: ClaimsFile) -> list[str]:
 
 
 CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated", "mean_a", "std_a", "n_a", "mean_b",
-              "std_b", "n_b", "diff", "p", "ci_low", "ci_high", "verdict", "detail", "provenance", "source", "quote"]
+              "std_b", "n_b", "diff", "p", "p_holm", "ci_low", "ci_high", "verdict", "same_as", "detail", "provenance",
+              "source", "quote"]
 
 
 def render_csv(verdicts: list[Verdict]) -> str:
@@ -187,7 +218,8 @@ def render_csv(verdicts: list[Verdict]) -> str:
         c, j = v.claim, v.judgement
         row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b or "", "direction": c.direction,
                "margin": c.margin, "stated": "" if c.stated is None else c.stated, "verdict": v.verdict,
-               "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip()}
+               "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip(),
+               "same_as": v.same_as or "", "p_holm": "" if math.isnan(v.p_holm) else v.p_holm}
         if j is not None:
             row.update({k: ("" if isinstance(x, float) and math.isnan(x) else x) for k, x in (
                 ("mean_a", j.mean_a), ("std_a", j.std_a), ("n_a", j.n_a), ("mean_b", j.mean_b), ("std_b", j.std_b),

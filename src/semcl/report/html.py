@@ -138,7 +138,7 @@ def claims_html(data: ReportData) -> str:
     cf, verdicts, registry = data.claims
     tally = ", ".join(f"{n} {k}" for k, n in counts(verdicts).items()) or "no claims"
     parts = [f"<p>From <code>semcl claims {html.escape(data.paper)} --profile {html.escape(data.profile)}</code> "
-             f"(<code>{html.escape(str(cf.path))}</code>): <strong>{html.escape(tally)}</strong>.</p>",
+             f"(<code>{html.escape(shown_path(cf.path))}</code>): <strong>{html.escape(tally)}</strong>.</p>",
              f'<p class="legend">Rule: {inline(rule_text())}</p>']
     scale = [f"Profile {data.profile} of {tid}: {registry[tid].profiles[data.profile].note}"
              for tid in dict.fromkeys(c.table for c in cf.claims)

@@ -8,6 +8,13 @@ tuples, str/bytes, numbers, None, and numpy arrays / dtypes / scalars through th
 reconstruct functions numpy's own pickles call (``numpy.core.multiarray._reconstruct`` for
 Python-2-era files, ``numpy._core.multiarray._reconstruct`` for numpy 2). Anything else is a
 one-line DataError naming the file, raised before anything is called.
+
+The pickle's BUILD step (``obj.__setstate__(state)``) is where data becomes memory, so it is checked here
+rather than handed to numpy: an array's state must be a plain numeric or string dtype, a shape of
+non-negative sizes and exactly the bytes that shape holds (so no array outgrows the file and no file
+bytes become object pointers); a dtype's state may only say its byte order (a dtype is never rebuilt
+from a state, which could turn an object dtype into a plain one). Dtypes with objects, fields or
+subarrays are refused.
 """
 
 from __future__ import annotations
@@ -22,33 +29,86 @@ import numpy as np
 
 from semcl.errors import DataError
 
+PLAIN_KINDS = frozenset("biufcSU")  # booleans, integers, floats, complex, bytes and text: no objects, no fields
+
+
+def _plain(dtype: Any) -> np.dtype:
+    if not isinstance(dtype, np.dtype) or dtype.kind not in PLAIN_KINDS or dtype.hasobject or dtype.fields \
+            or dtype.subdtype is not None:
+        raise pickle.UnpicklingError(f"dtype {dtype!r} refused (only plain numbers and strings)")
+    return dtype
+
 
 def _reconstruct(cls: Any, shape: Any, dtype: Any) -> np.ndarray:
-    """numpy's array reconstructor, for ndarray itself only (no subclass hooks)."""
+    """numpy's array reconstructor, for ndarray itself only (no subclass hooks); an empty placeholder that the
+    checked BUILD fills."""
     if cls is not np.ndarray:
         raise pickle.UnpicklingError(f"array reconstruct of {cls!r} refused (only numpy.ndarray)")
-    return np.ndarray.__new__(np.ndarray, shape, dtype)
+    return np.ndarray.__new__(np.ndarray, (0,), np.uint8)
 
 
 def _dtype(spec: Any, align: Any = False, copy: Any = False) -> np.dtype:
     if not isinstance(spec, str):  # numpy pickles a dtype by its type string ('u1', 'f4', 'O8', ...)
         raise pickle.UnpicklingError(f"dtype from {type(spec).__name__} refused")
-    return np.dtype(spec, bool(align), bool(copy))
+    try:
+        dtype = np.dtype(spec)
+    except TypeError as err:
+        raise pickle.UnpicklingError(f"dtype {spec!r} refused ({err})") from None
+    return dtype if dtype == np.dtype(object) else _plain(dtype)  # objects: only as a list (_array_state)
+
+
+def _array_state(state: Any) -> np.ndarray:
+    """The array an ndarray's pickled state describes: (version, shape, dtype, fortran, bytes)."""
+    if not (isinstance(state, tuple) and len(state) == 5):
+        raise pickle.UnpicklingError("array state other than (version, shape, dtype, fortran, bytes) refused")
+    _, shape, dtype, fortran, raw = state
+    if not (isinstance(shape, tuple) and all(isinstance(n, int) and n >= 0 for n in shape)):
+        raise pickle.UnpicklingError(f"array shape {shape!r} refused")
+    count = int(np.prod(shape, dtype=object))
+    if isinstance(dtype, np.dtype) and dtype == np.dtype(object):
+        # an object array (np.save of a dict) pickles its items as a list of objects, each already restricted;
+        # raw bytes under an object dtype would become pointers
+        if not isinstance(raw, list) or len(raw) != count:
+            raise pickle.UnpicklingError("object array other than a list of its items refused")
+        flat = np.empty(count, dtype=object)
+        for i, item in enumerate(raw):
+            flat[i] = item
+        return flat.reshape(shape, order="F" if fortran else "C")
+    dtype = _plain(dtype)
+    if isinstance(raw, str):  # Python 2's cPickle wrote the raw bytes as a str (read back as latin1)
+        raw = raw.encode("latin1")
+    if not isinstance(raw, bytes | bytearray):
+        raise pickle.UnpicklingError("array data other than bytes refused")
+    size = count * dtype.itemsize
+    if size != len(raw):
+        raise pickle.UnpicklingError(f"array of shape {shape} {dtype} needs {size} bytes, the file holds {len(raw)}")
+    return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _dtype_state(dtype: np.dtype, state: Any) -> np.dtype:
+    """A dtype's pickled state may only set the byte order; the rest must restate what the type string made
+    (no fields, no subarray, its own size / alignment or -1, its own flags). It is never applied as such."""
+    if not (isinstance(state, tuple) and len(state) == 8 and state[1] in ("<", ">", "|", "=")
+            and state[2:5] == (None, None, None) and state[5:7] in ((-1, -1), (dtype.itemsize, dtype.alignment))
+            and state[7] == dtype.flags):
+        raise pickle.UnpicklingError(f"dtype state {state!r} refused (only a byte order)")
+    return dtype.newbyteorder(state[1]) if state[1] in ("<", ">") and dtype.kind != "O" else dtype
 
 
 def _scalar(dtype: Any, data: Any = None) -> Any:
     """A numpy scalar (np.int64(3) in a label list): its dtype and raw bytes."""
-    if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, bytes):
+    dtype = _plain(dtype)
+    if not isinstance(data, bytes) or len(data) != dtype.itemsize:
         raise pickle.UnpicklingError("numpy scalar other than a plain number refused")
     return np.frombuffer(data, dtype=dtype, count=1)[0]
 
 
 def _frombuffer(buf: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
     """Protocol 5's array form: raw bytes, a plain dtype, a shape."""
-    if (not isinstance(buf, bytes | bytearray | pickle.PickleBuffer) or not isinstance(dtype, np.dtype)
-            or dtype.hasobject or not isinstance(shape, tuple) or order not in ("C", "F")):
+    if (not isinstance(buf, bytes | bytearray | pickle.PickleBuffer) or not isinstance(shape, tuple)
+            or order not in ("C", "F")):
         raise pickle.UnpicklingError("numpy buffer other than plain bytes refused")
-    return np.frombuffer(buf, dtype=dtype).reshape(shape, order=order)
+    return _array_state((1, shape, dtype, order == "F", bytes(buf)))
 
 
 def _encode(text: Any, encoding: str = "latin1") -> bytes:
@@ -70,9 +130,45 @@ ALLOWED: dict[tuple[str, str], Any] = {
     ("numpy", "dtype"): _dtype,
     ("_codecs", "encode"): _encode,
 }
+_CALLABLE = frozenset(f for f in ALLOWED.values() if f is not np.ndarray)
 
 
-class _Restricted(pickle.Unpickler):
+def _checked_build(self: pickle._Unpickler) -> None:
+    """BUILD: the state of an array or a dtype, checked (module docstring); any other object takes none."""
+    state = self.stack.pop()
+    obj = self.stack[-1]
+    if type(obj) is np.ndarray:
+        self.stack[-1] = _array_state(state)
+    elif isinstance(obj, np.dtype):
+        self.stack[-1] = _dtype_state(obj, state)
+    else:
+        raise pickle.UnpicklingError(f"state for {type(obj).__name__} refused")
+
+
+def _checked_reduce(self: pickle._Unpickler) -> None:
+    """REDUCE: only the allowed functions are called; numpy.ndarray itself is only an argument of _reconstruct
+    (called directly it would allocate whatever shape the file names)."""
+    args = self.stack.pop()
+    func = self.stack[-1]
+    if func is np.ndarray or func not in _CALLABLE or not isinstance(args, tuple):
+        raise pickle.UnpicklingError(f"call of {getattr(func, '__name__', func)!r} refused")
+    self.stack[-1] = func(*args)
+
+
+def _refused(self: pickle._Unpickler) -> None:
+    raise pickle.UnpicklingError("object construction (NEWOBJ / INST / OBJ) refused: not part of the format")
+
+
+class _Restricted(pickle._Unpickler):
+    """The pure-Python unpickler (its opcode table can be changed) with BUILD and REDUCE checked, no object
+    construction opcodes, and only the allowed globals."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch[pickle.BUILD[0]] = _checked_build
+    dispatch[pickle.REDUCE[0]] = _checked_reduce
+    for _op in (pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.INST, pickle.OBJ):
+        dispatch[_op[0]] = _refused
+
     def find_class(self, module: str, name: str) -> Any:
         try:
             return ALLOWED[(module, name)]
@@ -112,8 +208,9 @@ def load_pickle(path: Path, encoding: str = "latin1") -> Any:
 
 
 def load_npy(path: Path) -> np.ndarray:
-    """A ``.npy`` array; an object array (np.save of a dict) is unpickled with the restricted
-    unpickler instead of ``np.load(allow_pickle=True)``."""
+    """A ``.npy`` array, its header bounded by the file: a plain array must hold exactly the bytes its header
+    names (np.load with allow_pickle=False); an object array (np.save of a dict) is unpickled with the
+    restricted unpickler instead of ``np.load(allow_pickle=True)``."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -122,16 +219,20 @@ def load_npy(path: Path) -> np.ndarray:
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
             elif version == (2, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-            else:  # version 3 (utf-8 field names) never holds a pickle we need
-                f.seek(0)
-                return np.load(f, allow_pickle=False)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)  # v3: v2 with utf-8 names
             if not dtype.hasobject:
+                need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                left = path.stat().st_size - f.tell()
+                if need != left:
+                    raise DataError(f"{path}: malformed .npy (its header names {shape} {dtype}, {need:,} bytes; "
+                                    f"the file holds {left:,})")
                 f.seek(0)
                 return np.load(f, allow_pickle=False)
             arr = load_stream(f, path)
     except OSError as err:
         raise DataError(f"{path}: unreadable ({_first_line(err)})") from None
-    except ValueError as err:
+    except (ValueError, MemoryError) as err:
         raise DataError(f"{path}: malformed .npy ({_first_line(err)})") from None
     if not isinstance(arr, np.ndarray) or arr.shape != tuple(shape):
         raise DataError(f"{path}: malformed .npy (the pickled array does not match its header)")

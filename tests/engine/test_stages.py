@@ -54,6 +54,41 @@ def test_evaluating_an_untrained_run_names_the_missing_file(tmp_path):
         execute_run(run, store, tmp_path, stage="evaluate")
 
 
+def test_an_evaluation_never_trains(tmp_path):
+    """trained.json without the final checkpoint, or beside a checkpoint short of the last epoch: one line, and
+    nothing trains (the folder keeps no checkpoint / the partial one unchanged); a tampered trained.json names
+    its key instead of reaching the record."""
+    run = _run("rince/tab2", "Cross-entropy", epochs=2)
+    store = Store(tmp_path / "s")
+    assert execute_run(run, store, tmp_path, stage="train") == {}
+    folder = store.folder(run.run_id)
+    final = folder.checkpoint.read_bytes()
+    folder.checkpoint.unlink()
+    with pytest.raises(ResultsError, match=r"last.pt: missing beside trained.json; an evaluation does not train"):
+        execute_run(run, store, tmp_path, stage="evaluate")
+    assert not folder.checkpoint.exists() and not folder.metrics.exists()
+    # a checkpoint of the first epoch (a training stopped early) under a trained.json
+    one = _run("rince/tab2", "Cross-entropy", epochs=1)
+    other = Store(tmp_path / "o")
+    execute_run(one, other, tmp_path, stage="train")
+    partial = other.folder(one.run_id).checkpoint.read_bytes()
+    folder.checkpoint.write_bytes(partial)
+    with pytest.raises(ResultsError, match=r"the final checkpoint is at epoch 1 step 0 of 2 epochs; an evaluation "
+                                           r"does not train"):
+        execute_run(run, store, tmp_path, stage="evaluate")
+    assert folder.checkpoint.read_bytes() == partial and not folder.metrics.exists()
+    folder.checkpoint.write_bytes(final)
+    doc = json.loads(folder.trained.read_text())
+    folder.trained.write_text(json.dumps({**doc, "world_size": "8"}))
+    with pytest.raises(ResultsError, match=r"trained.json: key 'world_size' is '8', not what this run's training wrote"):
+        execute_run(run, store, tmp_path, stage="evaluate")
+    folder.trained.write_text(json.dumps({**doc, "run_id": "0123456789ab"}))
+    with pytest.raises(ResultsError, match=r"trained.json: key 'run_id' is '0123456789ab'"):
+        execute_run(run, store, tmp_path, stage="evaluate")
+    folder.trained.write_text(json.dumps(doc))
+    assert execute_run(run, store, tmp_path, stage="evaluate")["world_size"] == 1
+
+
 class _Stop(Exception):
     pass
 

@@ -149,11 +149,24 @@ def _read_trained(folder: RunFolder) -> dict:
     if not path.exists():
         raise ResultsError(f"{path}: the run's training stage has not finished (no {path.name}); "
                            "its training job runs first")
+    if not folder.checkpoint.exists():
+        raise ResultsError(f"{folder.checkpoint}: missing beside {path.name}; an evaluation does not train: "
+                           "delete trained.json and rerun the training stage")
     try:
         doc = json.loads(path.read_text())
-        return {k: doc[k] for k in ("device", "threads", "world_size", "train_time_s")}
+        out = {k: doc[k] for k in ("device", "threads", "world_size", "train_time_s")}
     except (ValueError, KeyError, TypeError) as err:
         raise ResultsError(f"{path}: unreadable ({type(err).__name__}: {err}); delete it to retrain") from None
+    # what the record copies from it must be what a training writes (a tampered file names its key)
+    checks = {"run_id": doc.get("run_id") == folder.path.name, "device": isinstance(out["device"], str),
+              "threads": type(out["threads"]) is int and out["threads"] >= 1,
+              "world_size": type(out["world_size"]) is int and out["world_size"] >= 1,
+              "train_time_s": type(out["train_time_s"]) in (int, float) and out["train_time_s"] >= 0}
+    bad = next((k for k, ok in checks.items() if not ok), None)
+    if bad is not None:
+        raise ResultsError(f"{path}: key '{bad}' is {doc.get(bad)!r}, not what this run's training wrote; "
+                           "delete it to retrain")
+    return out
 
 
 def _finished_record(run: Run, store: Store, device: torch.device | None) -> dict | None:
@@ -217,7 +230,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         elif stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
             trained = _read_trained(folder)
         history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
-                        log_history=trainer == run.run_id)
+                        log_history=trainer == run.run_id, restore_only=trained is not None)
         if distributed.rank() != 0:
             return {}
         if trainer == run.run_id and not folder.trained.exists():  # what runs sharing this training read

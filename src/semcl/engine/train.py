@@ -162,10 +162,13 @@ class Stepper:
 
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
-          step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True) -> list[dict]:
+          step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
+          restore_only: bool = False) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history (module
     docstring: accumulation, checkpoints, the preflight's `max_steps` and `step_context`). `log_history`: False
-    where `ckpt` is another run's final checkpoint (a shared training), whose history and trackers stay its own."""
+    where `ckpt` is another run's final checkpoint (a shared training), whose history and trackers stay its own.
+    `restore_only`: an evaluation of a finished training; a checkpoint short of the last epoch (or none) is a
+    ResultsError, never a reason to train."""
     device = device or torch.device("cpu")
     opt = method.configure_optimizer(cfg.optim)
     if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
@@ -176,6 +179,12 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.optim.amp == "fp16")
     saver = Checkpointer(method, opt, scaler, ckpt)
     at = saver.resume(cfg.schedule.epochs)
+    if restore_only and (at.epoch < cfg.schedule.epochs or at.step):
+        from semcl.errors import ResultsError
+
+        state = "missing" if not ckpt.exists() else f"at epoch {at.epoch} step {at.step} of {cfg.schedule.epochs} epochs"
+        raise ResultsError(f"{ckpt}: the final checkpoint is {state}; an evaluation does not train: rerun the "
+                           "training stage (semcl run <table> --retry-failed)")
     mean, std = stats(cfg.data.name)
     aug = build_augment(cfg.data.augment, size=train_set.images.shape[-1], mean=mean, std=std)
     augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view

@@ -20,6 +20,7 @@ from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, holm, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
+from semcl.report.escape import md_cell, md_text
 from semcl.runs import Store
 
 USER = "user-supplied"  # = semcl.report.user_numbers.USER
@@ -173,9 +174,9 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
     for v in verdicts:
         cells, said = claim_cells(v, registry)
         user_lines += said
-        lines.append(f"| `{v.claim.id}` | {v.claim.describe()} | " + " | ".join(cells) + " |")
+        lines.append(f"| `{v.claim.id}` | {md_cell(v.claim.describe())} | " + " | ".join(md_cell(c) for c in cells) + " |")
     if user_lines:
-        lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {x}" for x in user_lines]]
+        lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {md_text(x)}" for x in user_lines]]
     lines += ["", "Quotes (provenance; source) → claims:", *[f"- {q}" for q in quote_lines(cf)]]
     if cf.not_decidable:
         lines += ["", "Quantitative sentences no comparison of runs can decide:"]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from semcl.errors import ConfigError
 from semcl.files import write_text_atomic
+from semcl.report.escape import md_cell
 
 BLOCK = re.compile(r"(?P<open><!-- semcl:table (?P<table>\S+) (?P<profile>\S+)(?: rows=(?P<rows>[^\n]*?))? -->\n)"
                    r"(?P<body>.*?)(?P<close><!-- /semcl -->)", re.S)
@@ -56,11 +57,11 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
         missing = f" (n={int(s['n'])})" if s["n"] < seeds else ""
         return f"{s['mean']:.2f}{spread}{missing}"
 
-    lines = ["| Row | " + " | ".join(label(c) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    lines = ["| Row | " + " | ".join(md_cell(label(c)) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     keep = re.compile(rows) if rows else None
     for row in table.rows:
         if row.implemented and (keep is None or keep.search(row.label)):
-            lines.append(f"| {row.label} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
+            lines.append(f"| {md_cell(row.label)} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
 

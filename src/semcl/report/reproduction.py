@@ -21,6 +21,7 @@ import pandas as pd
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
+from semcl.report.escape import md_cell
 from semcl.report.tables import long_table, render, summary
 from semcl.runs import Store, plan_runs
 
@@ -124,7 +125,7 @@ def render_report_md(data: ReportData) -> str:
              f"Rebuilt by `semcl report {data.paper} --profile {data.profile}` on {data.built} from "
              f"`{shown_path(data.store.root)}`. {LEGEND}", "",
              "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in data.overview]
+    lines += ["| " + " | ".join(md_cell(c) for c in cells) + " |" for cells in data.overview]
     sections = []
     for sec in data.sections:
         body = render(sec.table, data.profile, sec.summ, "md")

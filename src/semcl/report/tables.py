@@ -21,6 +21,7 @@ from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
 from semcl.files import write_text_atomic
 from semcl.registry.tables import Row, Table
+from semcl.report.escape import csv_frame, md_cell, md_text, tex_comment, tex_text
 from semcl.runs import Store, plan_runs
 
 DASH = "—"
@@ -304,20 +305,20 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
     wide = wide_cells(table, summ)
     title = table_title(table, profile)
     if fmt == "csv":
-        return summ.to_csv(index=False)
+        return csv_frame(summ).to_csv(index=False)
     if fmt == "md":
-        head = "| Row | " + " | ".join(labels[k] for k in wide.columns) + " |"
+        head = "| Row | " + " | ".join(md_cell(labels[k]) for k in wide.columns) + " |"
         sep = "|" + "---|" * (len(wide.columns) + 1)
-        body = ["| " + r + " | " + " | ".join(wide.loc[r]) + " |" for r in wide.index]
-        return "\n".join([f"**{title}**", "", head, sep, *body, "", *[f"- {n}" for n in notes(table, profile, summ)]]) + "\n"
+        body = ["| " + md_cell(r) + " | " + " | ".join(md_cell(c) for c in wide.loc[r]) + " |" for r in wide.index]
+        return "\n".join([f"**{md_text(title)}**", "", head, sep, *body, "",
+                          *[f"- {md_text(n)}" for n in notes(table, profile, summ)]]) + "\n"
     if fmt == "tex":
-        def esc(s: str) -> str:
-            return s.replace("&", r"\&").replace("%", r"\%").replace("_", r"\_").replace("±", r"$\pm$").replace("—", "--")
-        lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{esc(title)}}}",
+        lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{tex_text(title)}}}",
                  r"\begin{tabular}{l" + "c" * len(wide.columns) + "}", r"\toprule",
-                 "Row & " + " & ".join(esc(labels[k]) for k in wide.columns) + r" \\", r"\midrule"]
-        lines += [esc(r) + " & " + " & ".join(esc(c) for c in wide.loc[r]) + r" \\" for r in wide.index]
-        lines += [r"\bottomrule", r"\end{tabular}", "", *[f"% {n}" for n in notes(table, profile, summ)], r"\end{table}"]
+                 "Row & " + " & ".join(tex_text(labels[k]) for k in wide.columns) + r" \\", r"\midrule"]
+        lines += [tex_text(r) + " & " + " & ".join(tex_text(c) for c in wide.loc[r]) + r" \\" for r in wide.index]
+        lines += [r"\bottomrule", r"\end{tabular}", "", *[tex_comment(n) for n in notes(table, profile, summ)],
+                  r"\end{table}"]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}")
 

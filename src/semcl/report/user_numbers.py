@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import os
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,20 @@ def _number(value: object, where: str, key: str, allow_none: bool = False) -> fl
     return float(value)
 
 
+MAX_TEXT = 500  # characters of a source / row / column a user supplies
+
+
+def plain_text(value: str, where: str, key: str) -> str:
+    """`value` when it is one line of printable text: a line break or other control character in a source would
+    leave the `% ` comment of a LaTeX table or a Markdown table row and reach every reader of a shared store."""
+    bad = next((ch for ch in value if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: key '{key}' holds the control character U+{ord(bad):04X}; one line of text only")
+    if len(value) > MAX_TEXT:
+        raise ConfigError(f"{where}: key '{key}' is {len(value)} characters long (at most {MAX_TEXT})")
+    return value
+
+
 def _entry(d: object, where: str) -> UserNumber:
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: expected a mapping with keys {', '.join(_KEYS)}")
@@ -83,6 +99,7 @@ def _entry(d: object, where: str) -> UserNumber:
     for key in ("table", "row", "column", "source"):
         if not isinstance(d.get(key), str) or not d[key].strip():
             raise ConfigError(f"{where}: key '{key}' must be a non-empty string")
+        plain_text(d[key], where, key)
     if not isinstance(d.get("override", False), bool):
         raise ConfigError(f"{where}: key 'override' must be true or false")
     return UserNumber(d["table"], d["row"], d["column"], _number(d.get("value"), where, "value"),
@@ -130,6 +147,28 @@ def checked(table, row: str, column: str, where: str) -> str:
                       f"(columns: {', '.join(c.key for c in table.columns)})")
 
 
+def in_range(table, n: UserNumber, where: str) -> None:
+    """The value (and std) within what the column can hold (semcl.evals.protocols.value_bounds), every text one
+    line; ConfigError naming the cell otherwise."""
+    from semcl.evals.protocols import value_bounds
+
+    for key in ("table", "row", "column", "source"):
+        plain_text(getattr(n, key), where, key)
+    _number(n.value, where, "value")
+    _number(n.std, where, "std", allow_none=True)
+    column = next(c for c in table.columns if c.key == n.column)
+    bounds = value_bounds(column)
+    if bounds is None:
+        return
+    lo, hi = bounds
+    if not lo <= n.value <= hi:
+        raise ConfigError(f"{where}: key 'value' = {n.value:g} is outside [{lo:g}, {hi:g}], the range of "
+                          f"{n.table} column {n.column!r} ({column.eval})")
+    if n.std is not None and n.std > hi - lo:
+        raise ConfigError(f"{where}: key 'std' = {n.std:g} is wider than the range [{lo:g}, {hi:g}] of "
+                          f"{n.table} column {n.column!r}")
+
+
 def registry_value(table, n: UserNumber):
     """The registry's own Reported for the cell of `n` (None when the registry has no number)."""
     return table.row(n.row).reported.get(n.column)
@@ -143,6 +182,7 @@ def merge(existing: list[UserNumber], new: list[UserNumber], get_table, force: b
     for n in new:
         table = get_table(n.table)
         n = dataclasses.replace(n, column=checked(table, n.row, n.column, where))
+        in_range(table, n, where)
         reg = registry_value(table, n)
         if reg is not None and not force:
             raise ConfigError(f"{where}: {n.table} row {n.row!r} column {n.column!r} has a registry value "
@@ -169,7 +209,7 @@ def read_csv(path: Path) -> list[UserNumber]:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read ({type(err).__name__}: {err})") from None
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.DictReader(io.StringIO(text, newline=""))  # a quoted field keeps its line breaks (then refused)
     head = reader.fieldnames or []
     missing = [c for c in CSV_COLUMNS if c not in head and c != "std"]
     extra = [c for c in head if c not in CSV_COLUMNS]
@@ -177,7 +217,9 @@ def read_csv(path: Path) -> list[UserNumber]:
         raise ConfigError(f"{path}: line 1: columns must be {','.join(CSV_COLUMNS)} "
                           f"({'missing ' + missing[0] if missing else 'unknown ' + repr(extra[0])})")
     out, seen, blank = [], {}, 0
-    for line, rec in enumerate(reader, start=2):
+    end = reader.line_num  # the header's last line
+    for rec in reader:
+        line, end = end + 1, reader.line_num  # the file line where the record starts (a quoted field may span lines)
         where = f"{path}: line {line}"
         if None in rec:
             raise ConfigError(f"{where}: more fields than the {len(head)} columns")
@@ -241,6 +283,11 @@ class Overlay:
         for n in mine:
             if n.row not in rows or n.column not in keys:
                 self._warn(f"{self.path}: {n.describe()}: no such row or column in the registry any more; not shown")
+                continue
+            try:
+                in_range(table, n, f"{self.path}: {n.table} row {n.row!r} column {n.column!r}")
+            except ConfigError as err:  # a hand-edited overlay: the table stays readable, the value is not shown
+                self._warn(f"{err}; not shown")
                 continue
             reg = rows[n.row].get(n.column)
             if reg is not None and not n.override:

@@ -123,7 +123,19 @@ def eval_section(columns: list[spec.Column], substitute: dict[str, str | None], 
 
 
 __all__ = ["EVALUATIONS", "Column", "EvalConfig", "Evaluation", "column_error", "column_type", "eval_choices",
-           "eval_config_type", "eval_section", "is_measured", "validate_column"]
+           "eval_config_type", "eval_section", "is_measured", "validate_column", "value_bounds"]
+
+# the range a column's number can take, by evaluation: the percentages (top-1, AP, AUROC, mIoU, recall) lie in
+# [0, 100]; a gain is a difference of two percentages; a latency is positive; mCE (unnormalised) may pass 100.
+# `reported` columns hold whatever the paper printed, so only finiteness is known. Used to refuse a paper value
+# a user types by mistake (176.5 as a top-1 %) before it reaches a table (semcl.report.user_numbers).
+PERCENT = (0.0, 100.0)
+VALUE_BOUNDS: dict[str, tuple[float, float] | None] = {
+    "accuracy": PERCENT, "linear_probe": PERCENT, "retrieval": PERCENT, "ood": PERCENT, "segmentation": PERCENT,
+    "knn": PERCENT, "stage_probe": PERCENT, "video_accuracy": PERCENT, "video_retrieval": PERCENT,
+    "detection": PERCENT, "gain": (-100.0, 100.0), "latency": (0.0, float("inf")), "reported": None,
+    "features": None, "robustness": PERCENT,
+}
 
 
 def metric_key(column: spec.Column, substitute: dict[str, str | None]) -> str | None:
@@ -143,3 +155,10 @@ def is_measured(column: spec.Column, columns: list[spec.Column], substitute: dic
 def describe(column: spec.Column) -> str:
     """One sentence on how the column is measured (`semcl show`, table captions)."""
     return EVALUATIONS[column.eval].describe(column)
+
+
+def value_bounds(column: spec.Column) -> tuple[float, float] | None:
+    """The closed range a number of this column can take (None: any finite number)."""
+    if column.eval == "robustness" and getattr(column, "score", None) == "mce":
+        return (0.0, float("inf"))
+    return VALUE_BOUNDS.get(column.eval)

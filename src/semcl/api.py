@@ -75,12 +75,22 @@ def long_frame(table_id: str, profile: str = "paper", results: str | Path | None
     return long_table(table(table_id), profile, _store(results))
 
 
-def summary(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
-    """Per row and column: ours (mean, sample std, n) beside the paper's value, as `semcl table` shows them."""
-    from semcl.report import tables as report
+def summary(table_id: str, profile: str = "paper", results: str | Path | None = None,
+            numbers: str | Path | None = None) -> pd.DataFrame:
+    """Per row and column: ours (mean, sample std, n) beside the paper's value, as `semcl table` shows them,
+    with the user's paper numbers (`numbers`: the overlay file; default $SEMCL_NUMBERS, else
+    <results>/numbers.yaml, as the CLI reads it); a number the overlay cannot show is a warning."""
+    import warnings
 
-    entry = table(table_id)
-    return report.summary(entry, profile, report.long_table(entry, profile, _store(results)))
+    from semcl.report import tables as report
+    from semcl.report.user_numbers import Overlay, overlay_path
+
+    store = _store(results)
+    overlay = Overlay(overlay_path(str(numbers) if numbers else None, store.root))
+    entry = overlay.apply(table(table_id))
+    for line in overlay.warnings:
+        warnings.warn(line, stacklevel=2)
+    return report.summary(entry, profile, report.long_table(entry, profile, store))
 
 
 def status(run_id: str, results: str | Path | None = None) -> tuple[str, str]:

@@ -23,8 +23,7 @@ def semcl(*args, env=None, cwd=None):
 def test_unknown_table():
     res = semcl("show", "rince/tab99")
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == [
-        "semcl: error: unknown table 'rince/tab99' (known: rince/tab2)"] or "unknown table 'rince/tab99'" in res.stderr
+    assert res.stderr == "semcl: error: unknown table 'rince/tab99'; did you mean rince/tab9?\n"
     assert len(res.stderr.strip().splitlines()) == 1
 
 

@@ -93,9 +93,17 @@ def test_malformed_registry_entry_names_file_and_key(registry_copy, old, new, me
     assert text.startswith(str(path)) and message in text and "\n" not in text
 
 
-def test_unknown_table_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown table 'rince/tab99' \(known: .*rince/tab2"):
-        get_table("rince/tab99")
+@pytest.mark.parametrize("asked, message", [
+    ("rince/tab99", "unknown table 'rince/tab99'; did you mean rince/tab9?"),
+    ("RINCE/Tab2", "unknown table 'RINCE/Tab2'; did you mean rince/tab2?"),
+    ("gpaco/fig1", "unknown table 'gpaco/fig1'; did you mean gpaco/fig1a?"),
+    ("rince/nope", "unknown table 'rince/nope' (tables of rince: rince/fig2, "),
+    ("foo/bar", "unknown table 'foo/bar' (papers: gpaco, hsa, paco, rince, scns; `semcl list` shows the "),
+])
+def test_an_unknown_table_names_close_matches_or_its_papers_tables(asked, message):
+    with pytest.raises(ConfigError) as err:
+        get_table(asked)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
 def test_get_table_reads_only_its_files_once_the_registry_was_checked_whole(tmp_path, monkeypatch, registry_copy):
@@ -112,7 +120,7 @@ def test_get_table_reads_only_its_files_once_the_registry_was_checked_whole(tmp_
     fast = registry_mod.get_table("rince/tab2")
     assert sorted(loaded) == ["tab10.yaml", "tab2.yaml", "tab9.yaml"]  # the table and the two it selects from
     assert fast.rows == whole.rows and sorted(fast.linked) == sorted(whole.linked) == ["rince/tab10", "rince/tab9"]
-    with pytest.raises(ConfigError, match="unknown table 'rince/nope' \\(known: .*rince/tab2"):
+    with pytest.raises(ConfigError, match="unknown table 'rince/nope' \\(tables of rince: .*rince/tab2"):
         registry_mod.get_table("rince/nope")
     # any edit under the registry: the whole registry is checked again
     (registry_copy / "rince" / "tab9.yaml").write_text((registry_copy / "rince" / "tab9.yaml").read_text() + "\n")

@@ -47,7 +47,7 @@ def test_add_list_remove_and_the_file(tmp_path, nums):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["rince/tabX", "--row", "RINCE-in", "--column", "top1"], "unknown table 'rince/tabX' (known: "),
+    (["rince/tabX", "--row", "RINCE-in", "--column", "top1"], "unknown table 'rince/tabX'; did you mean "),
     (["rince/tab2", "--row", "Nope", "--column", "top1"], "semcl numbers add: table rince/tab2 has no row 'Nope' (rows: "),
     (["rince/tab2", "--row", "RINCE-in", "--column", "zzz"],
      "semcl numbers add: table rince/tab2 has no column 'zzz' (columns: top1, top1_best, "),

@@ -56,21 +56,40 @@ def cmd_completion(args) -> None:
 WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
+def add_global_options(p: argparse.ArgumentParser, default=None) -> None:
+    """--results / --registry / --precision: on the top parser, and on every sub-command with a suppressed
+    default, so `semcl run T --results R` and `semcl --results R run T` mean the same and neither overrides
+    the other with a default."""
+    p.add_argument("--results", default=default, help="results folder (default: $SEMCL_RESULTS or ./results)")
+    p.add_argument("--registry", default=default,
+                   help="registry folder of table YAMLs (default: $SEMCL_REGISTRY, else the installed "
+                        "package's copy, else the clone's experiments/)")
+    p.add_argument("--precision", choices=("official", "fast"), default=default,
+                   help="the runs' arithmetic, part of their ids: official (default: what each paper's code did) or "
+                        "fast (bf16 autocast, channels_last, cudnn.benchmark); default: the cluster profile's, else official")
+
+
+def _leaf_parsers(p: argparse.ArgumentParser):
+    """Every parser below `p` that a command line can end in (sub-commands of sub-commands included)."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases share one parser
+                yield child
+                yield from _leaf_parsers(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semcl", description="Reproduce tables of papers on semantic contrastive learning.")
     p.add_argument("--version", action="version", version=f"semcl {__version__}")
-    p.add_argument("--results", help="results folder (default: $SEMCL_RESULTS or ./results)")
-    p.add_argument("--registry", help="registry folder of table YAMLs (default: $SEMCL_REGISTRY, else the installed "
-                                      "package's copy, else the clone's experiments/)")
-    p.add_argument("--precision", choices=("official", "fast"), default=None,
-                   help="the runs' arithmetic, part of their ids: official (default: what each paper's code did) or "
-                        "fast (bf16 autocast, channels_last, cudnn.benchmark); default: the cluster profile's, else official")
+    add_global_options(p)
     sub = p.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
     sp = sub.add_parser("completion", help="print a bash completion script: source <(semcl completion bash)")
     sp.add_argument("shell", choices=("bash",), help="bash (zsh: after autoload bashcompinit; bashcompinit)")
     sp.set_defaults(func=cmd_completion)
+    for child in _leaf_parsers(p):
+        add_global_options(child, default=argparse.SUPPRESS)
     return p
 
 

@@ -37,7 +37,9 @@ def _index_tables(args, index: dict) -> list[dict]:
         raise SemclError(NAME_A_TABLE)
     for name in args.table:
         if name not in by_id:
-            raise ConfigError(f"unknown table {name!r} (known: {', '.join(sorted(by_id))})")
+            from semcl.registry.tables import unknown_table
+
+            raise unknown_table(name, by_id)
         if name not in index["runs"]:
             raise ConfigError(f"{name}: no profile {args.profile!r} (profiles: {', '.join(by_id[name]['profiles'])})")
     return [by_id[name] for name in args.table]
@@ -203,7 +205,9 @@ def _runs_with_resources(args) -> list:
 
 def cmd_run(args) -> None:
     from semcl.launch.backends import check_data_root
+    from semcl.runtime.tracking import check_backends
 
+    check_backends()  # $SEMCL_TRACKING: a typo or a missing package is one line before anything is written
     be, store = backend(args.executor), open_store(args)
     if args.progress:  # read by each run's training loop (semcl.runtime.progress), inherited by local jobs
         os.environ["SEMCL_PROGRESS"] = "1"
@@ -218,9 +222,11 @@ def cmd_run(args) -> None:
             if why:
                 raise SemclError(f"refusing to submit: {why}")
     root = data_root(args)
+    options = LaunchOptions(data_root=root, retry_failed=args.retry_failed, workers=args.workers,
+                            cluster=args.cluster, allow_cpu=args.allow_cpu)
+    be.check(pairs, store, options)
     check_data_root(runs, root)
-    be.submit(pairs, store, LaunchOptions(data_root=root, retry_failed=args.retry_failed, workers=args.workers,
-                                            cluster=args.cluster))
+    be.submit(pairs, store, options)
 
 
 def _statuses(args, store):
@@ -286,6 +292,8 @@ def add_parser(sub) -> None:
     add_set(sp, None)
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--retry-failed", action="store_true", help="also resubmit runs that failed")
+    sp.add_argument("--allow-cpu", action="store_true",
+                    help="local executors: train rows that ask for a GPU on a machine without CUDA (refused otherwise)")
     sp.add_argument("--no-check", action="store_true",
                     help="--executor slurm: submit even without a passed `semcl check` of the table")
     sp.add_argument("--progress", action="store_true",

@@ -32,6 +32,7 @@ class LaunchOptions:
     retry_failed: bool = False
     workers: int | None = None  # local processes (None: the CPU count, at most 4)
     cluster: str = DEFAULT_CLUSTER  # the cluster profile (slurm/profiles/<name>.yaml) of backends that use one
+    allow_cpu: bool = False  # local executors: train rows that ask for a GPU on a machine without CUDA
 
 
 class Backend(abc.ABC):
@@ -47,6 +48,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def submit(self, runs: list[tuple[Run, Resources]], store: Store, options: LaunchOptions) -> None:
         """Send out the runs not yet done (or failed, with options.retry_failed)."""
+
+    def check(self, runs: list[tuple[Run, Resources]], store: Store, options: LaunchOptions) -> None:  # noqa: B027 (optional hook)
+        """Refuse, in one line (ConfigError), runs this backend cannot run as their rows ask; called by `semcl run`
+        before the data root is checked or anything is written."""
 
     def preview(self, runs: list[tuple[Run, Resources]], store: Store, cluster: str) -> str:
         """What `submit` would send, as text shown under `semcl plan`'s run lines ("" for nothing more)."""

@@ -150,7 +150,14 @@ class LocalBackend(Backend):
 
     name = "local"
 
+    def check(self, runs, store: Store, options: LaunchOptions) -> None:
+        from semcl.launch.local_fit import refuse_unfit
+
+        pending = {r.run_id for r in runs_to_submit([r for r, _ in runs], store, options.retry_failed)}
+        refuse_unfit([(r, res) for r, res in runs if r.run_id in pending], self.name, options.allow_cpu)
+
     def submit(self, runs, store: Store, options: LaunchOptions) -> None:
+        self.check(runs, store, options)  # also for callers that skip `semcl run`
         submit_runs([r for r, _ in runs], store, options.data_root, executor=self.name, workers=options.workers,
                     retry_failed=options.retry_failed)
 

@@ -443,6 +443,27 @@ def _link_selections(tables: dict[str, Table]) -> dict[str, Table]:
     return out
 
 
+def unknown_table(table_id: str, known) -> ConfigError:
+    """The one-line error for a table id the registry lacks: the close matches (case-insensitive), else the
+    tables of the same paper, else where the list is."""
+    import difflib
+
+    known = sorted(known)
+    lower = {k.lower(): k for k in known}
+    # ids share their paper's prefix, so only a near-identical id is a likely typo
+    close = ([lower[table_id.lower()]] if table_id.lower() in lower else
+             [lower[m] for m in difflib.get_close_matches(table_id.lower(), list(lower), n=3, cutoff=0.9)])
+    if close:
+        return ConfigError(f"unknown table {table_id!r}; did you mean {' or '.join(close)}?")
+    paper = table_id.split("/")[0].lower()
+    same = [k for k in known if k.split("/")[0].lower() == paper]
+    if same:
+        return ConfigError(f"unknown table {table_id!r} (tables of {same[0].split('/')[0]}: {', '.join(same)})")
+    papers = sorted({k.split("/")[0] for k in known})
+    return ConfigError(f"unknown table {table_id!r} (papers: {', '.join(papers)}; `semcl list` shows the "
+                       f"{len(known)} tables)")
+
+
 def get_table(table_id: str, root: Path | None = None) -> Table:
     """One table, with the tables its `select` rows read. Where a current registry index exists (the whole
     registry was loaded and checked at these very files: semcl.registry.index), only those files are read."""
@@ -450,7 +471,7 @@ def get_table(table_id: str, root: Path | None = None) -> Table:
     paths = table_paths(reg) if reg.is_dir() else None
     if paths is not None:
         if table_id not in paths:
-            raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(paths))})")
+            raise unknown_table(table_id, paths)
         table = load_table(Path(paths[table_id]), reg / "presets")
         wanted = {table_id: table}
         for row in table.rows:
@@ -460,5 +481,5 @@ def get_table(table_id: str, root: Path | None = None) -> Table:
     tables = load_registry(root)
     remember_tables(tables, reg)
     if table_id not in tables:
-        raise ConfigError(f"unknown table {table_id!r} (known: {', '.join(sorted(tables))})")
+        raise unknown_table(table_id, tables)
     return tables[table_id]

@@ -99,6 +99,21 @@ def chosen_backends(value: str | None = None) -> list[str]:
     return names
 
 
+PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}  # what each backend imports
+
+
+def check_backends(value: str | None = None) -> list[str]:
+    """The chosen backends, each known and its package installed; the one-line ConfigError otherwise. `semcl
+    run` calls it before any job goes out, so a typo costs one line instead of every run (after a queue wait)."""
+    import importlib.util
+
+    names = chosen_backends(value)
+    for name in names:
+        if importlib.util.find_spec(PACKAGES[name]) is None:
+            raise _missing(name, PACKAGES[name])
+    return names
+
+
 def open_trackers(folder: Path, run_id: str, start_epoch: int) -> list:
     """The trackers $SEMCL_TRACKING names, opened for this run (`start_epoch`: the epochs already done)."""
     return [BACKENDS[name](folder, run_id, start_epoch) for name in chosen_backends()]

@@ -1,0 +1,78 @@
+"""The local executors refuse, in one line and before anything is written, runs that would silently become
+something else on this machine: a multi-GPU row (one process, the whole global batch on one device) and a GPU
+row on a machine without CUDA (unless --allow-cpu); a mistyped or missing tracking backend is refused by `run`
+before any job goes out."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from semcl.cli.main import main
+from semcl.errors import ConfigError
+from semcl.launch.local_fit import refuse_unfit
+from semcl.registry.tables import get_table
+from semcl.runs import plan_runs
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _pairs(table_id: str, profile: str = "paper"):
+    table = get_table(table_id)
+    return [(r, table.resources_for(r.row_label, profile)) for r in plan_runs(table, profile)]
+
+
+def test_a_multi_gpu_row_is_refused_even_with_four_cuda_devices():
+    pairs = [(r, res) for r, res in _pairs("hsa/transfer-voc") if res.gpus > 1]
+    assert pairs and {res.gpus for _, res in pairs} == {8}
+    with pytest.raises(ConfigError) as err:
+        refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 4)
+    assert str(err.value).startswith(f"{len(pairs)} run(s) ask for 8 GPUs (hsa/transfer-voc row ")
+    assert str(err.value).endswith("the local executor runs each run as one process on one device, which would "
+                                   "train the whole global batch on one GPU; submit them with --executor slurm")
+
+
+def test_a_gpu_row_without_cuda_is_refused_unless_allowed():
+    pairs = _pairs("rince/tab2")
+    assert {res.gpus for _, res in pairs} == {1}
+    with pytest.raises(ConfigError) as err:
+        refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 0)
+    assert str(err.value).startswith(f"{len(pairs)} run(s) of profile paper ask for a GPU (rince/tab2 row ")
+    assert str(err.value).endswith("and this machine has no CUDA device: use --profile mini for the small "
+                                   "reproduction on the CPU, or --allow-cpu to train them here anyway")
+    refuse_unfit(pairs, "local", allow_cpu=True, devices=lambda: 0)  # the user said so
+    refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 1)  # a GPU is here
+    refuse_unfit(_pairs("rince/tab2", "mini"), "local", allow_cpu=False, devices=lambda: 0)  # CPU rows
+
+
+def test_run_refuses_a_paper_table_on_this_cpu_machine_before_writing(tmp_path, monkeypatch):
+    monkeypatch.delenv("SEMCL_TRACKING", raising=False)
+    results = tmp_path / "results"
+    code, _, err = _cli("run", "rince/tab2", "--profile", "paper", "--results", str(results),
+                        "--data-root", str(tmp_path / "no-data"))
+    assert code == 2 and err.count("\n") == 1
+    assert "ask for a GPU" in err and "--profile mini" in err and "--allow-cpu" in err
+    assert not (results / "runs").exists()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("tensorbord", "$SEMCL_TRACKING: unknown backend 'tensorbord' (known: tensorboard, wandb, mlflow)"),
+    ("wandb", "$SEMCL_TRACKING: backend 'wandb' needs the wandb package: pip install wandb"),
+])
+def test_run_checks_the_tracking_backend_before_any_job(tmp_path, monkeypatch, value, message):
+    import importlib.util
+
+    if value == "wandb" and importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    monkeypatch.setenv("SEMCL_TRACKING", value)
+    results = tmp_path / "results"
+    code, _, err = _cli("run", "rince/tab2", "--profile", "smoke", "--results", str(results))
+    assert code == 2 and err == f"semcl: error: {message}\n"
+    assert not results.exists()

@@ -10,6 +10,8 @@
     test_logits.pt     saved test logits (logit ensembles read them)
     metrics.json       the finished record, written once and never rewritten
     failed.json        the last failure (its error line)
+    rank_errors/rank<R>.json  the error a rank other than 0 raised (rank 0 reads it instead of "peer died")
+    faults/<job>.<restart>    one empty file per requeue after a peer's death (counted against max_fault_requeues)
 
 Base layer (standard library only): the store, the engine, the launchers, the preflight and the methods that
 read another run's files all name these files through a RunFolder, never by string.
@@ -23,6 +25,7 @@ from pathlib import Path
 CONFIG, DATA, LOG, HISTORY, LOCK = "config.yaml", "data.json", "log.txt", "history.jsonl", "lock.json"
 CHECKPOINTS, LAST_CHECKPOINT = "checkpoints", "last.pt"
 TRAINED, LOGITS, METRICS, FAILED = "trained.json", "test_logits.pt", "metrics.json", "failed.json"
+RANK_ERRORS, FAULTS = "rank_errors", "faults"
 # the layout of a run's record (metrics.json `store_format`): 1 = records written before the field existed (read
 # as they are); 2 = with training keys (trained.json beside every finished training, `trained_by` on shared ones).
 # A record of a newer format than this code's is refused in one line: the code that wrote it reads it.
@@ -83,6 +86,17 @@ class RunFolder:
     @property
     def failed(self) -> Path:
         return self.path / FAILED
+
+    @property
+    def rank_errors(self) -> Path:
+        return self.path / RANK_ERRORS
+
+    def rank_error(self, rank: int) -> Path:
+        return self.rank_errors / f"rank{rank}.json"
+
+    @property
+    def faults(self) -> Path:
+        return self.path / FAULTS
 
     def set_aside(self, name: str, stamp: str) -> Path:
         """Where the file `name` of this folder goes when it is set aside (renamed, never deleted)."""

@@ -34,7 +34,7 @@ from semcl.files import write_json_atomic, write_text_atomic
 from semcl.locations import built_from
 from semcl.run_folder import STORE_FORMAT, RunFolder
 from semcl.runs import Run, Store
-from semcl.runtime import distributed
+from semcl.runtime import distributed, rank_errors
 from semcl.runtime.checkpoint import seed_everything
 from semcl.runtime.precision import effective_config
 
@@ -254,9 +254,14 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     except Exception as err:
         logging.getLogger("semcl").exception("run %s failed", run.run_id)
         if distributed.rank() != 0:
+            if not distributed.is_peer_fault(err):  # its own error: rank 0 reports it instead of "peer died"
+                rank_errors.record(folder, distributed.rank(), err)
             raise
-        write_json_atomic(folder.failed, {"run_id": run.run_id, "error": f"{type(err).__name__}: {err}",
-                                                   "traceback": traceback.format_exc()})
+        shown = rank_errors.explain(folder, err) if distributed.is_peer_fault(err) else err
+        write_json_atomic(folder.failed, {"run_id": run.run_id, "error": f"{type(shown).__name__}: {shown}",
+                                          "traceback": traceback.format_exc()})
+        if shown is not err:
+            raise shown from err
         raise
     finally:
         logging.getLogger("semcl").removeHandler(handler)

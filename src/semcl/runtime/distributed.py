@@ -70,6 +70,29 @@ def collective_timeout() -> datetime.timedelta:
     return datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
 
 
+# what SLURM sets in a job that was given GPUs (--gres/--gpus*); any one non-empty and not "0" means GPUs
+GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS", "SLURM_GPUS_PER_TASK",
+                 "SLURM_GPUS_PER_NODE")
+# a rendezvous inherited from the submitting shell (srun passes its environment on) must not replace the job's own
+RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def require_given_gpus() -> None:
+    """A job SLURM gave GPUs to refuses to train when CUDA shows none (CUDA_VISIBLE_DEVICES empty, "-1" or an
+    unknown UUID; a driver that did not load): training on the CPU would take days and record a CPU run."""
+    given = {k: os.environ[k] for k in GPU_VARIABLES if os.environ.get(k, "").strip() not in ("", "0")}
+    if given and torch.cuda.device_count() == 0:
+        seen = ", ".join(f"{k}={v}" for k, v in given.items())
+        raise DeviceError(f"this job was given GPUs ({seen}) but CUDA sees none (CUDA_VISIBLE_DEVICES="
+                          f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r}); refusing to train on the CPU")
+
+
+def shutdown() -> None:
+    """Leave the process group at the end of a job (NCCL warns at exit otherwise)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def init_from_slurm() -> torch.device | None:
     """In a SLURM job with several tasks, join the process group; returns this rank's device
     (None for a single-task job: the caller picks the device)."""
@@ -77,6 +100,8 @@ def init_from_slurm() -> torch.device | None:
         return None
     import submitit
 
+    for key in RENDEZVOUS_VARIABLES:  # the port then follows from the job id: packed jobs never share one
+        os.environ.pop(key, None)
     # never narrow CUDA_VISIBLE_DEVICES here: rank_device reads what the scheduler left
     env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     if torch.cuda.is_available():
@@ -118,8 +143,8 @@ def wrap(method: nn.Module) -> nn.Module | None:
 
     broadcast_buffers=False keeps per-rank BN statistics (the official code's); find_unused_parameters
     lets a method leave a head or a stage out of a step (DDP then checks that the ranks agree instead of
-    hanging on buffers of different lengths). DDP broadcasts rank 0's parameters and buffers once here;
-    they are equal already (same seed, same checkpoint)."""
+    hanging on buffers of different lengths). DDP broadcasts rank 0's parameters once here (buffers are not
+    broadcast with broadcast_buffers=False); both are equal already (same seed, same checkpoint)."""
     if not is_distributed():
         return None
     device = next((p.device for p in method.parameters()), torch.device("cpu"))

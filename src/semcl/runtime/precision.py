@@ -49,4 +49,17 @@ def configure_backend(cfg: RunConfig, device) -> None:
     import torch
 
     if device.type == "cuda":
+        if cfg.optim.precision == "fast" and not bf16_supported(device):
+            from semcl.errors import ConfigError
+
+            raise ConfigError(f"optim.precision: fast trains in bf16, which {torch.cuda.get_device_name(device)} does "
+                              "not support natively; run with --precision official")
         torch.backends.cudnn.benchmark = cfg.optim.precision == "fast"
+
+
+def bf16_supported(device) -> bool:
+    """Native bf16 on this GPU (compute capability 8.0 on); emulated bf16 (torch allows it on older GPUs) is
+    many times slower, which is the opposite of what `fast` is for."""
+    import torch
+
+    return torch.cuda.get_device_capability(device)[0] >= 8

@@ -115,4 +115,4 @@ def test_a_killed_rank_requeues_the_job_and_the_resume_matches(tmp_path):
     assert got["metrics"] == want["metrics"]
     assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]
     assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()
-    assert "a peer rank failed" in out.read_text() and "restart 1 of at most 2" in out.read_text()
+    assert "a peer rank failed" in out.read_text() and "fault 1 of at most 2" in out.read_text()

@@ -13,6 +13,7 @@ from pathlib import Path
 import submitit
 
 from semcl.launch.slurm.profile import ClusterProfile
+from semcl.run_folder import RunFolder
 from semcl.runs import Run, Store
 from semcl.runtime.runlock import owner, run_lock
 
@@ -45,32 +46,47 @@ class RunJob(submitit.helpers.Checkpointable):
             print(f"{self.run.run_id}: running ({holder.describe()}); skipped", file=sys.stderr)
             return self.run.run_id
         torch.set_num_threads(arithmetic_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))))
+        distributed.require_given_gpus()  # a job given GPUs that sees none never trains on the CPU
         device = distributed.init_from_slurm()  # several tasks: one process per GPU
-        if store.status(self.run.run_id)[0] != "done":
-            try:
-                # rank 0 owns the run (a requeued job takes over its own earlier lock)
-                with run_lock(folder) if distributed.rank() == 0 else contextlib.nullcontext():
-                    execute_run(self.run, store, self.data_root, device, stage=self.stage)
-            except Exception as err:
-                if distributed.is_distributed() and distributed.is_peer_fault(err):
-                    requeue_after_fault(err, self.cluster.max_fault_requeues)
-                raise
+        try:
+            if store.status(self.run.run_id)[0] != "done":
+                try:
+                    # rank 0 owns the run (a requeued job takes over its own earlier lock)
+                    with run_lock(folder) if distributed.rank() == 0 else contextlib.nullcontext():
+                        execute_run(self.run, store, self.data_root, device, stage=self.stage)
+                except Exception as err:
+                    if distributed.is_distributed() and distributed.is_peer_fault(err):
+                        requeue_after_fault(err, self.cluster.max_fault_requeues, RunFolder(folder))
+                    raise
+        finally:
+            distributed.shutdown()
         return self.run.run_id
 
 
-def requeue_after_fault(err: BaseException, max_requeues: int) -> None:
-    """A peer rank died: requeue this job (it resumes from the last checkpoint) while fewer than
-    `max_requeues` restarts were made, then wait to be stopped by SLURM; returns when it gives up."""
+def count_fault(folder: RunFolder) -> int:
+    """Mark this attempt as ended by a peer's death (idempotent: every surviving rank marks the same attempt)
+    and return how many attempts of this run ended so. Time-outs and preemptions requeue too, but they are
+    not faults and do not spend `max_fault_requeues` (SLURM_RESTART_COUNT counts them all)."""
+    from semcl.runtime.rank_errors import attempt
+
+    folder.faults.mkdir(parents=True, exist_ok=True)
+    (folder.faults / attempt()).touch()
+    return sum(1 for _ in folder.faults.iterdir())
+
+
+def requeue_after_fault(err: BaseException, max_requeues: int, folder: RunFolder) -> None:
+    """A peer rank died: requeue this job (it resumes from the last checkpoint) while at most `max_requeues`
+    attempts of this run ended by a fault, then wait to be stopped by SLURM; returns when it gives up."""
     from semcl.runtime import distributed
-    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    faults = count_fault(folder)
     job_id = submitit.JobEnvironment().job_id
     first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-    if restarts >= max_requeues:
-        print(f"rank {distributed.rank()}: a peer rank failed ({first}); {restarts} restart(s) made, "
-              f"max_fault_requeues {max_requeues}: job {job_id} fails", file=sys.stderr, flush=True)
+    if faults > max_requeues:
+        print(f"rank {distributed.rank()}: a peer rank failed ({first}); fault {faults} of this run "
+              f"({folder.faults}), max_fault_requeues {max_requeues}: job {job_id} fails", file=sys.stderr, flush=True)
         return
     print(f"rank {distributed.rank()}: a peer rank failed ({first}); requeueing job {job_id} "
-          f"(restart {restarts + 1} of at most {max_requeues}), it resumes from its last checkpoint",
+          f"(fault {faults} of at most {max_requeues}), it resumes from its last checkpoint",
           file=sys.stderr, flush=True)
     done = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
     # a job another rank has requeued already answers that it is pending: wait for the end as well

@@ -18,7 +18,7 @@ from typing import Any
 from semcl.errors import ConfigError
 from semcl.locations import profiles_root
 from semcl.registry.resources import Resources
-from semcl.schema import NON_NEGATIVE, POSITIVE, build
+from semcl.schema import NON_NEGATIVE, POSITIVE, at_most, build
 from semcl.yaml_strict import load_file as load_yaml_file
 
 # time limits are rounded up to one of these (minutes): few distinct requests keep arrays together
@@ -52,7 +52,8 @@ class ClusterProfile:
     # requeues after a rank died (time-outs and preemptions: max_requeues)
     max_fault_requeues: int = field(default=2, metadata=NON_NEGATIVE)
     # a multi-GPU run's evaluations go out as their own job (after training) on this many GPUs, this long
-    eval_gpus: int = field(default=1, metadata=POSITIVE)
+    # rank 0 evaluates alone (semcl.engine.job), so a second GPU would only be held idle
+    eval_gpus: int = field(default=1, metadata={**POSITIVE, **at_most(1, "the evaluation runs in one process")})
     eval_time_min: int = field(default=720, metadata=POSITIVE)
     precision: str | None = None  # `fast` plans this cluster's runs with bf16 + channels_last (semcl.runtime.precision)
     array_parallelism: int = field(default=64, metadata=POSITIVE)

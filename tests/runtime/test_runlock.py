@@ -114,3 +114,55 @@ def test_status_shows_running_and_run_skips_the_owned_run(tmp_path, sleeper, cap
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(run.run_id))
     assert f"running  ({socket.gethostname()}, pid {sleeper.pid}" in line
     assert "running: 1" in out.getvalue()
+
+
+def _foreign_lock(folder, *, heartbeat_offset: float, written_ago: float, job_id=None, restart=None):
+    """A lock another host wrote: its heartbeat by that host's clock (`heartbeat_offset` from ours), the file
+    last written `written_ago` seconds ago by the file system's clock."""
+    import os
+
+    now = time.time()
+    info = LockInfo("node-elsewhere", 99, job_id, now, now + heartbeat_offset, "y" * 32, None, restart)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / runlock.LOCK_FILE
+    path.write_text(json.dumps({k: v for k, v in asdict(info).items() if k != "age_s"}))
+    os.utime(path, (now - written_ago, now - written_ago))
+
+
+def test_a_live_owner_whose_clock_is_an_hour_behind_keeps_its_run(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SEMCL_LOCK_STALE_S", "1800")
+    _foreign_lock(tmp_path, heartbeat_offset=-3600, written_ago=5)  # its last heartbeat: 5 s ago
+    info = read_lock(tmp_path)
+    assert not is_stale(info, job_states={}) and 4 <= info.age() < 60
+    with pytest.raises(RunOwned, match=r"node-elsewhere, pid 99, heartbeat [4-9] s ago\)"):
+        acquire(tmp_path)
+
+
+def test_a_dead_owner_whose_clock_ran_ahead_is_taken_over_and_said_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SEMCL_LOCK_STALE_S", "1800")
+    _foreign_lock(tmp_path, heartbeat_offset=+3600, written_ago=7200)  # dead two hours, clock an hour ahead
+    info = read_lock(tmp_path)
+    assert is_stale(info, job_states={})
+    text = info.describe()
+    assert text.startswith("node-elsewhere, pid 99, heartbeat 72") and "s in this host's future (clocks disagree)" in text
+    me = acquire(tmp_path)
+    assert read_lock(tmp_path).token == me.token
+    release(tmp_path, me)
+
+
+def test_the_same_job_attempt_on_another_node_is_neither_stale_nor_another_owner(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    _foreign_lock(tmp_path, heartbeat_offset=0, written_ago=3, job_id="555", restart="1")  # rank 0, node B
+    info = read_lock(tmp_path)
+    assert not is_stale(info, job_states={"555": "RUNNING"})
+    assert runlock.owner(tmp_path) is None  # a rank of this attempt takes part instead of skipping
+    with pytest.raises(RunOwned):  # and never breaks it
+        acquire(tmp_path)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")  # the job was requeued: the earlier attempt is gone
+    assert is_stale(read_lock(tmp_path), job_states={"555": "RUNNING"})

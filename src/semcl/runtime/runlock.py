@@ -6,10 +6,14 @@ A lock is stale, and may be taken over, when its owner is provably gone:
 
 1. same host: the pid is not alive (a zombie, exited but not reaped, counts as dead) or is a
    different process than the one that took the lock;
-2. a SLURM job id that `sacct`/`squeue` report as no longer queued or running, or our own job id
-   (a requeued job resuming its run);
-3. otherwise (another host, no job state to ask): the heartbeat is older than
-   $SEMCL_LOCK_STALE_S seconds (default 1800).
+2. a SLURM job id that `sacct`/`squeue` report as no longer queued or running, or our own job id at an
+   earlier restart count (a requeued job resuming its run); our own job at the same restart count is this
+   very attempt (another rank, another node): never stale, and not another owner;
+3. otherwise (another host, no job state to ask): the lock file was last written more than
+   $SEMCL_LOCK_STALE_S seconds (default 1800) ago. Its age is read from the file's mtime against a file
+   written now beside it, both stamped by the shared file system, so hosts whose clocks disagree agree on it
+   (a heartbeat from a host whose clock is behind does not look old; one from a host whose clock ran ahead
+   does not look fresh).
 
 Taking a lock is atomic (a fully written temp file hard-linked to lock.json, which fails if it
 exists), and so is breaking a stale one (renamed away under a unique name before the retry),
@@ -26,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from semcl.errors import ConfigError, ResultsError
@@ -53,11 +57,18 @@ class LockInfo:
     heartbeat: float
     token: str
     proc_start: str | None = None  # /proc/<pid>/stat start time: tells a reused pid apart
+    restart: str | None = None  # SLURM_RESTART_COUNT of the job attempt that took it
+    # seconds since the lock file was written, by the file system's clock (read_lock); never written
+    age_s: float | None = field(default=None, compare=False)
+
+    def age(self) -> float:
+        return self.age_s if self.age_s is not None else time.time() - self.heartbeat
 
     def describe(self) -> str:
         who = f"job {self.job_id}" if self.job_id else f"pid {self.pid}"
-        age = max(0, int(time.time() - self.heartbeat))
-        return f"{self.host}, {who}, heartbeat {age} s ago"
+        ahead = self.heartbeat - time.time()
+        clock = f"; its heartbeat is {int(ahead)} s in this host's future (clocks disagree)" if ahead > 60 else ""
+        return f"{self.host}, {who}, heartbeat {max(0, int(self.age()))} s ago{clock}"
 
 
 def stale_after_s() -> float:
@@ -127,10 +138,28 @@ def _pid_alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+def slurm_restart() -> str | None:
+    return os.environ.get("SLURM_RESTART_COUNT", "0") if slurm_job_id() else None
+
+
 def _me() -> LockInfo:
     now = time.time()
     return LockInfo(socket.gethostname(), os.getpid(), slurm_job_id(), now, now, uuid.uuid4().hex,
-                    _proc_start(os.getpid()))
+                    _proc_start(os.getpid()), slurm_restart())
+
+
+def _fs_now(folder: Path) -> float:
+    """Now, by the clock that stamps files in `folder` (the file server's on a shared file system); this host's
+    clock where nothing can be written there."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".clock.", suffix=".tmp")
+    except OSError:
+        return time.time()
+    try:
+        return os.fstat(fd).st_mtime
+    finally:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
 
 
 def read_lock(folder: Path) -> LockInfo | None:
@@ -140,7 +169,7 @@ def read_lock(folder: Path) -> LockInfo | None:
     path = folder / LOCK_FILE
     try:
         doc = json.loads(path.read_text())
-        return LockInfo(**{k: doc[k] for k in LockInfo.__dataclass_fields__ if k in doc})
+        info = LockInfo(**{k: doc[k] for k in LockInfo.__dataclass_fields__ if k in doc and k != "age_s"})
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError, KeyError):
@@ -148,7 +177,17 @@ def read_lock(folder: Path) -> LockInfo | None:
             mtime = path.stat().st_mtime
         except OSError:
             return None
-        return LockInfo("?", -1, None, mtime, mtime, "")
+        info = LockInfo("?", -1, None, mtime, mtime, "")
+    try:
+        info.age_s = _fs_now(folder) - path.stat().st_mtime
+    except OSError:
+        return None  # removed meanwhile
+    return info
+
+
+def is_this_attempt(info: LockInfo) -> bool:
+    """The lock was taken by this very SLURM job attempt (by rank 0, possibly on another node)."""
+    return info.job_id is not None and info.job_id == slurm_job_id() and info.restart == slurm_restart()
 
 
 def is_stale(info: LockInfo, *, job_states: dict[str, str] | None = None) -> bool:
@@ -158,15 +197,15 @@ def is_stale(info: LockInfo, *, job_states: dict[str, str] | None = None) -> boo
             return True
         return info.proc_start is not None and _proc_start(info.pid) not in (None, info.proc_start)
     if info.job_id:
-        if info.job_id == slurm_job_id():
-            return True  # our own job, requeued onto another node: the earlier incarnation is gone
+        if info.job_id == slurm_job_id():  # our own job: an earlier attempt (requeued) is gone, this one is alive
+            return info.restart != slurm_restart()
         states = job_states if job_states is not None else _job_states([info.job_id])
         state = states.get(info.job_id)
         if state is not None:
             from semcl.runtime.slurm_state import ACTIVE
 
             return state not in ACTIVE
-    return time.time() - info.heartbeat > stale_after_s()
+    return info.age() > stale_after_s()
 
 
 _STATE_CACHE: dict[str, tuple[float, str | None]] = {}
@@ -188,7 +227,7 @@ def _job_states(job_ids: list[str]) -> dict[str, str]:
 def owner(folder: Path) -> LockInfo | None:
     """The live owner of the run in `folder` other than this process, None if nobody owns it."""
     info = read_lock(folder)
-    if info is None or info.token in _HELD or is_stale(info):
+    if info is None or info.token in _HELD or is_this_attempt(info) or is_stale(info):
         return None
     return info
 
@@ -204,8 +243,9 @@ def _write(path: Path, info: LockInfo, *, exclusive: bool) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        doc = {k: v for k, v in asdict(info).items() if k != "age_s"}
         with os.fdopen(fd, "w") as f:
-            json.dump(asdict(info), f, indent=1)
+            json.dump(doc, f, indent=1)
         os.chmod(tmp, file_mode())
         if exclusive:
             try:
@@ -214,7 +254,7 @@ def _write(path: Path, info: LockInfo, *, exclusive: bool) -> None:
                 raise
             except OSError:  # no hard links on this file system: exclusive create, then fill
                 with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode()), "w") as f:
-                    json.dump(asdict(info), f, indent=1)
+                    json.dump(doc, f, indent=1)
         else:
             os.replace(tmp, path)
     finally:

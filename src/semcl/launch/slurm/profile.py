@@ -174,6 +174,9 @@ def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str,
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(cluster, key):
             params[key] = getattr(cluster, key)
+    # Slurm >= 22.05: srun no longer inherits sbatch's --cpus-per-task, so under CPU binding each task would get
+    # one CPU and the loader none; the srun line asks for them again
+    params["srun_args"] = [f"--cpus-per-task={params['cpus_per_task']}"]
     if cluster.extra_sbatch:
         params["additional_parameters"] = dict(cluster.extra_sbatch)
     return params

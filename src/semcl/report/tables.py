@@ -71,6 +71,7 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
     source (for a `select` row, "<table>: <chosen row>"; else empty)."""
     runs = plan_runs(table, profile)
     records = store.records([r.run_id for r in runs])
+    check_world_sizes(table, profile, runs, records)
     subst = table.profile(profile).substitute
     lines = []
     for run in runs:
@@ -93,6 +94,24 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
     long.attrs["commits"] = {rid: ((rec.get("git") or {}).get("commit") if isinstance(rec.get("git"), dict) else None)
                              for rid, rec in records.items()}
     return long
+
+
+def check_world_sizes(table: Table, profile: str, runs: list, records: dict) -> None:
+    """ResultsError (one line naming the runs) when finished runs of a row trained with a number of processes
+    other than its registry row asks for (its GPUs, or its CPU tasks): a 4-GPU row trained as one process saw
+    the whole global batch on one device, another optimisation under the same run id, and its cells would mix
+    two readings. Records that predate the field are not checked."""
+    for label in dict.fromkeys(r.row_label for r in runs):
+        res = table.resources_for(label, profile)
+        want = res.gpus or res.tasks
+        odd = [(r.run_id, records[r.run_id].get("world_size")) for r in runs if r.row_label == label
+               and r.run_id in records and records[r.run_id].get("world_size") not in (None, want)]
+        if odd:
+            shown = ", ".join(f"{rid} ({n} process{'es' if n != 1 else ''})" for rid, n in odd[:4])
+            more = f" and {len(odd) - 4} more" if len(odd) > 4 else ""
+            raise ResultsError(f"{table.id} row {label!r} ({profile}): the registry asks for {want} process(es) a run "
+                               f"but {shown}{more} trained with another number; set those run folders aside and run "
+                               "them again with the GPUs the row asks for (--executor slurm)")
 
 
 def gain_lines(table: Table, lines: list[dict]) -> list[dict]:

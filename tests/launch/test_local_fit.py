@@ -30,11 +30,11 @@ def _pairs(table_id: str, profile: str = "paper"):
 
 
 def test_a_multi_gpu_row_is_refused_even_with_four_cuda_devices():
-    pairs = [(r, res) for r, res in _pairs("hsa/transfer-voc") if res.gpus > 1]
-    assert pairs and {res.gpus for _, res in pairs} == {8}
+    pairs = [(r, res) for r, res in _pairs("hsa/linear") if res.gpus > 1]
+    assert pairs and {res.gpus for _, res in pairs} == {32}
     with pytest.raises(ConfigError) as err:
         refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 4)
-    assert str(err.value).startswith(f"{len(pairs)} run(s) ask for 8 GPUs (hsa/transfer-voc row ")
+    assert str(err.value).startswith(f"{len(pairs)} run(s) ask for 32 GPUs (hsa/linear row ")
     assert str(err.value).endswith("the local executor runs each run as one process on one device, which would "
                                    "train the whole global batch on one GPU; submit them with --executor slurm")
 
@@ -76,3 +76,26 @@ def test_run_checks_the_tracking_backend_before_any_job(tmp_path, monkeypatch, v
     code, _, err = _cli("run", "rince/tab2", "--profile", "smoke", "--results", str(results))
     assert code == 2 and err == f"semcl: error: {message}\n"
     assert not results.exists()
+
+
+def test_a_transfer_row_runs_locally_only_where_its_gpus_are():
+    pairs = [(r, res) for r, res in _pairs("hsa/transfer-voc") if r.config.method.name == "detectron2_transfer"]
+    assert len(pairs) == 3 and {res.gpus for _, res in pairs} == {8}
+    refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 8)  # detectron2 starts its 8 processes itself
+    with pytest.raises(ConfigError, match=r"^3 run\(s\) ask for 8 GPUs \(hsa/transfer-voc row "):
+        refuse_unfit(pairs, "local", allow_cpu=False, devices=lambda: 4)
+
+
+def test_the_transfer_row_is_one_eight_gpu_job_without_an_evaluation_stage():
+    from semcl.launch.slurm.profile import load_cluster_profile
+    from semcl.launch.slurm.submit import slurm_groups
+
+    groups = slurm_groups(_pairs("hsa/transfer-voc"), load_cluster_profile("example-a100"))
+    transfer = [(p, runs) for p, runs in groups if runs[0].config.method.name == "detectron2_transfer"]
+    assert len(transfer) == 1
+    params, runs = transfer[0]
+    assert len(runs) == 3 and (params["gpus_per_node"], params["ntasks_per_node"], params["nodes"]) == (8, 1, 1)
+    assert params["cpus_per_task"] == 8 * load_cluster_profile("example-a100").cpus_per_gpu
+    from semcl.launch.slurm.profile import separate_evaluation
+
+    assert not separate_evaluation(params)

@@ -2,7 +2,8 @@
 
 A local job is one process on one device. A row that asks for several GPUs would train there as one process
 with the whole global batch (another optimisation problem under the same run id), so it goes to a scheduler
-that gives it its GPUs (`--executor slurm`). A row that asks for a GPU on a machine without CUDA would train
+that gives it its GPUs (`--executor slurm`); a row whose program starts its own processes (detectron2's
+transfer) runs here when the machine has its GPUs. A row that asks for a GPU on a machine without CUDA would train
 the paper's schedule on the CPU for days; it runs only when the user says so (`--allow-cpu`); the small
 reproduction is the `mini` profile. Runs already done are not checked: they will not run.
 """
@@ -26,7 +27,14 @@ def cuda_devices() -> int:
 def refuse_unfit(runs, executor: str, allow_cpu: bool, devices=cuda_devices) -> None:
     """ConfigError (one line) when a pending run cannot run here as its registry row asks; `runs` are
     (Run, Resources) pairs of the runs about to be submitted."""
-    multi = [(r, res) for r, res in runs if res.gpus > 1]
+    from semcl.methods.registry import method_spec
+
+    # a run that trains nothing itself hands its GPUs to a program that starts its own processes (detectron2):
+    # it may run here when the machine has them
+    def own_processes(r) -> bool:
+        return method_spec(r.config.method.name).builder is None
+
+    multi = [(r, res) for r, res in runs if res.gpus > 1 and not (own_processes(r) and devices() >= res.gpus)]
     if multi:
         gpus = sorted({res.gpus for _, res in multi})
         raise ConfigError(f"{len(multi)} run(s) ask for {'/'.join(map(str, gpus))} GPUs ({_rows(multi)}): the "

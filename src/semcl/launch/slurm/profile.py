@@ -159,13 +159,21 @@ def time_limit(res: Resources, cluster: ClusterProfile, estimate_min: float | No
 
 
 def slurm_parameters(res: Resources, cluster: ClusterProfile, where: str,
-                     estimate_min: float | None = None) -> dict[str, Any]:
+                     estimate_min: float | None = None, single_process: bool = False) -> dict[str, Any]:
     """submitit SlurmExecutor parameters (sbatch names) for one run with these needs on this cluster;
-    `estimate_min` is the run's estimate in minutes of one GPU (paper) or one CPU."""
+    `estimate_min` is the run's estimate in minutes of one GPU (paper) or one CPU. `single_process`: a run that
+    trains nothing itself and hands its GPUs to a program that starts its own processes (detectron2's
+    launcher): one task holding all of them, never split into a training and an evaluation job."""
     nodes, per_node = layout(res, cluster, where)
     params: dict[str, Any] = {"time": time_limit(res, cluster, estimate_min), "nodes": nodes,
                               "signal_delay_s": cluster.signal_delay_s}
-    if res.gpus:
+    if res.gpus and single_process:
+        if nodes > 1:
+            raise ConfigError(f"{where}: gpus {res.gpus} > gpus_per_node {cluster.gpus_per_node} of cluster "
+                              f"{cluster.name!r}, but the run's program uses the GPUs of one node")
+        params.update(gpus_per_node=per_node, ntasks_per_node=1, cpus_per_task=cluster.cpus_per_gpu * per_node,
+                      mem=f"{int(cluster.mem_per_gpu_gb * per_node)}GB")
+    elif res.gpus:
         # one task per GPU: DistributedDataParallel across the job's GPUs (mem is per node)
         params.update(gpus_per_node=per_node, ntasks_per_node=per_node, cpus_per_task=cluster.cpus_per_gpu,
                       mem=f"{int(cluster.mem_per_gpu_gb * per_node)}GB")

@@ -31,9 +31,14 @@ from semcl.runs import Run, Store, waves
 def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> list[tuple[dict, list[Run]]]:
     """Runs grouped by identical sbatch parameters, in first-seen order."""
     groups: dict[tuple, tuple[dict, list[Run]]] = {}
+    from semcl.methods.registry import method_spec
+
     for run, res in runs:
+        # a method that builds no network trains nothing here: its program (detectron2) gets the job's GPUs
+        single = method_spec(run.config.method.name).builder is None
         params = slurm_parameters(res, cluster, f"{run.table_id} ({run.profile})",
-                                  estimated_minutes(run.config, run.profile, res.gpus, cluster.cpus_per_gpu))
+                                  estimated_minutes(run.config, run.profile, res.gpus, cluster.cpus_per_gpu),
+                                  single_process=single)
         groups.setdefault(signature(params), (params, []))[1].append(run)
     return list(groups.values())
 

@@ -182,8 +182,8 @@ def test_scns_instance_draws_its_pool_once_and_scores_infonce_against_a_float64_
 
 
 # ---- item 5: Latent Mixup as a distance between the mixed representations -------------------------------------
-def test_latent_mixup_default_is_the_mixed_representation_distance_against_a_float64_reference(tmp_path):
-    s, train_set = _scns_instance(tmp_path, latent_mixup=True)
+def test_latent_mixup_distance_variant_is_the_mixed_representation_distance_against_a_float64_reference(tmp_path):
+    s, train_set = _scns_instance(tmp_path, latent_mixup=True, lm_mode="distance")
     m = s.cfg.method
     assert (m.lm_mode, m.lm_weight, m.lm_lam_max) == ("distance", 1.0, 1.0)
     idx = torch.tensor([0, 2, 7, 11, 16, 18])
@@ -206,6 +206,43 @@ def test_latent_mixup_default_is_the_mixed_representation_distance_against_a_flo
             dist += (zs - zt).pow(2).sum()
     ref = _infonce_ref(v_s, v_t, mem_s, mem_t, idx, negs, 0.07) + dist / 18 / m.beta  # weight 1 on beta * L
     assert loss.item() == pytest.approx(ref.item(), rel=1e-10)
+
+
+def test_latent_mixup_default_makes_pseudo_negatives_and_minimises_their_distance_float64(tmp_path):
+    """The paper's LM whole (SCNS §1): the same lambda mixes each side's bank positive with its negatives into
+    pseudo-negatives that join the other side's anchor's negatives, and mixes each side's current embedding with
+    the negatives for the distance term."""
+    s, train_set = _scns_instance(tmp_path, latent_mixup=True)
+    m = s.cfg.method
+    assert (m.lm_mode, m.lm_weight, m.lm_lam_max) == ("both", 1.0, 1.0)
+    idx = torch.tensor([0, 2, 7, 11, 16, 18])
+    x = _augmented(s, train_set, idx).double()
+    feats_s, _ = s.backbone.forward_features(x)
+    feats_t, _ = s.teacher_targets(_batch(x, train_set, idx))
+    mem_s, mem_t = s.crd.memory.memory_s.clone(), s.crd.memory.memory_t.clone()
+    loss = s.distill_loss(feats_s, feats_t, _batch(x, train_set, idx, gen_seed=11))
+    g = torch.Generator().manual_seed(11)  # the same stream: negatives first, then one lambda per pair
+    negs = s.sampler.sample(idx, train_set.labels[idx], 3, g)
+    lam = (torch.rand((6, 3), generator=g) * 1.0).double()
+    with torch.no_grad():
+        v_s = _unit(feats_s[-1] @ s.crd.embed_s.linear.weight.T + s.crd.embed_s.linear.bias)
+        v_t = _unit(feats_t[-1] @ s.crd.embed_t.linear.weight.T + s.crd.embed_t.linear.bias)
+    T, total, dist = 0.07, 0.0, 0.0
+    for v, bank in ((v_s, mem_t), (v_t, mem_s)):  # the student anchor scores the teacher bank and vice versa
+        side = 0.0
+        for b in range(6):
+            i = int(idx[b])
+            keys = [bank[i]] + [bank[int(j)] for j in negs[b]]
+            keys += [_unit(lam[b, j] * bank[i] + (1 - lam[b, j]) * bank[int(negs[b, j])]) for j in range(3)]
+            logits = torch.stack([v[b] @ k for k in keys]) / T
+            side += -(logits[0] - torch.logsumexp(logits, 0))
+        total += side / 6
+    for b in range(6):
+        for j in range(3):
+            zs = _unit(lam[b, j] * v_s[b] + (1 - lam[b, j]) * mem_s[negs[b, j]])
+            zt = _unit(lam[b, j] * v_t[b] + (1 - lam[b, j]) * mem_t[negs[b, j]])
+            dist += (zs - zt).pow(2).sum()
+    assert loss.item() == pytest.approx((total + dist / 18 / m.beta).item(), rel=1e-10)
 
 
 # ---- item 8: CC and FT in RepDistiller's forms ------------------------------------------------------------
@@ -309,7 +346,7 @@ def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
     students = {label: m for label, m in rows.items() if hasattr(m, "teacher_outputs")}
     assert all(m.teacher_outputs == "online" for label, m in students.items() if "cached" not in label)
     scns = [m for label, m in rows.items() if m.name.startswith("scns")]
-    assert {m.objective for m in scns} == {"infonce"} and {m.lm_mode for m in scns if m.latent_mixup} == {"distance"}
+    assert {m.objective for m in scns} == {"infonce"} and {m.lm_mode for m in scns if m.latent_mixup} == {"both"}
 
 
 def test_scns_students_refuse_a_k_their_dataset_cannot_serve():

@@ -259,8 +259,9 @@ def test_kd_cifar100_paper_plan_shares_each_teacher_per_seed_and_keeps_the_proto
     for r in students:
         (t,) = r.depends_on
         assert by_id[t].config.method.teacher_arch == r.config.method.teacher_arch and by_id[t].seed == r.seed
-    # 17 methods per pair + FSP on 6 of 7 same-family pairs + 6 named variant rows (cached teacher, paper forms)
-    assert len(students) == (13 * 17 + 6 + 6) * 3
+    # 18 methods per pair (17 + the CRD (InfoNCE) control) + FSP on 6 of 7 same-family pairs + 6 named variant
+    # rows (cached teacher, paper forms)
+    assert len(students) == (13 * 18 + 6 + 6) * 3
     row = {r.row_label: r for r in runs if r.seed == 123}
     mob = row["KD vgg13 to MobileNetV2"].config
     assert mob.optim.lr == 0.01 and mob.optim.step_milestones == [150, 180, 210] and mob.schedule.epochs == 240

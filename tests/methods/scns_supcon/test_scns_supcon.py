@@ -70,12 +70,37 @@ def test_training_step_is_the_loss_on_its_own_modules_and_draws_other_class_nega
     assert torch.equal(method.bank[rest], bank_before[rest])
 
 
-def test_latent_mixup_adds_mixed_negatives_and_user_vectors_need_a_pin():
-    method, labels = _method(latent_mixup=True, lm_num_mixed=2)
-    idx = torch.tensor([0, 1])
-    views = [torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 8)]
-    out = method.training_step(Batch(views, labels[idx], idx))
-    assert torch.isfinite(out["loss"])
+@pytest.mark.parametrize("mode", ["both", "extra", "distance"])
+def test_latent_mixup_pseudo_negatives_and_view_distance_against_the_formula(mode):
+    method, labels = _method(latent_mixup=True, lm_num_mixed=2, **({} if mode == "both" else {"lm_mode": mode}))
+    assert method.cfg.method.lm_mode == mode
+    idx = torch.tensor([0, 1, 5])
+    g = torch.Generator().manual_seed(3)
+    views = [torch.randn(3, 3, 8, 8, generator=g), torch.randn(3, 3, 8, 8, generator=g)]
+    bank = method.bank.clone().double()
+    out = method.training_step(Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(9)))
+    replay = torch.Generator().manual_seed(9)  # negatives first, then one lambda per mixed pair
+    neg_idx = method.sampler.sample(idx, labels[idx], 3, replay)
+    lam = (torch.rand((3, 2), generator=replay) * 1.0).double()
+    with torch.no_grad():
+        z = method.embed(torch.cat(views)).double()
+
+    def unit(v):
+        return v / v.norm()
+
+    negs = [[bank[int(j)] for j in neg_idx[a]] for a in range(3)]
+    if mode != "distance":  # lam * (the image's own bank entry) + (1 - lam) * negative, as extra negatives
+        negs = [row + [unit(lam[a, j] * bank[int(idx[a])] + (1 - lam[a, j]) * row[j]) for j in range(2)]
+                for a, row in enumerate(negs)]
+    ref = _reference(z, labels[idx], [torch.stack(r) for r in negs], 0.1)
+    if mode != "extra":  # || n(lam z1 + (1 - lam) m) - n(lam z2 + (1 - lam) m) ||^2, mean over the pairs
+        ref += sum(float((unit(lam[a, j] * z[a] + (1 - lam[a, j]) * negs[a][j])
+                          - unit(lam[a, j] * z[3 + a] + (1 - lam[a, j]) * negs[a][j])).pow(2).sum())
+                   for a in range(3) for j in range(2)) / 6
+    assert float(out["loss"].detach()) == pytest.approx(ref, rel=1e-4, abs=1e-6)  # float32 step, float64 reference
+
+
+def test_user_vectors_need_a_pin():
     with pytest.raises(Exception, match="needs 'method.vectors_sha256'"):
         _method("class", vectors="vectors", vectors_path="/nonexistent.txt")
 

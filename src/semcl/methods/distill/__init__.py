@@ -197,8 +197,10 @@ class _SCNSFields(CRDMethod):
     objective: str = "infonce"  # infonce | nce (see the docstring)
     k: int = 10  # top-k classes / instances
     latent_mixup: bool = False
-    lm_mode: str = "distance"  # distance (paper): + lm_weight ||z~S - z~T||^2 | extra: mixed pairs as extra negatives
-    lm_weight: float = 1.0  # weight of the distance term on the total loss (distance mode)
+    # both (the paper's LM, SCNS §1: harder pseudo-negatives *and* a distance between the mixed student and teacher
+    # representations) | extra: the pseudo-negatives alone | distance: the distance term alone
+    lm_mode: str = "both"
+    lm_weight: float = 1.0  # weight of the distance term on the total loss (both, distance)
     lm_lam_max: float = 1.0  # lambda ~ U(0, lm_lam_max); 0.5 = the "lambda < 0.5" variant
     lm_num_mixed: int | None = None  # mixed pairs per anchor; None = all K
 
@@ -254,7 +256,7 @@ _OUT = frozenset({"cached", "online"})
 _VAR = frozenset({"paper", "repdistiller"})
 _STAGE2 = frozenset({"fresh", "carried"})
 _CRD = {"teacher_outputs": _OUT, "objective": frozenset({"nce", "infonce"})}
-_LM = {**_CRD, "lm_mode": frozenset({"extra", "distance"})}
+_LM = {**_CRD, "lm_mode": frozenset({"both", "extra", "distance"})}
 # a student step: its own fwd+bwd plus a teacher forward (online) or a cache read (cached)
 _COST = 4 / 3
 

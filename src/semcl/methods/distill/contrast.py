@@ -6,9 +6,11 @@ Per step (anchor i = batch.indices, y its label), with M_S / M_T the student / t
     student anchor v_S(i) scores against M_T[i, n], teacher anchor v_T(i) against M_S[i, n]
     objective: CRD's NCE (crd, crd_kd: uniform noise P_n = 1/N, as its sampler) or InfoNCE (SCNS default:
       the SCNS samplers are not uniform and never draw the anchor, so NCE's noise model does not hold)
-    Latent Mixup (docs/papers/scns.md §c.4; SCNS §1 "a distance (or divergence) is minimized between both mixed
+    Latent Mixup (docs/papers/scns.md §c.4; SCNS §1: mixing positive and negative representations "to produce
+      harder pseudo negative sample representations ... and a distance is minimized between both mixed
       representations"), lambda ~ U(0, lm_lam_max) shared by both sides, first M = lm_num_mixed negatives:
-      distance (default): + lm_weight * mean ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
+      both (default): the pseudo-negatives of `extra` and the distance term of `distance`, one lambda for both
+      distance (variant): + lm_weight * mean ||n(lambda v_S + (1 - lambda) M_S[n_m]) - n(lambda v_T + (1 - lambda) M_T[n_m])||^2
                           (the anchors' current embeddings as the positives, so the term has a gradient)
       extra (variant):    M_T~ = n(lambda M_T[i] + (1 - lambda) M_T[n_m]) join the student anchor's negatives,
                           M_S~ likewise the teacher anchor's (K + M negatives)
@@ -112,11 +114,15 @@ class CRD(Distill):
                                                      batch.generator, m.lm_lam_max)
             return contrast_scores(self.crd, v_s, v_t, index, neg, (t_mix.detach(), s_mix.detach()))
         lam = sample_mixup_lambda((neg.shape[0], n_mix), batch.generator, m.lm_lam_max)
-        s_mix = mix_with_positive(v_s, mem_s[neg[:, :n_mix]].detach(), lam)
-        t_mix = mix_with_positive(v_t, mem_t[neg[:, :n_mix]].detach(), lam)
-        extra = lm_distance_loss(s_mix, t_mix)
+        s_neg, t_neg = mem_s[neg[:, :n_mix]].detach(), mem_t[neg[:, :n_mix]].detach()
+        # the distance: each side's current embedding mixed with its negatives, so the term has a gradient
+        distance = lm_distance_loss(mix_with_positive(v_s, s_neg, lam), mix_with_positive(v_t, t_neg, lam))
+        mixed = None
+        if m.lm_mode == "both":  # the same lambda mixes each side's bank positive into pseudo-negatives
+            mixed = (mix_with_positive(mem_t[index], t_neg, lam).detach(),
+                     mix_with_positive(mem_s[index], s_neg, lam).detach())
         # distill_loss is scaled by beta in the total: lm_weight is the distance term's weight on the total
-        return contrast_scores(self.crd, v_s, v_t, index, neg) + extra * (m.lm_weight / m.beta)
+        return contrast_scores(self.crd, v_s, v_t, index, neg, mixed) + distance * (m.lm_weight / m.beta)
 
     def write_negatives(self, ctx: TrainContext, tensors: dict[str, torch.Tensor], fingerprint: str) -> None:
         """The sampler's defining tensors and their sha256 in the run folder."""

@@ -3,7 +3,8 @@ negatives come from a memory bank drawn by a sampler: `uniform` (other-class ima
 `class` (SCNS-class: a class among the top-k word-similar ones, drawn ∝ similarity, then an image), or, as
 `scns_supcon_instance`, SCNS-instance (the k most similar other-class images by the penultimate features of a
 pretrained network -- the finished run its row names with `teacher:` -- from one pass before training), with
-optional Latent Mixup (mixed anchor/negative pseudo-negatives). The loss is semcl.losses.scns_supcon;
+optional Latent Mixup (mixed anchor/negative pseudo-negatives, and a distance between the two views' mixed
+representations). The loss is semcl.losses.scns_supcon;
 every choice is an assumption (the paper's loss and settings are unknown).
 """
 
@@ -28,6 +29,10 @@ class SCNSSupConMethod:
     latent_mixup: bool = False
     lm_lam_max: float = 1.0  # lambda ~ U(0, lm_lam_max)
     lm_num_mixed: int | None = None  # mixed negatives per anchor; None = all K
+    # both (the paper's LM, as in the KD students: pseudo-negatives and a distance between the mixed representations,
+    # here of the two views) | extra: the pseudo-negatives alone | distance: the distance term alone
+    lm_mode: str = "both"
+    lm_weight: float = 1.0  # weight of the distance term on the loss
     vectors: str = "glove"  # glove | vectors | sentence (semcl.data.word_vectors)
     vectors_path: str | None = None
     vectors_sha256: str | None = None  # required with vectors_path (its content in the run id)
@@ -54,6 +59,10 @@ class SCNSSupConInstanceMethod:
     latent_mixup: bool = False
     lm_lam_max: float = 1.0
     lm_num_mixed: int | None = None
+    # both (the paper's LM, as in the KD students: pseudo-negatives and a distance between the mixed representations,
+    # here of the two views) | extra: the pseudo-negatives alone | distance: the distance term alone
+    lm_mode: str = "both"
+    lm_weight: float = 1.0  # weight of the distance term on the loss
 
     def __post_init__(self) -> None:
         if self.num_negatives < 1 or self.temperature <= 0 or not 0 <= self.bank_momentum < 1 or self.k < 1:
@@ -73,10 +82,11 @@ def check_instance_classes(method_cfg: SCNSSupConInstanceMethod, num_classes: in
         raise ConfigError(f"'method.name' = {method_cfg.name!r}: SCNS-instance needs at least 2 classes")
 
 
-_LOSSES = ("semcl.losses.scns_supcon:bank_supcon_loss",)
+_LOSSES = ("semcl.losses.scns_supcon:bank_supcon_loss", "semcl.losses.latent_mixup:lm_distance_loss")
+_LM_MODES = frozenset({"both", "extra", "distance"})
 SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.method:SCNSSupCon", train_cost=2.0,
                   check_dataset=check_top_k_classes,
-                  choices={"negatives": frozenset({"uniform", "class"}),
+                  choices={"negatives": frozenset({"uniform", "class"}), "lm_mode": _LM_MODES,
                            "weighting": frozenset({"similarity", "softmax"}),
                            "vectors": frozenset({"glove", "vectors", "sentence"})},
                   summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class",
@@ -85,6 +95,6 @@ SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.me
 INSTANCE_SPEC = MethodSpec("scns_supcon_instance", SCNSSupConInstanceMethod,
                            "semcl.methods.scns_supcon.method:SCNSSupConInstance", train_cost=2.0, depends="teacher",
                            check_dataset=check_instance_classes,
-                           choices={"weighting": frozenset({"uniform", "similarity"})},
+                           choices={"weighting": frozenset({"uniform", "similarity"}), "lm_mode": _LM_MODES},
                            summary="supervised contrastive loss over bank negatives drawn by SCNS-instance (pools "
                                    "from a finished run's features)", losses=_LOSSES)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
-from semcl.losses.latent_mixup import mix_with_positive
+from semcl.losses.latent_mixup import lm_distance_loss, mix_with_positive
 from semcl.losses.scns_supcon import bank_supcon_loss
 from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
 from semcl.models import ProjectionHead, build_backbone
@@ -61,13 +61,21 @@ class SCNSSupCon(Method):
         z = self.embed(torch.cat(batch.views, dim=0))
         neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
         negs = self.bank[neg_idx.to(self.bank.device)]  # [B, K, D], no gradient (a buffer)
+        distance = None
         if m.latent_mixup:
             n_mix = m.lm_num_mixed or negs.shape[1]
             lam = torch.rand((negs.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
-            anchor = self.bank[idx.to(self.bank.device)]  # the image's own (positive) entry
-            negs = torch.cat([negs, mix_with_positive(anchor, negs[:, :n_mix], lam)], dim=1)
+            mixed = negs[:, :n_mix]
+            if m.lm_mode != "extra":  # the two views play the student and teacher of the KD form, one lambda
+                b = idx.shape[0]
+                distance = lm_distance_loss(mix_with_positive(z[:b], mixed, lam), mix_with_positive(z[b:], mixed, lam))
+            if m.lm_mode != "distance":
+                anchor = self.bank[idx.to(self.bank.device)]  # the image's own (positive) entry
+                negs = torch.cat([negs, mix_with_positive(anchor, mixed, lam)], dim=1)
         with torch.autocast(z.device.type, enabled=False):
             loss = bank_supcon_loss(z, batch.labels, negs, m.temperature)
+            if distance is not None:
+                loss = loss + m.lm_weight * distance
         with torch.no_grad():  # the bank moves to the mean of the two views (momentum, renormalised)
             b = idx.shape[0]
             new = F.normalize((z[:b] + z[b:]).detach(), dim=1)

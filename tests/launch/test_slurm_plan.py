@@ -24,7 +24,7 @@ def test_smoke_plan_on_the_local_profile(tmp_path):
     out = _plan("--profile", "smoke", "--executor", "slurm", "--cluster", "local")
     lines = out.splitlines()
     assert "# array of 51 runs: cpus_per_task=1, mem=2GB, nodes=1, ntasks_per_node=1, partition=debug, " \
-           "signal_delay_s=30, time=10" in lines
+           "signal_delay_s=30, srun_args=['--cpus-per-task=1'], time=10" in lines
     sbatch = [ln for ln in lines if ln.startswith("#SBATCH")]
     for expected in ("#SBATCH --cpus-per-task=1", "#SBATCH --mem=2GB", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
                      "#SBATCH --partition=debug", "#SBATCH --signal=USR2@30", "#SBATCH --time=10"):

@@ -24,7 +24,7 @@ class RankError(RuntimeError):
 
 def attempt() -> str:
     """This job attempt: the same on every rank of it, new after a requeue."""
-    return f"{os.environ.get('SLURM_JOB_ID', 'local')}.{os.environ.get('SLURM_RESTART_COUNT', '0') or '0'}"
+    return f"{os.environ.get('SLURM_JOB_ID', 'no-job')}.{os.environ.get('SLURM_RESTART_COUNT', '0') or '0'}"
 
 
 def record(folder: RunFolder, rank: int, err: BaseException) -> None:

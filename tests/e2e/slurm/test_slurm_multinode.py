@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -116,3 +117,31 @@ def test_a_killed_rank_requeues_the_job_and_the_resume_matches(tmp_path):
     assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]
     assert "resumed from" in (store.run_dir(run.run_id) / "log.txt").read_text()
     assert "a peer rank failed" in out.read_text() and "fault 1 of at most 2" in out.read_text()
+
+
+# what one task of the job sees: its CPU binding, SLURM's CPU count and the loader workers it would start on a GPU
+# (loader_workers reads both; the device only decides 0 on the CPU, nothing touches CUDA)
+TASK_CPUS = """
+import json, os, torch
+from semcl.data.file_views import loader_workers
+print(json.dumps({"rank": int(os.environ["SLURM_PROCID"]), "affinity": len(os.sched_getaffinity(0)),
+                  "cpus_per_task": os.environ.get("SLURM_CPUS_PER_TASK"), "workers": loader_workers(torch.device("cuda"))}))
+"""
+
+
+def test_under_cpu_binding_each_task_of_a_two_task_job_gets_its_cpus_and_loader_workers(tmp_path):
+    """The local cluster binds tasks to CPUs (TaskPlugin=task/affinity, slurm/local/start-slurm.sh): the job's
+    srun line asks for --cpus-per-task again (Slurm >= 22.05 does not pass sbatch's on), so every rank is bound
+    to its 2 CPUs and would start one loader worker instead of decoding in the training process."""
+    import submitit
+
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    assert "task/affinity" in conf, "the local cluster runs without CPU binding"
+    cluster = load_cluster_profile("local")
+    params = slurm_parameters(Resources(cpus=2, mem_gb=1, time_min=5, tasks=2, nodes=2), cluster, "test")
+    assert params["srun_args"] == ["--cpus-per-task=2"]
+    ex = submitit.AutoExecutor(folder=tmp_path / "%j", cluster="slurm")
+    ex.update_parameters(**{f"slurm_{k}": v for k, v in params.items() if k != "signal_delay_s"})
+    job = ex.submit(submitit.helpers.CommandFunction([sys.executable, "-c", TASK_CPUS]))
+    got = sorted((json.loads(out) for out in job.results()), key=lambda r: r["rank"])
+    assert got == [{"rank": r, "affinity": 2, "cpus_per_task": "2", "workers": 1} for r in (0, 1)]

@@ -106,3 +106,30 @@ def disk_full_message(path: Path, detail: str = "") -> str:
         free = "free space unknown"
     extra = f"; {detail}" if detail else ""
     return f"the disk holding {folder} is full or over quota ({free}{extra}); free space and rerun"
+
+
+def inflation_problem(path: Path) -> str | None:
+    """Why a torch checkpoint file would hold more in memory than on disk (None when it would not).
+
+    torch.save writes its zip entries stored, never compressed, so a checkpoint's tensors take in memory what
+    the file takes on disk. torch.load still inflates deflated entries: a crafted 510 KB file can become a
+    512 MiB tensor. An entry that is compressed, or that declares more bytes than the file holds, is refused
+    before anything is decompressed. A file that is not a zip (torch's legacy format) cannot be compressed."""
+    import zipfile
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError) as err:
+        return f"unreadable zip directory ({type(err).__name__}: {err})"
+    size = Path(path).stat().st_size
+    packed = [e for e in entries if e.compress_type != zipfile.ZIP_STORED]
+    if packed:
+        return (f"{len(packed)} compressed entr{'y' if len(packed) == 1 else 'ies'}, e.g. {packed[0].filename!r} "
+                f"(torch.save never compresses; {sum(e.file_size for e in packed):,} bytes once inflated)")
+    total = sum(e.file_size for e in entries)
+    if total > size:
+        return f"its entries declare {total:,} bytes, more than the file's {size:,}"
+    return None

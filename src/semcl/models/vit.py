@@ -81,6 +81,10 @@ def load_mae_checkpoint(vit: nn.Module, path: Path) -> None:
     As MAE's main_finetune: the position embedding is interpolated when the grid differs; the
     pre-training `norm`, any `head` and decoder keys are dropped; `fc_norm` stays at its init.
     Every remaining backbone key must be present (a ConfigError naming the file otherwise)."""
+    from semcl.files import inflation_problem
+
+    if Path(path).is_file() and (problem := inflation_problem(path)):
+        raise ConfigError(f"{path}: refused as an MAE checkpoint: {problem}")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as err:

@@ -41,6 +41,11 @@ def feature_runs(table: Table, profile: str, store: Store) -> list[tuple[str, st
 def load_features(path: Path) -> dict:
     import torch
 
+    from semcl.errors import ResultsError
+    from semcl.files import inflation_problem
+
+    if problem := inflation_problem(path):
+        raise ResultsError(f"{path}: refused: {problem}")
     return torch.load(path, map_location="cpu", weights_only=True)
 
 

@@ -72,6 +72,11 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
 def safe_load(path: Path, remedy: str = RESTART) -> Any:
     """torch.load(weights_only=True); ResultsError naming `path` and `remedy` when the file is not
     a readable checkpoint or holds anything but tensors and plain containers."""
+    from semcl.files import inflation_problem
+
+    problem = inflation_problem(path) if Path(path).is_file() else None
+    if problem:
+        raise ResultsError(f"{path}: refused: {problem}; {remedy}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

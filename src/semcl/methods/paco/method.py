@@ -22,6 +22,8 @@ Setup of the official code (docs/papers/paco.md §c.1-§c.4):
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -73,6 +75,10 @@ def init_backbone(backbone: nn.Module, pretrained: str | None, train_only: str |
     convolution frozen except those of layer4's last bottleneck (`layer4.2`); BN stays trainable.
     """
     if pretrained:
+        from semcl.files import inflation_problem
+
+        if Path(pretrained).is_file() and (problem := inflation_problem(pretrained)):
+            raise ConfigError(f"{pretrained}: refused as 'model.pretrained': {problem}")
         try:
             state = torch.load(pretrained, map_location="cpu", weights_only=True)
         except (OSError, RuntimeError) as err:

@@ -1,0 +1,57 @@
+"""A checkpoint never holds more in memory than on disk: torch.save stores its zip entries uncompressed, so an
+entry that is deflated (a decompression bomb: a small file that loads as hundreds of MiB) or that declares more
+bytes than the file holds is refused in one line before anything is inflated."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+import torch
+
+from semcl.errors import ResultsError
+from semcl.files import inflation_problem
+from semcl.runtime.checkpoint import safe_load
+
+
+def _deflated_copy(src, dst) -> None:
+    """The same zip entries as `src`, rewritten with deflate (what the crafted file does)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compression=zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info.filename))
+
+
+def test_a_checkpoint_torch_wrote_loads(tmp_path):
+    path = tmp_path / "last.pt"
+    torch.save({"method": {"w": torch.arange(6.0)}, "epoch": 3}, path)
+    assert inflation_problem(path) is None
+    got = safe_load(path)
+    assert got["epoch"] == 3 and torch.equal(got["method"]["w"], torch.arange(6.0))
+
+
+def test_a_deflated_checkpoint_is_refused_before_it_inflates(tmp_path):
+    src, bomb = tmp_path / "src.pt", tmp_path / "last.pt"
+    torch.save({"method": {"w": torch.zeros(4 * 1024 * 1024)}}, src)  # 16 MiB of zeros
+    _deflated_copy(src, bomb)
+    assert bomb.stat().st_size < 100_000  # deflate shrinks the zeros ~1000:1
+    assert torch.load(bomb, weights_only=True)["method"]["w"].numel() == 4 * 1024 * 1024  # torch would inflate it
+    with pytest.raises(ResultsError) as err:
+        safe_load(bomb)
+    text = str(err.value)
+    assert text.startswith(f"{bomb}: refused: ") and " compressed entries, e.g. " in text and "\n" not in text
+    inflated = int(text.split("torch.save never compresses; ")[1].split(" bytes")[0].replace(",", ""))
+    assert 16_777_216 < inflated < 16_777_216 + 10_000  # the zeros plus the small pickle and metadata entries
+
+
+def test_an_entry_declaring_more_bytes_than_the_file_is_refused(tmp_path):
+    path = tmp_path / "last.pt"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", b"x" * 100)
+    raw = bytearray(buf.getvalue())
+    # the central directory's uncompressed size of the one entry (offset 24 in its 46-byte header)
+    at = raw.rfind(b"PK\x01\x02") + 24
+    raw[at:at + 4] = (10**9).to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+    assert inflation_problem(path) == f"its entries declare 1,000,000,000 bytes, more than the file's {len(raw):,}"

@@ -10,6 +10,8 @@ PyYAML's safe loader has two habits a registry cannot live with:
   Before anything is constructed, the document's size with every alias expanded is counted (each
   distinct node once, so the count is cheap) and held against MAX_NODES; a recursive alias is refused.
 
+Dates are not read as dates: `2019-01-01` stays a string, which the config schema then refuses or keeps.
+
 Every failure is one line naming the file (and the line where YAML knows it), as the error class the
 caller asks for (ConfigError by default).
 """
@@ -116,6 +118,11 @@ class StrictLoader(_BaseLoader):
                 at = f" (first at line {first})" if first else ""
                 raise StrictYAMLError(f"duplicate key {key!r}{at}", key_node)
             seen[key] = _line(key_node)
+
+
+# a date-like scalar (`2019-01-01`) stays the text it is: no setting of the tool is a date, and a datetime object
+# would pass the reader only to fail as a traceback where the config is hashed (`--set optim.lr=2019-01-01`)
+StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 
 
 def load_text(text: str, where: str, error: type[Exception] = ConfigError) -> Any:

@@ -55,3 +55,29 @@ def test_an_entry_declaring_more_bytes_than_the_file_is_refused(tmp_path):
     raw[at:at + 4] = (10**9).to_bytes(4, "little")
     path.write_bytes(bytes(raw))
     assert inflation_problem(path) == f"its entries declare 1,000,000,000 bytes, more than the file's {len(raw):,}"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rng": None}, "key 'rng' missing (a resume needs a mapping with python, numpy and torch states)"),
+    ({"optimizer": None}, "key 'optimizer' missing (a resume needs a mapping)"),
+    ({"epoch": "1"}, "key 'epoch' = str '1': expected a whole number >= 0"),
+    ({"epoch": True}, "key 'epoch' = bool 'True': expected a whole number >= 0"),
+    ({"step": -2}, "key 'step' = -2: expected a whole number >= 0"),
+])
+def test_a_checkpoint_a_resume_cannot_read_is_one_line(tmp_path, change, message):
+    from semcl.runtime.checkpoint import load, rng_state
+
+    state = {"method": {"w": torch.zeros(2)}, "optimizer": {"state": {}, "param_groups": []}, "epoch": 1, "step": 0,
+             "rng": rng_state(), "history": []}
+    path = tmp_path / "last.pt"
+    torch.save(state, path)
+    assert load(path)["epoch"] == 1
+    for key, value in change.items():
+        if value is None:
+            del state[key]
+        else:
+            state[key] = value
+    torch.save(state, path)
+    with pytest.raises(ResultsError) as err:
+        load(path)
+    assert str(err.value).startswith(f"{path}: {message}; ")

@@ -311,8 +311,13 @@ def _preset(path: Path) -> dict:
 
 @cache
 def _parse_preset(path: Path, mtime_ns: int) -> dict:
-    """Presets are shared by many tables: parse each once (per modification)."""
-    return load_yaml_file(path) or {}
+    """Presets are shared by many tables: parse each once (per modification). A preset is a mapping of config
+    sections; anything else (a list, a bare string) is one line naming the file."""
+    doc = load_yaml_file(path) or {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: a preset is a mapping of config sections (data, model, optim, ...), "
+                          f"got a {type(doc).__name__}")
+    return doc
 
 
 def _row(r, i: int, keys: list[str], where: str) -> Row:

@@ -101,7 +101,38 @@ def load(path: Path) -> dict[str, Any] | None:
     state = safe_load(path)
     if not isinstance(state, dict) or "method" not in state:
         raise ResultsError(f"{path}: not a training checkpoint (no 'method' key); {RESTART}")
+    problem = _state_problem(state)
+    if problem:
+        raise ResultsError(f"{path}: {problem}; {RESTART}")
     return state
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+# what a resume reads from a training checkpoint, and the test each value must pass
+STATE_KEYS: dict[str, tuple[str, Any]] = {
+    "method": ("a mapping of tensors", lambda v: isinstance(v, dict)),
+    "optimizer": ("a mapping", lambda v: isinstance(v, dict)),
+    "epoch": ("a whole number >= 0", _is_count),
+    "history": ("a list", lambda v: isinstance(v, list)),
+    "rng": ("a mapping with python, numpy and torch states",
+            lambda v: isinstance(v, dict) and {"python", "numpy", "torch"} <= set(v)),
+}
+
+
+def _state_problem(state: dict[str, Any]) -> str | None:
+    """Why `state` cannot be resumed from (a key missing or of the wrong kind), None when it can: one line
+    instead of a KeyError or TypeError in the middle of the restore."""
+    for key, (want, ok) in STATE_KEYS.items():
+        if key not in state:
+            return f"key {key!r} missing (a resume needs {want})"
+        if not ok(state[key]):
+            return f"key {key!r} = {type(state[key]).__name__} {str(state[key])[:40]!r}: expected {want}"
+    if "step" in state and not _is_count(state["step"]):
+        return f"key 'step' = {state['step']!r}: expected a whole number >= 0"
+    return None
 
 
 def restore(module: Any, state: dict[str, Any], path: Path) -> None:

@@ -77,6 +77,17 @@ GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLU
 RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
 
+def slurm_count(name: str, default: int = 1) -> int:
+    """A positive whole number SLURM sets (SLURM_NTASKS, SLURM_CPUS_PER_TASK); DeviceError naming the variable
+    when it is something else (a wrapper script that exported it by hand), instead of a traceback in the job."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise DeviceError(f"${name} = {text!r}: expected a positive whole number (as SLURM sets it)")
+    return int(text)
+
+
 def require_given_gpus() -> None:
     """A job SLURM gave GPUs to refuses to train when CUDA shows none (CUDA_VISIBLE_DEVICES empty, "-1" or an
     unknown UUID; a driver that did not load): training on the CPU would take days and record a CPU run."""
@@ -96,7 +107,7 @@ def shutdown() -> None:
 def init_from_slurm() -> torch.device | None:
     """In a SLURM job with several tasks, join the process group; returns this rank's device
     (None for a single-task job: the caller picks the device)."""
-    if int(os.environ.get("SLURM_NTASKS", "1")) <= 1 or is_distributed():
+    if slurm_count("SLURM_NTASKS") <= 1 or is_distributed():
         return None
     import submitit
 

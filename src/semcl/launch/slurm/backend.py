@@ -13,6 +13,18 @@ class SlurmBackend(Backend):
     needs_preflight = True  # a queued job should not meet a shape error after hours in the queue
     previews_layout = True  # `plan --executor slurm` shows the arrays and their sbatch scripts
 
+    def check(self, runs, store: Store, options: LaunchOptions) -> None:
+        """The cluster's commands are here and the profile reads, before a snapshot or any data is written."""
+        import shutil
+
+        from semcl.errors import ConfigError
+
+        missing = [c for c in ("sbatch", "srun", "sacct") if shutil.which(c) is None]
+        if missing:
+            raise ConfigError(f"--executor slurm: {', '.join(missing)} not found on this machine's PATH; submit from "
+                              "a login node of the cluster (`semcl plan --executor slurm` previews the jobs anywhere)")
+        load_cluster_profile(options.cluster)
+
     def submit(self, runs, store: Store, options: LaunchOptions) -> None:
         from semcl.launch.slurm.submit import submit_slurm
 

@@ -45,7 +45,7 @@ class RunJob(submitit.helpers.Checkpointable):
         if holder is not None:
             print(f"{self.run.run_id}: running ({holder.describe()}); skipped", file=sys.stderr)
             return self.run.run_id
-        torch.set_num_threads(arithmetic_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))))
+        torch.set_num_threads(arithmetic_threads(distributed.slurm_count("SLURM_CPUS_PER_TASK")))
         distributed.require_given_gpus()  # a job given GPUs that sees none never trains on the CPU
         device = distributed.init_from_slurm()  # several tasks: one process per GPU
         try:

@@ -1,0 +1,59 @@
+"""Inputs that used to end in a traceback are one line naming the key or file, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from semcl.cli.main import main
+from semcl.runtime import distributed
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, err.getvalue()
+
+
+def test_a_date_like_set_value_is_a_type_error_not_a_traceback():
+    code, err = _cli("plan", "rince/tab2", "--profile", "smoke", "--set", "optim.lr=2019-01-01")
+    assert code == 2 and err == ("semcl: error: --set optim.lr=2019-01-01 on rince/tab2 row 'Cross-entropy', profile "
+                                 "'smoke': 'optim.lr' must be a number, got '2019-01-01'\n")
+
+
+@pytest.mark.parametrize("body, kind", [("- a\n", "list"), ("just a string\n", "str")])
+def test_a_preset_that_is_not_a_mapping_is_one_line(tmp_path, monkeypatch, body, kind):
+    from semcl.locations import registry_root
+
+    reg = tmp_path / "registry"
+    shutil.copytree(registry_root(), reg)
+    (reg / "presets" / "kd_cifar100.yaml").write_text(body)
+    monkeypatch.setenv("SEMCL_REGISTRY", str(reg))  # what --registry sets (restored after the test)
+    code, err = _cli("show", "scns/abl-negatives")
+    assert code == 2 and err == (f"semcl: error: {reg}/presets/kd_cifar100.yaml: a preset is a mapping of config "
+                                 f"sections (data, model, optim, ...), got a {kind}\n")
+
+
+def test_slurm_without_its_commands_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    results = tmp_path / "results"
+    code, err = _cli("run", "rince/tab2", "--profile", "smoke", "--row", "RINCE-in", "--executor", "slurm",
+                     "--no-check", "--results", str(results))
+    assert code == 2 and err == ("semcl: error: --executor slurm: sbatch, srun, sacct not found on this machine's "
+                                 "PATH; submit from a login node of the cluster (`semcl plan --executor slurm` "
+                                 "previews the jobs anywhere)\n")
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "2.5"])
+def test_a_malformed_slurm_count_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("SLURM_NTASKS", value)
+    with pytest.raises(distributed.DeviceError) as err:
+        distributed.init_from_slurm()
+    assert str(err.value) == f"$SLURM_NTASKS = {value!r}: expected a positive whole number (as SLURM sets it)"
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    assert distributed.slurm_count("SLURM_NTASKS") == 1 and distributed.init_from_slurm() is None

@@ -181,6 +181,14 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
     assert main(["--results", str(tmp_path), "export", "nosuchrun", "--format", "torchvision"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nosuchrun" in err
+    assert main(["--results", str(tmp_path / "runs" / "tiny"), "export", "..", "--format", "state_dict"]) == 2
+    assert capsys.readouterr().err == ("semcl: error: run id '..': not a run id (a folder name under runs/, as "
+                                       "`semcl status <table>` lists them)\n")
+    (tmp_path / "outdir").mkdir()  # --out a folder: the file goes inside it under its default name
+    assert main(["--results", str(tmp_path), "export", "tiny", "--format", "state_dict",
+                 "--out", str(tmp_path / "outdir")]) == 0
+    assert (tmp_path / "outdir" / "resnet_tiny.state_dict.pth").is_file()
+    capsys.readouterr()
     _run(tmp_path, "odd", ours, {"method": {"name": "ce"}, "model": {"backbone": "mystery_net"}})
     assert main(["--results", str(tmp_path), "export", "odd", "--format", "state_dict"]) == 2
     assert "mystery_net" in capsys.readouterr().err

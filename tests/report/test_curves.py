@@ -70,3 +70,24 @@ def test_cli_writes_png_and_csv(tmp_path):
                                                                          [3, 2.5, 2.5, 2.5, 1]]
     png = (tmp_path / "fig" / "rince_tab2.smoke.loss.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_a_diverged_seed_is_counted_apart_and_said(tmp_path):
+    store = Store(tmp_path / "results")
+    runs = [r for r in plan_runs(get_table("rince/tab2"), "smoke") if r.row_label == "Cross-entropy"][:3]
+    for run, losses in zip(runs, ([4.0, 3.0], [3.0, float("nan")], [5.0, float("inf")]), strict=True):
+        folder = store.run_dir(run.run_id)
+        folder.mkdir(parents=True)
+        for epoch, loss in enumerate(losses, 1):
+            append_entry(folder / HISTORY_FILE, {"epoch": epoch, "loss": loss})
+    data = history_curves(get_table("rince/tab2"), "smoke", store)
+    assert data[["epoch", "mean", "min", "max", "n", "nonfinite"]].values.tolist() == [
+        [1, 4.0, 3.0, 5.0, 3, 0], [2, 3.0, 3.0, 3.0, 1, 2]]
+    err = io.StringIO()
+    from contextlib import redirect_stderr
+
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        assert main(["--results", str(store.root), "curves", "rince/tab2", "--profile", "smoke",
+                     "--out", str(tmp_path / "fig")]) == 0
+    assert err.getvalue().splitlines()[0] == ("semcl: Cross-entropy: 2 seed(s) with a NaN or inf loss, first at epoch "
+                                              "2; the curve averages the finite seeds (n)")

@@ -17,6 +17,10 @@ def cmd_curves(args) -> None:
     data, png = write_curves(get_table(args.table), args.profile, store, out, rows=args.rows, metric=args.metric)
     last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    for row, part in data[data["nonfinite"] > 0].groupby("row", sort=False):
+        first = part.iloc[0]
+        print(f"semcl: {row}: {int(part['nonfinite'].max())} seed(s) with a NaN or inf {args.metric}, first at epoch "
+              f"{int(first['epoch'])}; the curve averages the finite seeds (n)", file=sys.stderr)
     print(f"(written to {png} and {png.with_suffix('.csv')})", file=sys.stderr)
 
 

@@ -210,8 +210,13 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) ->
 
     if fmt not in FORMATS:
         raise SemclError(f"--format {fmt!r}: unknown; known: {', '.join(FORMATS)}")
+    import re
+
     run_dir = Path(results) / "runs" / run_id
-    if not run_id or "/" in run_id or not run_dir.is_dir():
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", run_id):  # `..` or a path names a folder that is no run
+        raise SemclError(f"run id {run_id!r}: not a run id (a folder name under runs/, as `semcl status <table>` "
+                         "lists them)")
+    if not run_dir.is_dir():
         raise SemclError(f"run id {run_id!r}: no run folder {run_dir} (see `semcl status <table>`)")
     config, record = _read_run(run_dir, run_id)
     backbone = backbone_of(config)
@@ -228,6 +233,8 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) ->
     payload, rebuild = convert(backbone, sd, fmt)
     suffix = ".pkl" if fmt == "detectron2" else ".pth"
     weights = Path(out) if out else Path(results) / "exports" / run_id / f"{backbone.name}.{fmt}{suffix}"
+    if weights.is_dir():  # a folder given as --out: the file goes inside it, under its default name
+        weights = weights / f"{backbone.name}.{fmt}{suffix}"
     dump = (lambda f: pickle.dump(payload, f)) if fmt == "detectron2" else (lambda f: torch.save(payload, f))
     write_atomic(weights, dump)  # a reader never loads half a file
     meta_path = weights.with_name(weights.name + ".json")

@@ -3,7 +3,9 @@ seeds and a band from the seeds' minimum to maximum (with the sample std in the 
 
 A run's history is its live results/runs/<id>/history.jsonl (semcl.runtime.history) while it trains, else the
 finished record's `history` (runs from before the live file). Runs with neither are left out.
-CSV: row, epoch, mean, std, min, max, n (std empty where n = 1)."""
+CSV: row, epoch, mean, std, min, max, n, nonfinite (std empty where n = 1): the statistics are over the seeds whose
+value is finite (n); `nonfinite` counts the seeds whose value is NaN or inf that epoch (a diverged run, said by
+`semcl curves` in one line per row, never shown as a blank)."""
 
 from __future__ import annotations
 
@@ -49,10 +51,12 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
     out = []
     for row, per_epoch in values.items():
         for epoch in sorted(per_epoch):
-            v = np.asarray(per_epoch[epoch], dtype=np.float64)
-            out.append({"row": row, "epoch": epoch, "mean": v.mean(), "std": v.std(ddof=1) if len(v) > 1 else np.nan,
-                        "min": v.min(), "max": v.max(), "n": len(v)})
-    return pd.DataFrame(out, columns=["row", "epoch", "mean", "std", "min", "max", "n"])
+            every = np.asarray(per_epoch[epoch], dtype=np.float64)
+            v = every[np.isfinite(every)]  # a diverged seed (NaN / inf) is counted apart, never averaged
+            out.append({"row": row, "epoch": epoch, "mean": v.mean() if len(v) else np.nan,
+                        "std": v.std(ddof=1) if len(v) > 1 else np.nan, "min": v.min() if len(v) else np.nan,
+                        "max": v.max() if len(v) else np.nan, "n": len(v), "nonfinite": len(every) - len(v)})
+    return pd.DataFrame(out, columns=["row", "epoch", "mean", "std", "min", "max", "n", "nonfinite"])
 
 
 def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,

@@ -14,7 +14,7 @@ from semcl.cli import main as cli
 from semcl.config import config_to_dict
 from semcl.registry.tables import get_table
 from semcl.registry.variant_rows import variant_tables
-from semcl.report.older_configs import ABSENT, changed_keys, flatten
+from semcl.report.older_configs import ABSENT, OlderRun, changed_keys, describe, flatten
 from semcl.run_folder import STORE_FORMAT
 from semcl.runs import Store, plan_runs
 
@@ -138,3 +138,14 @@ def test_a_record_of_a_newer_store_format_is_one_line(tmp_path, capsys):
         f"key 'store_format' is {STORE_FORMAT + 1}: written by a newer semcl than this one (reads formats "
         f"1-{STORE_FORMAT}); read it with that version, or upgrade")
     assert json.loads(store.folder(run.run_id).metrics.read_text())["store_format"] == STORE_FORMAT + 1
+
+
+def test_a_long_group_shows_its_first_runs_and_the_rest_with_verbose():
+    older = [OlderRun(f"00000000000{i}", "CE", 1, "00000000cafe", {"optim.lr": (0.1, 0.2)}) for i in range(7)]
+    lines = describe(older, shown=5)
+    assert lines[1:] == ["# row 'CE' (7 run(s)): optim.lr: 0.1 -> 0.2",
+                         *(f"00000000000{i}  seed=1    older  now 00000000cafe" for i in range(5)),
+                         "# ... and 2 more run(s) of this older config (status -v lists them)"]
+    assert len(describe(older, shown=None)) == 9
+    many = {f"k{i}": (i, i + 1) for i in range(10)}
+    assert describe([OlderRun("a", "CE", 1, "b", many)], limit=2)[1] == "# row 'CE' (1 run(s)): k0: 0 -> 1; k1: 1 -> 2; +8 more"

@@ -181,7 +181,7 @@ def cmd_status(args) -> None:
     for t, run, _, _ in rows:
         shown.setdefault(t.id, []).append(run)
     # finished runs no plan reaches (older configs, variants) are named under each table, never reused
-    extra = status_lines(store, shown, args.profile, subset=bool(args.set or args.row))
+    extra = status_lines(store, shown, args.profile, subset=bool(args.set or args.row), verbose=args.verbose)
     for table_id in shown:
         print(f"# {table_id} profile={args.profile}")
         counts: dict[str, int] = {}

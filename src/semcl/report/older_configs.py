@@ -138,8 +138,9 @@ def variant_counts(stored: list[StoredRun], table_id: str, profile: str, known: 
     return out
 
 
-def describe(older: list[OlderRun], limit: int = 8) -> list[str]:
-    """What `semcl status` prints: the count, then per row and older config the keys that changed and its runs."""
+def describe(older: list[OlderRun], limit: int = 8, shown: int | None = 5) -> list[str]:
+    """What `semcl status` prints: the count, then per row and older config the keys that changed (`limit` of
+    them) and its runs (`shown` of them; None: all, as `status -v`)."""
     if not older:
         return []
     lines = [f"# {len(older)} finished run(s) here belong to older configs of this table: shown, never reused or "
@@ -157,9 +158,11 @@ def describe(older: list[OlderRun], limit: int = 8) -> list[str]:
             why = "no config key differs" + ("" if any(not o.seed_planned for o in runs) else
                                              " (the runs it builds on, or how ids are made, moved)")
         lines.append(f"# row {row!r} ({len(runs)} run(s)): {why}")
-        for o in runs:
+        for o in runs[:shown]:
             now = "" if gone else f"  now {o.current}" + ("" if o.seed_planned else " (this seed is not planned now)")
             lines.append(f"{o.run_id}  seed={o.seed:<4} older{now}")
+        if shown is not None and len(runs) > shown:
+            lines.append(f"# ... and {len(runs) - shown} more run(s) of this older config (status -v lists them)")
     return lines
 
 
@@ -169,10 +172,11 @@ def describe_variants(counts: dict[str, int], table_id: str, profile: str, regis
             f"{set_options(label, variant_base(label, registered) or '')}" for label, n in sorted(counts.items())]
 
 
-def status_lines(store: Store, shown: dict[str, list[Run]], profile: str, subset: bool) -> dict[str, list[str]]:
+def status_lines(store: Store, shown: dict[str, list[Run]], profile: str, subset: bool,
+                 verbose: bool = False) -> dict[str, list[str]]:
     """Per table id, the lines `semcl status` adds under its runs. `shown`: the runs status lists per table;
     `subset`: they are some rows or `--set` variants of it (the runs of its other registered rows are then not
-    older, and only the shown rows' older runs are listed)."""
+    older, and only the shown rows' older runs are listed); `verbose`: every older run, not the first few."""
     from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 
@@ -183,7 +187,7 @@ def status_lines(store: Store, shown: dict[str, list[Run]], profile: str, subset
     for tid, runs in shown.items():
         registered = {r.label for r in get_table(tid).rows}
         lines = describe(older_runs(stored, tid, profile, runs, known, registered,
-                                    {r.row_label for r in runs} if subset else None))
+                                    {r.row_label for r in runs} if subset else None), shown=None if verbose else 5)
         if not subset:
             counts = variant_counts(stored, tid, profile, known, registered)
             lines += describe_variants(counts, tid, profile, registered)

@@ -68,7 +68,7 @@ def add_set(sp, rows: str | None) -> None:
                          "on the selected rows, after every registry layer; own run ids, labelled "
                          "'<row> [KEY=VALUE]' (repeatable). A sweep: KEY=A,B,C (or the key repeated) makes one "
                          "variant per value, two swept keys their grid; only commas outside [...], {...} and quotes "
-                         "split, so optim.milestones=[30,60] is one value (a string with a comma: KEY='\"a,b\"')")
+                         "split, so probe.milestones=[30,60] is one value (a string with a comma: KEY='\"a,b\"')")
     if rows:
         sp.add_argument("--row", action="append", help=rows)
 

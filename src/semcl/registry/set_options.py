@@ -4,7 +4,7 @@ scalars or flow lists, checked here for their names and syntax; the schema check
 rows are built (semcl.registry.variant_rows).
 
 A value is split on the commas at its top level only: a comma inside [...], {...} or quotes stays, so
-`optim.milestones=[30,60]` is one list and `optim.milestones=[30,60],[20,40]` a sweep over two; a string that
+`probe.milestones=[30,60]` is one list and `probe.milestones=[30,60],[20,40]` a sweep over two; a string that
 holds a comma is quoted (`key='"a,b"'`).
 """
 

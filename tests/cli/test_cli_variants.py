@@ -203,3 +203,88 @@ def test_a_row_without_runs_of_its_own_is_not_varied(env, capsys):
     assert capsys.readouterr().err.strip() == (
         "semcl: error: --set: row 'Two heads' of rince/tab2 has no runs of its own (it shows the best row of "
         "rince/tab10: vary that table's rows); nothing to vary")
+
+
+def grid_ids(table_id: str, label: str, values: dict[str, object]) -> list[str]:
+    """The ids by hand for any dotted keys: the registered row's resolved config with them changed."""
+    table = get_table(table_id)
+    cfg = table.resolve(table.row(label), "smoke")
+    for key, value in values.items():
+        section, name = key.split(".")
+        setattr(getattr(cfg, section), name, value)
+    return [make_run_id(cfg, seed) for seed in table.seeds_for("smoke")]
+
+
+def test_a_sweep_plans_one_variant_per_value(env, capsys):
+    swept = plan_json(capsys, env, "rince/tab9", "--set", "optim.lr=0.1,0.2")["tables"][0]["runs"]
+    labels = [r.label for r in get_table("rince/tab9").rows]
+    expected = [(f"{label} [optim.lr={lr}]", rid) for label in labels for lr in (0.1, 0.2)
+                for rid in grid_ids("rince/tab9", label, {"optim.lr": lr})]
+    assert [(r["row"], r["id"]) for r in swept] == expected and len(expected) == 18
+    # the same key repeated is the same sweep; each value's runs are those of that value alone
+    assert plan_json(capsys, env, "rince/tab9", "--set", "optim.lr=0.1", "--set", "optim.lr=0.2")["tables"][0][
+        "runs"] == swept
+    alone = plan_json(capsys, env, "rince/tab9", "--set", "optim.lr=0.2")["tables"][0]["runs"]
+    assert [r["id"] for r in alone] == [r["id"] for r in swept if r["row"].endswith("[optim.lr=0.2]")]
+
+
+def test_two_swept_keys_make_the_grid_and_a_list_keeps_its_commas(env, capsys):
+    row = "alpha = 0.3"
+    grid = plan_json(capsys, env, "rince/tab9", "--row", row, "--set", "schedule.epochs=2,3",
+                     "--set", "optim.lr=0.1,0.2")["tables"][0]["runs"]
+    cells = [{"optim.lr": lr, "schedule.epochs": e} for lr in (0.1, 0.2) for e in (2, 3)]
+    assert [(r["row"], r["id"]) for r in grid] == [
+        (f"{row} [optim.lr={c['optim.lr']}, schedule.epochs={c['schedule.epochs']}]", rid)
+        for c in cells for rid in grid_ids("rince/tab9", row, c)]
+    one = plan_json(capsys, env, "rince/tab9", "--row", row, "--set", "probe.milestones=[1,2]")["tables"][0]["runs"]
+    assert [(r["row"], r["id"]) for r in one] == [
+        (f"{row} [probe.milestones=[1, 2]]", rid) for rid in grid_ids("rince/tab9", row, {"probe.milestones": [1, 2]})]
+    two = plan_json(capsys, env, "rince/tab9", "--row", row, "--set", "probe.milestones=[1,2],[2, 3]")["tables"][0]
+    assert [r["row"] for r in two["runs"]][::3] == [f"{row} [probe.milestones=[1, 2]]", f"{row} [probe.milestones=[2, 3]]"]
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--executor", "debug"], ["check"], ["table"], ["status"],
+                                     ["curves"]])
+@pytest.mark.parametrize("settings, message", [
+    (["optim.lr=0.1,,0.2"], "--set 'optim.lr=0.1,,0.2': key 'optim.lr' has an empty value in its list of values"),
+    (["optim.lr=0.1", "optim.lr=0.1"], "--set 'optim.lr=0.1': key 'optim.lr' is given the value 0.1 twice"),
+    (["optim.lr=0.1,abc"], "--set optim.lr=abc on rince/tab2 row "),
+    (["optim.lrr=0.1,0.2"], "--set 'optim.lrr=0.1,0.2': unknown key 'optim.lrr' (known in optim: "),
+])
+def test_a_bad_sweep_fails_with_one_line_and_writes_nothing(env, capsys, command, settings, message):
+    sets = [x for s in settings for x in ("--set", s)]
+    assert main(["--results", str(env), command[0], TABLE, *command[1:], "--profile", "smoke", *sets]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"semcl: error: {message}"), err
+    assert not env.exists()
+
+
+def test_table_shows_every_value_of_a_sweep_beside_the_row(env, capsys):
+    store = Store(env)
+    fill(store, [r.run_id for r in plan_runs(get_table(TABLE), "smoke", ["RINCE-in"])], 50.0)
+    fill(store, variant_ids(TABLE, "RINCE-in", lr=0.1), 60.0)
+    fill(store, variant_ids(TABLE, "RINCE-in", lr=0.2), 70.0)
+    assert main(["--results", str(env), "table", TABLE, "--profile", "smoke", "--row", "RINCE-in",
+                 "--set", "optim.lr=0.1,0.2"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("| RINCE-in |", "| RINCE-in ["))]
+    assert [ln.split(" | ")[0] for ln in lines] == ["| RINCE-in", "| RINCE-in [optim.lr=0.1]", "| RINCE-in [optim.lr=0.2]"]
+    assert ["51.00 ± 1.00 (n=3)" in lines[0], "61.00 ± 1.00 (n=3)" in lines[1], "71.00 ± 1.00 (n=3)" in lines[2]] == [
+        True] * 3
+
+
+def test_status_and_curves_see_a_variants_runs(env, capsys):
+    store = Store(env)
+    ids = variant_ids(TABLE, "RINCE-in", lr=0.1)
+    for rid, losses in zip(ids, ([3.0, 2.0], [5.0, 4.0], [4.0, 3.0]), strict=True):
+        store.write_record(rid, {"run_id": rid, "metrics": {},
+                                 "history": [{"epoch": e, "loss": v} for e, v in enumerate(losses, 1)]})
+    assert main(["--results", str(env), "status", TABLE, "--profile", "smoke", "--row", "RINCE-in",
+                 "--set", "optim.lr=0.1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"# {TABLE} profile=smoke", "# done: 3"]
+    assert main(["--results", str(env), "curves", TABLE, "--profile", "smoke", "--set", "optim.lr=0.1",
+                 "--rows", r"^RINCE-in \["]) == 0
+    from semcl.registry.set_options import slug
+
+    csv = (env / "curves" / "variants" / slug(["optim.lr=0.1"]) / "rince_tab2.smoke.loss.csv").read_text()
+    assert csv.splitlines() == ["row,epoch,mean,std,min,max,n", "RINCE-in [optim.lr=0.1],1,4.0,1.0,3.0,5.0,3",
+                                "RINCE-in [optim.lr=0.1],2,3.0,1.0,2.0,4.0,3"]

@@ -66,7 +66,9 @@ def add_set(sp, rows: str | None) -> None:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="a variant: this config key (dotted, as rows' overrides, e.g. optim.lr=0.1; value as YAML) "
                          "on the selected rows, after every registry layer; own run ids, labelled "
-                         "'<row> [KEY=VALUE]' (repeatable)")
+                         "'<row> [KEY=VALUE]' (repeatable). A sweep: KEY=A,B,C (or the key repeated) makes one "
+                         "variant per value, two swept keys their grid; only commas outside [...], {...} and quotes "
+                         "split, so probe.milestones=[30,60] is one value (a string with a comma: KEY='\"a,b\"')")
     if rows:
         sp.add_argument("--row", action="append", help=rows)
 
@@ -117,7 +119,7 @@ def selected(args, tables: list) -> list:
     """--set: the tables' variant rows instead of their registered ones; --row: only those rows (semcl.registry.variant_rows)."""
     if args.command == "check" and args.row and not args.set:
         raise ConfigError("--row selects the rows --set varies in `semcl check`; add --set key=value")
-    if not getattr(args, "set", None) and not (args.command == "plan" and args.row):
+    if not getattr(args, "set", None) and not (args.command in ("plan", "status", "wait") and args.row):
         return tables
     from semcl.registry.variant_rows import variant_tables
 

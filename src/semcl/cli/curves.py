@@ -1,8 +1,10 @@
-"""`semcl curves <table> --profile P [--rows REGEX] [--metric loss] [--out DIR]`: the rows' training curves
-(semcl.report.curves) as PNG + CSV, drawn from the runs' live history.jsonl, finished or not."""
+"""`semcl curves <table> --profile P [--rows REGEX] [--metric loss] [--set KEY=VALUE] [--out DIR]`: the rows'
+training curves (semcl.report.curves) as PNG + CSV, drawn from the runs' live history.jsonl, finished or not;
+with --set, each varied row beside its variants (their files in a folder of their own, as `table --set`)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,7 +16,13 @@ def cmd_curves(args) -> None:
 
     store = Store(Path(args.results) if args.results else None)
     out = Path(args.out) if args.out else store.root / "curves"
-    data, png = write_curves(get_table(args.table), args.profile, store, out, rows=args.rows, metric=args.metric)
+    table, options = get_table(args.table), ""
+    if args.set:
+        from semcl.registry.variant_rows import slug, table_view
+
+        table = table_view(table, args.set, None, args.profile)
+        out, options = out / "variants" / slug(args.set), "".join(f" --set {shlex.quote(s)}" for s in args.set)
+    data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options)
     last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     for row, part in data[data["nonfinite"] > 0].groupby("row", sort=False):
@@ -25,12 +33,14 @@ def cmd_curves(args) -> None:
 
 
 def add_parser(sub) -> None:
-    from semcl.cli.args import add_profile
+    from semcl.cli.args import add_profile, add_set
 
     sp = sub.add_parser("curves", help="training curves of a table's rows (mean and min-max band over seeds): PNG + CSV")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
     add_profile(sp)
     sp.add_argument("--rows", help="only rows whose label matches this regular expression")
     sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
-    sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves)")
+    sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves; with --set: "
+                                  "<results>/curves/variants/<settings>/)")
+    add_set(sp, None)
     sp.set_defaults(func=cmd_curves)

@@ -173,20 +173,26 @@ def _plan_with_layout(args, be) -> None:
 
 
 def cmd_status(args) -> None:
-    from semcl.report.older_configs import describe, older_runs
+    from semcl.report.older_configs import status_lines
 
     store = open_store(args)
     rows = _statuses(args, store)
-    for table_id in dict.fromkeys(t.id for t, _, _, _ in rows):
+    shown: dict[str, list] = {}
+    for t, run, _, _ in rows:
+        shown.setdefault(t.id, []).append(run)
+    # finished runs no plan reaches (older configs, variants) are named under each table, never reused
+    extra = status_lines(store, shown, args.profile, subset=bool(args.set or args.row), verbose=args.verbose)
+    for table_id in shown:
         print(f"# {table_id} profile={args.profile}")
         counts: dict[str, int] = {}
         mine = [(run, status, detail) for t, run, status, detail in rows if t.id == table_id]
+        width = max([24, *(len(run.row_label) for run, _, _ in mine)])  # variant labels are long
         for run, status, detail in mine:
             counts[status] = counts.get(status, 0) + 1
             if status != "done" or args.verbose:
-                print(f"{run.run_id}  {run.row_label:<24} seed={run.seed:<4} {status:<8} {detail}")
+                print(f"{run.run_id}  {run.row_label:<{width}} seed={run.seed:<4} {status:<8} {detail}")
         print("# " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-        for line in describe(older_runs(store, table_id, args.profile, [run for run, _, _ in mine])):
+        for line in extra[table_id]:
             print(line)
 
 
@@ -274,6 +280,8 @@ def add_parser(sub) -> None:
             sp.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster profile slurm/profiles/<name>.yaml")
             add_set(sp, "only this row label and the rows it builds on (repeatable)")
             add_json(sp)
+        else:  # the runs of variants (and of some rows) are followed as `plan` lists them
+            add_set(sp, "only this row label and the rows it builds on (repeatable); with --set: the rows it varies")
         if name == "wait":
             sp.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
             sp.add_argument("--poll", type=positive_float, default=10.0,

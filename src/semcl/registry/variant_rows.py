@@ -1,4 +1,6 @@
-"""Variants from the command line: `--set key=value` on `plan`, `run`, `check` and `table`.
+"""Variants from the command line: `--set key=value` on `plan`, `run`, `check`, `status`, `table` and `curves`;
+`--set key=a,b` (or the key repeated) makes one variant per value, two swept keys their grid
+(semcl.registry.set_options reads the texts).
 
 A variant is a registered row with extra dotted config keys (the names rows' `overrides` use, e.g.
 `optim.lr`) applied after every registry layer (preset -> row -> profile -> the profile's row entry),
@@ -14,96 +16,19 @@ whose method has that field (as a profile's `method.*` keys do); a row that buil
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import re
 import sys
 from typing import Any
 
-import yaml
-
 from semcl.config import hashable_config
 from semcl.errors import ConfigError
-from semcl.run_config import build_config, section_types
-from semcl.yaml_strict import StrictLoader
+from semcl.registry.set_options import method_fields, parse_grid, parse_value, settings_text, slug, sweep_text
+from semcl.run_config import build_config
 
-# YAML 1.1 reads "1e-3" as a string; on the command line it means the number
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
-
-
-def _method_fields(method: str | None) -> frozenset[str]:
-    from semcl.registry.tables import _method_fields as fields
-
-    return fields(method)
-
-
-def parse_value(raw: str, text: str) -> Any:
-    """A YAML scalar or flow list (`0.1`, `true`, `null`, `crop_flip`, `[0.1, 0.225]`)."""
-    try:
-        value = yaml.load(raw, Loader=StrictLoader) if raw else None  # no repeated keys, no alias bombs
-    except yaml.YAMLError as err:
-        raise ConfigError(f"--set {text!r}: the value is not YAML ({getattr(err, 'problem', err)})") from None
-    if isinstance(value, str) and _FLOAT.match(value):
-        value = float(value)
-    if isinstance(value, dict):
-        raise ConfigError(f"--set {text!r}: the value must be a scalar or a list, not a mapping")
-    return value
-
-
-def check_key(key: str, text: str) -> None:
-    """`key` names a field of the run config (a method field of some method for `method.*`)."""
-    section, _, name = key.partition(".")
-    if section == "method":
-        if name == "name":
-            raise ConfigError(f"--set {text!r}: key 'method.name' cannot be varied (a row's method is the row)")
-        if name not in _method_fields(None):
-            raise ConfigError(f"--set {text!r}: unknown key {key!r} (no method has field {name!r}; "
-                              "`semcl show <table>` lists each row's method and overrides)")
-        return
-    sections = section_types()
-    if section not in sections or not name or "." in name:
-        raise ConfigError(f"--set {text!r}: key {key!r} is not <section>.<field> with a section in "
-                          f"{sorted((*sections, 'method'))}")
-    known = sorted(f.name for f in dataclasses.fields(sections[section]))
-    if name not in known:
-        raise ConfigError(f"--set {text!r}: unknown key {key!r} (known in {section}: {', '.join(known)})")
-
-
-def parse_sets(texts: list[str] | None) -> dict[str, Any]:
-    """{dotted key: value} from `key=value` texts, sorted by key (the label and the slug do not depend on
-    the order they were typed in)."""
-    out: dict[str, Any] = {}
-    for text in texts or []:
-        key, sep, raw = text.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--set {text!r}: expected key=value (e.g. optim.lr=0.1)")
-        check_key(key, text)
-        if key in out:
-            raise ConfigError(f"--set: key {key!r} is given twice")
-        out[key] = parse_value(raw.strip(), text)
-    return dict(sorted(out.items()))
-
-
-def show_value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def settings_text(sets: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={show_value(v)}" for k, v in sets.items())
-
-
-def slug(texts: list[str]) -> str:
-    """A folder name for a set of settings: readable, and unique by its hash."""
-    sets = parse_sets(texts)
-    readable = re.sub(r"[^A-Za-z0-9._=-]+", "_", ",".join(f"{k}={show_value(v)}" for k, v in sets.items()))[:60]
-    digest = hashlib.sha256(json.dumps(sets, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{readable}-{digest}"
-
+__all__ = ["parse_value", "plan_index", "slug", "table_view", "variant_tables"]  # parse_value, slug: set_options'
 
 def _applicable(row, sets: dict[str, Any]) -> dict[str, Any]:
     """The keys of `sets` that apply to the row: every section key, and the method keys its method has."""
-    mine = _method_fields(row.method)
+    mine = method_fields(row.method)
     return {k: v for k, v in sets.items() if not k.startswith("method.") or k.split(".", 1)[1] in mine}
 
 
@@ -126,9 +51,10 @@ def _unknown_row(label: str, tables: list) -> ConfigError:
     return ConfigError(f"unknown row {label!r} (rows of {listing})")
 
 
-def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str):
+def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str, notes: list[str]):
     """(table with a variant after each varied row, {registered label: variant label}). The registered rows
-    stay in the table unchanged; nothing varies when no key applies ({} returned)."""
+    stay in the table unchanged; nothing varies when no key applies ({} returned). `notes`: the stderr lines to
+    print once every variant has passed the schema (a variant that equals its row)."""
     own: dict[str, dict[str, Any]] = {}  # label -> the keys set on that row itself
     for row in table.rows:
         if rows and row.label in rows and not _runs(row):
@@ -179,8 +105,8 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
                                  f"{label!r}, profile {profile!r}")
         if label in own and row.depends_on == table.row(label).depends_on and \
                 hashable_config(cfg) == hashable_config(table.resolve(table.row(label), profile)):
-            print(f"semcl: --set {settings_text(own[label])}: row {label!r} of {table.id} already has these values "
-                  f"under profile {profile!r}; its variant's runs are the registered row's", file=sys.stderr)
+            notes.append(f"semcl: --set {settings_text(own[label])}: row {label!r} of {table.id} already has these "
+                         f"values under profile {profile!r}; its variant's runs are the registered row's")
     return varied, new
 
 
@@ -199,10 +125,38 @@ def only_rows(table, labels: list[str]):
     return dataclasses.replace(table, rows=[r for r in table.rows if r.label in keep])
 
 
+def vary_grid(table, grid: list[dict[str, Any]], rows: list[str] | None, profile: str, notes: list[str]):
+    """(table with every variant of the grid, the variant labels): `vary_table` per variant, merged so that each
+    registered row is followed by its variants in grid order. A variant two settings share (a swept key its
+    method lacks) appears once."""
+    parts = [vary_table(table, sets, rows, profile, notes) for sets in grid]
+    if len(parts) == 1:
+        return parts[0][0], list(parts[0][1].values())
+    built = {row.label: row for varied, _ in parts for row in varied.rows}
+    out_rows, labels = [], []
+    for row in table.rows:
+        out_rows.append(row)
+        for _, new in parts:
+            if row.label in new and new[row.label] not in labels:
+                labels.append(new[row.label])
+                out_rows.append(built[new[row.label]])
+    profiles = {name: dataclasses.replace(prof, rows={k: v for varied, _ in parts
+                                                      for k, v in varied.profiles[name].rows.items()})
+                for name, prof in table.profiles.items()}
+    row_resources = {p: {k: v for varied, _ in parts for k, v in varied.row_resources[p].items()}
+                     for p in table.row_resources}
+    return dataclasses.replace(table, rows=out_rows, profiles=profiles, row_resources=row_resources), labels
+
+
+def _no_row_has(texts: list[str], grid: list[dict[str, Any]], where: str) -> ConfigError:
+    return ConfigError(f"--set {sweep_text(texts)}: no row of {where} has "
+                       f"{'these keys' if len(grid[0]) > 1 else 'this key'}")
+
+
 def variant_tables(tables: list, texts: list[str] | None, rows: list[str] | None, profile: str) -> list:
-    """What `plan`, `run` and `check` work on. With `--set`: per table, only its variant rows (and the
-    registered rows they build on); a table no key applies to is left out with one stderr line, and none
-    at all is an error. Without: the `--row` rows (all when none)."""
+    """What `plan`, `run`, `check` and `status` work on. With `--set`: per table, only its variant rows (one per
+    value of a swept key; and the registered rows they build on); a table no key applies to is left out with
+    one stderr line, and none at all is an error. Without: the `--row` rows (all when none)."""
     for label in rows or []:
         if not any(label in (r.label for r in t.rows) for t in tables):
             raise _unknown_row(label, tables)
@@ -211,39 +165,45 @@ def variant_tables(tables: list, texts: list[str] | None, rows: list[str] | None
             return tables
         return [only_rows(t, [r.label for r in t.rows if r.label in rows]) for t in tables
                 if any(r.label in rows for r in t.rows)]
-    sets = parse_sets(texts)
-    out, untouched = [], []
+    grid = parse_grid(texts)
+    out, untouched, notes = [], [], []
     for table in tables:
         mine = [r.label for r in table.rows if r.label in rows] if rows else None
         if rows and not mine:
             continue
-        varied, new = vary_table(table, sets, mine, profile)
-        if new:
-            out.append(only_rows(varied, list(new.values())))
+        varied, labels = vary_grid(table, grid, mine, profile, notes)
+        if labels:
+            out.append(only_rows(varied, labels))
         else:
             untouched.append(table.id)
     if not out:
-        raise ConfigError(f"--set {settings_text(sets)}: no row of {', '.join(t.id for t in tables)} has "
-                          f"{'these keys' if len(sets) > 1 else 'this key'}")
+        raise _no_row_has(texts, grid, ", ".join(t.id for t in tables))
+    _say(notes)
     if untouched:
-        print(f"semcl: --set {settings_text(sets)}: no row of {', '.join(untouched)} has it; left out",
+        print(f"semcl: --set {sweep_text(texts)}: no row of {', '.join(untouched)} has it; left out",
               file=sys.stderr)
     return out
 
 
 def table_view(table, texts: list[str] | None, rows: list[str] | None, profile: str):
-    """What `table --set` renders: every registered row, each varied one followed by its variant."""
+    """What `table --set` (and `curves --set`) render: every registered row, each varied one followed by its
+    variants."""
     if rows and not texts:
         raise ConfigError("--row selects the rows --set varies in `semcl table`; add --set key=value")
     for label in rows or []:
         if label not in (r.label for r in table.rows):
             raise _unknown_row(label, [table])
-    sets = parse_sets(texts)
-    varied, new = vary_table(table, sets, rows, profile)
-    if not new:
-        raise ConfigError(f"--set {settings_text(sets)}: no row of {table.id} has "
-                          f"{'these keys' if len(sets) > 1 else 'this key'}")
+    grid, notes = parse_grid(texts), []
+    varied, labels = vary_grid(table, grid, rows, profile, notes)
+    if not labels:
+        raise _no_row_has(texts, grid, table.id)
+    _say(notes)
     return varied
+
+
+def _say(notes: list[str]) -> None:
+    for line in dict.fromkeys(notes):
+        print(line, file=sys.stderr)
 
 
 def plan_index(tables: list, profile: str) -> dict:

@@ -31,8 +31,9 @@ def run_history(store: Store, run_id: str) -> list[dict]:
 
 
 def history_curves(table: Table, profile: str, store: Store, rows: str | None = None,
-                   metric: str = "loss") -> pd.DataFrame:
-    """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it."""
+                   metric: str = "loss", options: str = "") -> pd.DataFrame:
+    """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it.
+    `options`: what plans these rows besides the table and profile (a variant's `--set`), for the hint."""
     try:
         pick = re.compile(rows) if rows else None
     except re.error as err:
@@ -47,7 +48,7 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
                 values.setdefault(run.row_label, {}).setdefault(int(entry["epoch"]), []).append(float(entry[metric]))
     if not values:
         raise ResultsError(f"{store.root / 'runs'}: no run of {table.id} (profile {profile}) has a history with "
-                           f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}")
+                           f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}{options}")
     out = []
     for row, per_epoch in values.items():
         for epoch in sorted(per_epoch):
@@ -60,14 +61,14 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
 
 
 def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,
-                 metric: str = "loss") -> tuple[pd.DataFrame, Path]:
+                 metric: str = "loss", options: str = "") -> tuple[pd.DataFrame, Path]:
     """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = history_curves(table, profile, store, rows, metric)
+    data = history_curves(table, profile, store, rows, metric, options)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     for row, part in data.groupby("row", sort=False):
         line, = ax.plot(part["epoch"], part["mean"], lw=1.2, label=f"{row} (n={int(part['n'].max())})")

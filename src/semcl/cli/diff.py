@@ -1,0 +1,82 @@
+"""`semcl diff <run-id> <run-id>`: the config keys two runs differ in, one per line `key: a -> b` (dotted keys as
+`--set` and rows' overrides name them; the runs' table, row, profile and seed first). A stored run is read off
+its config.yaml; a run not in the store yet may be one the other run's table plans now (what `semcl status`
+names beside a run of an older config), planned under the same profile. What status summarises, in full."""
+
+from __future__ import annotations
+
+import sys
+
+from semcl.cli.args import open_store
+from semcl.errors import ResultsError, SemclError
+
+
+def _valid(run_id: str) -> bool:
+    return bool(run_id) and run_id not in (".", "..") and "/" not in run_id and "\\" not in run_id
+
+
+def read_config(store, run_id: str) -> dict | None:
+    """{"table": ..., "row": ..., "profile": ..., "seed": ..., "config": {...}} of a stored run (None: no folder)."""
+    import yaml
+
+    folder = store.folder(run_id)
+    if not _valid(run_id) or not folder.path.is_dir():
+        return None
+    path = folder.config
+    try:
+        head = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no config.yaml (run {run_id} never started)") from None
+    except yaml.YAMLError as err:
+        raise ResultsError(f"{path}: not YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(head, dict) or not isinstance(head.get("config"), dict):
+        raise ResultsError(f"{path}: key 'config' is missing or not a mapping")
+    return head
+
+
+def planned_config(run_id: str, other: dict | None) -> dict | None:
+    """The config of `run_id` as the other run's table plans it now under its profile (None: not planned)."""
+    from semcl.config import config_to_dict
+    from semcl.registry.tables import get_table, load_registry
+    from semcl.runs import plan_runs
+
+    table_id, profile = (other or {}).get("table"), (other or {}).get("profile")
+    if table_id not in load_registry() or profile not in get_table(table_id).profiles:
+        return None
+    for run in plan_runs(get_table(table_id), profile):
+        if run.run_id == run_id:
+            return {"table": run.table_id, "row": run.row_label, "profile": profile, "seed": run.seed,
+                    "config": config_to_dict(run.config)}
+    return None
+
+
+def diff_lines(a: dict, b: dict) -> list[str]:
+    from semcl.report.older_configs import ABSENT, change_line, changed_keys
+
+    heads = [change_line(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in ("table", "row", "profile", "seed")
+             if a.get(k, ABSENT) != b.get(k, ABSENT)]
+    return heads + [change_line(k, x, y) for k, (x, y) in changed_keys(a["config"], b["config"]).items()]
+
+
+def cmd_diff(args) -> None:
+    store = open_store(args)
+    ids = args.run_ids
+    heads = [read_config(store, rid) for rid in ids]
+    for i in (0, 1):
+        if heads[i] is None:
+            heads[i] = planned_config(ids[i], heads[1 - i])
+        if heads[i] is None:
+            where = heads[1 - i] and f" nor planned by {heads[1 - i]['table']} (profile {heads[1 - i]['profile']})"
+            raise SemclError(f"unknown run id {ids[i]!r}: no folder {store.root / 'runs' / ids[i]}{where or ''}")
+    a, b = heads
+    lines = diff_lines(a, b)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"semcl: runs {args.run_ids[0]} and {args.run_ids[1]} have the same config", file=sys.stderr)
+
+
+def add_parser(sub) -> None:
+    sp = sub.add_parser("diff", help="the config keys two stored runs differ in (key: a -> b), from their config.yaml")
+    sp.add_argument("run_ids", nargs=2, metavar="RUN_ID", help="two run ids (folders under <results>/runs/)")
+    sp.set_defaults(func=cmd_diff)

@@ -286,5 +286,5 @@ def test_status_and_curves_see_a_variants_runs(env, capsys):
     from semcl.registry.set_options import slug
 
     csv = (env / "curves" / "variants" / slug(["optim.lr=0.1"]) / "rince_tab2.smoke.loss.csv").read_text()
-    assert csv.splitlines() == ["row,epoch,mean,std,min,max,n", "RINCE-in [optim.lr=0.1],1,4.0,1.0,3.0,5.0,3",
-                                "RINCE-in [optim.lr=0.1],2,3.0,1.0,2.0,4.0,3"]
+    assert csv.splitlines() == ["row,epoch,mean,std,min,max,n,nonfinite", "RINCE-in [optim.lr=0.1],1,4.0,1.0,3.0,5.0,3,0",
+                                "RINCE-in [optim.lr=0.1],2,3.0,1.0,2.0,4.0,3,0"]

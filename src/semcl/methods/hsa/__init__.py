@@ -65,7 +65,7 @@ class HSAMethod:
     multicrop_scale: list[float] | None = None
     cutmix: bool = True  # mixed query: anchor with a box of its neighbour
     cutmix_alpha: float | None = None  # Beta(alpha, alpha) (paper 1, code 2)
-    cutmix_mode: str = "batch"  # one box per batch (code; paper silent) | sample
+    cutmix_mode: str = "batch"  # one box per batch, per rank under DDP (code; paper silent) | sample
     companions: bool | None = None  # intermediate-stage losses (paper on, code off)
     stages: list[str] = field(default_factory=lambda: ["layer2", "layer3"])  # where companions attach
     stage_branch: str = "bottleneck"  # bottleneck + MLP (paper) | mlp (loss attached directly, ablation)

@@ -289,7 +289,8 @@ class HSA(Method):
                 k_p, ks_p = self._key(view_k)
                 q_mix, qs_mix, lam = None, {}, None
                 if m.cutmix:
-                    mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                    mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
+                                   mode=m.cutmix_mode)
                     q_mix, qs_mix = self._query(mixed.images)
                     lam = mixed.lam.to(q_a.device, q_a.dtype)
                 kw = dict(self._loss_kw(batch.epoch), lam=lam)
@@ -328,7 +329,8 @@ class HSA(Method):
             k_ps.append(k)
             ks_ps.append(ks)
             if m.cutmix:
-                mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
+                               mode=m.cutmix_mode)
                 qm, qsm = self._query(mixed.images)
                 q_mix.append(qm)
                 qs_mix.append(qsm)

@@ -203,3 +203,24 @@ def test_a_row_without_runs_of_its_own_is_not_varied(env, capsys):
     assert capsys.readouterr().err.strip() == (
         "semcl: error: --set: row 'Two heads' of rince/tab2 has no runs of its own (it shows the best row of "
         "rince/tab10: vary that table's rows); nothing to vary")
+
+
+def test_set_passes_the_methods_dataset_check(tmp_path, capsys, monkeypatch):
+    """`--set method.k=10` on CIFAR-10's SCNS-class row is refused as the registry refuses such a row (9 other
+    classes); k 9 plans."""
+    root = tmp_path / "experiments"
+    shutil.copytree(REPO / "experiments" / "presets", root / "presets")
+    (root / "scns").mkdir()
+    shutil.copy(REPO / "experiments" / "scns" / "sup-cifar10.yaml", root / "scns")
+    monkeypatch.setenv("SEMCL_REGISTRY", str(root))
+    monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
+    results = tmp_path / "results"
+    args = ["--results", str(results), "plan", "scns/sup-cifar10", "--profile", "paper", "--row",
+            "SCNS-class resnet18_cifar", "--set"]
+    assert main([*args, "method.k=10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["semcl: error: --set method.k=10 on scns/sup-cifar10 row 'SCNS-class resnet18_cifar', profile "
+                   "'paper': 'method.k' = 10: SCNS-class needs 1 <= k <= 9 (the other classes of each class) "
+                   "(cifar10 has 10 classes)"]
+    assert main([*args, "method.k=9"]) == 0
+    assert "SCNS-class resnet18_cifar [method.k=9]" in capsys.readouterr().out

@@ -288,3 +288,24 @@ def test_status_and_curves_see_a_variants_runs(env, capsys):
     csv = (env / "curves" / "variants" / slug(["optim.lr=0.1"]) / "rince_tab2.smoke.loss.csv").read_text()
     assert csv.splitlines() == ["row,epoch,mean,std,min,max,n,nonfinite", "RINCE-in [optim.lr=0.1],1,4.0,1.0,3.0,5.0,3,0",
                                 "RINCE-in [optim.lr=0.1],2,3.0,1.0,2.0,4.0,3,0"]
+
+
+def test_set_passes_the_methods_dataset_check(tmp_path, capsys, monkeypatch):
+    """`--set method.k=10` on CIFAR-10's SCNS-class row is refused as the registry refuses such a row (9 other
+    classes); k 9 plans."""
+    root = tmp_path / "experiments"
+    shutil.copytree(REPO / "experiments" / "presets", root / "presets")
+    (root / "scns").mkdir()
+    shutil.copy(REPO / "experiments" / "scns" / "sup-cifar10.yaml", root / "scns")
+    monkeypatch.setenv("SEMCL_REGISTRY", str(root))
+    monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
+    results = tmp_path / "results"
+    args = ["--results", str(results), "plan", "scns/sup-cifar10", "--profile", "paper", "--row",
+            "SCNS-class resnet18_cifar", "--set"]
+    assert main([*args, "method.k=10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["semcl: error: --set method.k=10 on scns/sup-cifar10 row 'SCNS-class resnet18_cifar', profile "
+                   "'paper': 'method.k' = 10: SCNS-class needs 1 <= k <= 9 (the other classes of each class) "
+                   "(cifar10 has 10 classes)"]
+    assert main([*args, "method.k=9"]) == 0
+    assert "SCNS-class resnet18_cifar [method.k=9]" in capsys.readouterr().out

@@ -79,3 +79,17 @@ def test_shared_configs_with_tab2():
         # the claim's lambda = 0.1 row of Table 2 is Table 10's run
         assert hashable_config(_method("tab10", "lambda = 0.1", profile)) == hashable_config(
             _method("tab2", "Two heads (lambda = 0.1)", profile))
+
+
+def test_one_gpu_image_tables_name_the_official_per_gpu_batchnorm():
+    """Every image table whose rows run the official code's losses trains on 1 GPU and names the official split of
+    the batch over the GPUs (docs/papers/rince.md §g.19) with its own batch: 512 on CIFAR, 768 on ImageNet-100."""
+    batches = {**dict.fromkeys(("tab1", "tab2", "tab7", "tab8", "fig2", "fig7", "fig8"), 512),
+               **dict.fromkeys(("tab3", "tab6"), 768)}
+    for tid, batch in batches.items():
+        t = get_table(f"rince/{tid}")
+        rince = next(r for r in t.rows if r.method in ("rince", "scl"))
+        assert t.resources_for(rince.label, "paper").gpus == 1, tid
+        assert t.resolve(rince, "paper").optim.batch_size == batch, tid
+        notes = [d for d in t.deviations if "docs/papers/rince.md §g.19" in d]
+        assert len(notes) == 1 and f"whole batch of {batch}" in notes[0] and f"{batch} / G" in notes[0], tid

@@ -10,7 +10,10 @@ clipping, lambda = 1 - box_area / (H * W), which weights the mixed query's two p
 
 alpha: 1 in the paper, 2.0 in the official code (its default flag, never overridden by the scripts).
 Granularity: the official code draws one box and one lambda per mini-batch (``mode="batch"``, the
-suite default since the paper is silent); ``mode="sample"`` draws one per sample (named variant).
+suite default since the paper is silent); ``mode="sample"`` draws one per sample (named variant). Under
+DDP the official mini-batch is one process's (CSML main_moco.py:123-127, each mp.spawn process with its
+own NumPy RNG), so the caller passes each rank its own generator (``Batch.mixing_generator``): one box
+per rank and step, 32 on the paper's 32 GPUs.
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 part = distributed.local_slice(len(idx))
                 views, partner_views, step_g = source.step(step, idx)
                 batch = Batch(views, train_set.labels[idx][part].to(device), idx[part], epoch, step, step_g,
-                              partner_views)
+                              partner_views, rank_generator=distributed.rank_generator(seed, epoch, step))
                 total += float(step_once(batch, first_of_cycle, last_of_cycle).detach())
                 live.step(epoch, step + 1, stop, total / (step + 1))
                 heartbeat()  # the run's lock: its owner is alive and progressing

@@ -5,7 +5,8 @@
 - `ClipViews`: a method that plans its views (video clips, `Method.clip_plan`): plans drawn from the epoch's
   generator in the training process, decoded in persistent loader workers, finished on the device;
 - `MemoryViews`: everything else: the method's `make_views` on the whole global batch from the epoch's
-  generator (every rank draws the same stream), each rank keeping its slice.
+  generator (every rank draws the same stream), each rank keeping its slice. (A per-rank draw inside the
+  step, such as a CutMix box, comes from `Batch.rank_generator` instead.)
 
 Every source hands out per step (views, partner views, the generator as of the step's end), in the order the
 uninterrupted run would draw them, so a resumed run replays the same views.

@@ -69,6 +69,16 @@ class Batch:
     # file-backed sets: the views of each image's partners (`Method.loader_partners`), made by the loader;
     # one tuple of views per partner, [B, C, H, W] each; None where the method draws them itself
     partner_views: list[tuple[torch.Tensor, ...]] | None = None
+    # several ranks: this rank's own generator for the step (semcl.runtime.distributed.rank_generator); None
+    # with one process. The epoch's generator is the same stream on every rank, so a per-batch draw that the
+    # official code makes in each process (a CutMix box, a mixup lambda) comes from here (`mixing_generator`)
+    rank_generator: torch.Generator | None = None
+
+    @property
+    def mixing_generator(self) -> torch.Generator:
+        """Where a draw made once per rank and step comes from: the rank's own generator with several ranks,
+        the epoch's generator with one process (as before ranks drew their own)."""
+        return self.generator if self.rank_generator is None else self.rank_generator
 
     @classmethod
     def of(cls, views: list[torch.Tensor], labels: torch.Tensor, **kw: Any) -> Batch:

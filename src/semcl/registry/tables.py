@@ -219,12 +219,13 @@ def _validate(table: Table, row: Row, profile: str) -> None:
     key = json.dumps(tree, sort_keys=True, default=repr)
     if key not in _VALIDATED:
         where = f"{table.path}: row {row.label!r}, profile {profile!r}"
-        _check_dataset(build_config(tree, where=where), where)
+        check_dataset(build_config(tree, where=where), where)
         _VALIDATED.add(key)
 
 
-def _check_dataset(cfg: Any, where: str) -> None:
-    """The method's own check of what its dataset's class count can serve (MethodSpec.check_dataset)."""
+def check_dataset(cfg: Any, where: str) -> None:
+    """The method's own check of what its dataset's class count can serve (MethodSpec.check_dataset); a
+    registered row's config and a `--set` variant's (semcl.registry.variant_rows) both pass through it."""
     data = DATASETS.get(cfg.data.name)
     if data is None:  # an unknown dataset is reported where the data are read
         return

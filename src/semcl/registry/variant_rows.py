@@ -4,7 +4,8 @@
 
 A variant is a registered row with extra dotted config keys (the names rows' `overrides` use, e.g.
 `optim.lr`) applied after every registry layer (preset -> row -> profile -> the profile's row entry),
-so the value given is the value run. It is a row of its own, labelled "<label> [key=value, ...]":
+so the value given is the value run, and it passes the checks a registered row passes (the schema and the
+method's own dataset check, MethodSpec.check_dataset). It is a row of its own, labelled "<label> [key=value, ...]":
 its config differs, so its run ids differ, and the registered row, its runs and its records stay as
 they were. Keys and values go through the strict schema (semcl.config) before anything is planned.
 
@@ -98,11 +99,14 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
     row_resources = {p: {**per, **{new[label]: per[label] for label in new if label in per}}
                      for p, per in table.row_resources.items()}
     varied = dataclasses.replace(table, rows=out_rows, profiles=profiles, row_resources=row_resources)
-    for label in new:  # the schema checks every value before anything is planned
+    from semcl.registry.tables import check_dataset
+
+    for label in new:  # the schema and the method's dataset check see every value before anything is planned
         row = varied.row(new[label])
-        cfg = build_config(varied.config_tree(row, profile),
-                           where=f"--set {settings_text(own.get(label, {})) or '(from its base)'} on {table.id} row "
-                                 f"{label!r}, profile {profile!r}")
+        where = (f"--set {settings_text(own.get(label, {})) or '(from its base)'} on {table.id} row {label!r}, "
+                 f"profile {profile!r}")
+        cfg = build_config(varied.config_tree(row, profile), where=where)
+        check_dataset(cfg, where)
         if label in own and row.depends_on == table.row(label).depends_on and \
                 hashable_config(cfg) == hashable_config(table.resolve(table.row(label), profile)):
             notes.append(f"semcl: --set {settings_text(own[label])}: row {label!r} of {table.id} already has these "

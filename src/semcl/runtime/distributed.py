@@ -3,8 +3,9 @@
 A SLURM job of `nodes × tasks_per_node` tasks joins one process group (rendezvous from the SLURM
 variables: the first host of the job is the master, the port follows from the job id). Every rank
 draws the same global batch and the same augmentations from the epoch's generator and trains on its
-own slice. Gradients go through torch's DistributedDataParallel (bucketed all-reduce overlapped with
-backward, `no_sync` inside accumulation cycles, unused parameters found per step): the method's
+own slice; what the official code draws once per process and step (a CutMix box, a mixup lambda) comes
+from the rank's own generator (`rank_generator`). Gradients go through torch's DistributedDataParallel
+(bucketed all-reduce overlapped with backward, `no_sync` inside accumulation cycles, unused parameters found per step): the method's
 training step is wrapped as a module's forward (`TrainingStep`). Keys for memory banks are gathered
 from all ranks before enqueueing (`semcl.models.gather_from_all_ranks`). BN statistics stay per rank
 (no SyncBN, no buffer broadcast), as in the official code, and momentum key encoders (PaCo, SupCon,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import logging
 import os
 import warnings
@@ -136,6 +138,24 @@ def local_slice(n: int) -> slice:
         raise ValueError(f"global batch {n} does not split over {w} ranks")
     per = n // w
     return slice(rank() * per, (rank() + 1) * per)
+
+
+def rank_step_seed(seed: int, epoch: int, step: int, rank: int) -> int:
+    """A 63-bit seed of (run seed, epoch, step, rank): the first 8 bytes of sha256("seed/epoch/step/rank")."""
+    digest = hashlib.sha256(f"{seed}/{epoch}/{step}/{rank}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def rank_generator(seed: int, epoch: int, step: int) -> torch.Generator | None:
+    """This rank's own generator for one step, None with one process (`Batch.mixing_generator`).
+
+    The official runs draw a CutMix box (CSML) or a mixup lambda (MAE) in each DDP process from that
+    process's own RNG, so every rank mixes with its own; here the draw comes from a fresh generator of (seed,
+    epoch, step, rank): reproducible, the same after a resume, and independent of the loader workers. One
+    process keeps drawing from the epoch's generator, so single-process runs compute exactly as before."""
+    if not is_distributed():
+        return None
+    return torch.Generator().manual_seed(rank_step_seed(seed, epoch, step, rank()))
 
 
 class TrainingStep(nn.Module):

@@ -302,3 +302,32 @@ def test_companion_keys_enter_their_own_stage_queue(branch):
             assert int(m.stage_banks[s].ptr) == B
     assert "backbone.conv1.weight" in m.state_dict() and not any(k.startswith("backbone.") and "stage" in k
                                                                   for k in m.state_dict())
+
+
+def test_cutmix_box_comes_from_the_rank_generator_under_ddp(monkeypatch):
+    """One process: the box is drawn from the epoch's generator (as before); with a rank generator (several
+    ranks) from that one, and the epoch's generator -- the same stream on every rank -- draws nothing for it."""
+    import semcl.methods.hsa.method as hsa_method
+    from semcl.data.cutmix import cutmix
+
+    seen = []
+    monkeypatch.setattr(hsa_method, "cutmix", lambda a, b, g, **kw: (seen.append(g), cutmix(a, b, g, **kw))[1])
+    m = _method(k=3, companions=False, warmup_epochs=0)
+    ctx = _start(m, _images())
+    m.on_epoch_start(0)
+    single = _batch(ctx)
+    m.training_step(single)
+    assert seen == [single.generator]
+    ranked = _batch(ctx)
+    before = ranked.generator.get_state()
+    ranked.rank_generator = torch.Generator().manual_seed(1)
+    m.training_step(ranked)
+    assert seen[1] is ranked.rank_generator
+    replay = torch.Generator()
+    replay.set_state(before)  # the epoch's draws of the step: the neighbours and their two views only
+    nb = ctx.train_set.images[draw_neighbours(m.neighbours.table, replay, ranked.indices)]
+    ctx.augment[0](nb, replay), ctx.augment[0](nb, replay)
+    assert torch.equal(ranked.generator.get_state(), replay.get_state())
+    own = torch.Generator().manual_seed(1)
+    cutmix(ranked.views[0], ranked.views[0], own, alpha=1.0)  # one box: the Beta seed and its centre
+    assert torch.equal(ranked.rank_generator.get_state(), own.get_state())

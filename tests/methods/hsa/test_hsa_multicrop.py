@@ -87,10 +87,11 @@ def test_moco_with_small_crops_adds_one_infonce_per_crop():
     torch.testing.assert_close(loss.detach(), want, rtol=1e-12, atol=1e-12)
 
 
-def test_csml_with_small_crops_divides_every_term_under_mean():
+def _csml_terms(m, ctx, **knobs):
+    """The method's loss on one step and, recomputed in float64 from its modules, its global terms
+    (L_qa, L_qp; no CutMix here) and its small-crop terms."""
     from semcl.data.neighbours import draw_neighbours
 
-    m, ctx = _method(k=3, cutmix=False, companions=False, multicrop=2, reduction="mean", warmup_epochs=0)
     m.on_epoch_start(0)
     batch = _batch(m, ctx)
     g = torch.Generator()
@@ -101,9 +102,35 @@ def test_csml_with_small_crops_divides_every_term_under_mean():
     view_q, view_k = ctx.augment[0](nb, g), ctx.augment[0](nb, g)
     with torch.no_grad():
         q_a, k_a, q_p, k_p = _q(m, batch.views[0]), _k(m, batch.views[1]), _q(m, view_q), _k(m, view_k)
-        terms = [two_positive_loss(q_a, k_a, k_p, queue, TAU, 0.5, 0.5), two_positive_loss(q_p, k_p, k_a, queue, TAU, 0.5, 0.5)]
-        terms += [two_positive_loss(_q(m, v), k_a, k_p, queue, TAU, 0.5, 0.5) for v in batch.views[2:]]
-    torch.testing.assert_close(out["loss"].detach(), sum(terms) / 4, rtol=1e-12, atol=1e-12)
+        glob = [two_positive_loss(q_a, k_a, k_p, queue, TAU, 0.5, 0.5), two_positive_loss(q_p, k_p, k_a, queue, TAU, 0.5, 0.5)]
+        crops = [two_positive_loss(_q(m, v), k_a, k_p, queue, TAU, 0.5, 0.5) for v in batch.views[2:]]
+    return out["loss"].detach(), glob, crops
+
+
+def test_csml_with_small_crops_keeps_the_codes_global_weighting():
+    """Default (split): (L_qa + L_qp) / 2, as a single-crop row weighs them, plus the mean of the small-crop terms."""
+    m, ctx = _method(k=3, cutmix=False, companions=False, multicrop=2, reduction="mean", warmup_epochs=0)
+    assert m.knobs.multicrop_reduction == "split"
+    loss, glob, crops = _csml_terms(m, ctx)
+    torch.testing.assert_close(loss, sum(glob) / 2 + sum(crops) / 2, rtol=1e-12, atol=1e-12)
+
+
+def test_csml_with_small_crops_divides_every_term_under_mean_all():
+    """Variant (all): one mean over the 2 global and 2 small-crop terms."""
+    m, ctx = _method(k=3, cutmix=False, companions=False, multicrop=2, reduction="mean", warmup_epochs=0,
+                     multicrop_reduction="all")
+    loss, glob, crops = _csml_terms(m, ctx)
+    torch.testing.assert_close(loss, (sum(glob) + sum(crops)) / 4, rtol=1e-12, atol=1e-12)
+
+
+def test_multicrop_reduction_only_with_csml_small_crops():
+    from semcl.errors import ConfigError
+
+    assert _method(k=3, companions=False)[0].knobs.multicrop_reduction is None  # single crop: not in the config
+    with pytest.raises(ConfigError, match="multicrop_reduction"):
+        _method(k=3, multicrop_reduction="all")
+    with pytest.raises(ConfigError, match="multicrop_reduction"):
+        _method(neighbours=False, cutmix=False, companions=False, multicrop=2, multicrop_reduction="split")
 
 
 def test_multicrop_needs_one_positive_and_infonce():

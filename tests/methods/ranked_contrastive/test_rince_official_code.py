@@ -12,7 +12,7 @@ from semcl.config import hashable_config
 from semcl.methods.base import Batch, DataInfo
 from semcl.methods.ranked_contrastive import OFFICIAL_PROB_FLOOR, RINCE_VARIANTS
 from semcl.methods.registry import method_class
-from semcl.registry.tables import get_table
+from semcl.registry.tables import get_table, load_registry
 from semcl.run_config import build_config
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
@@ -40,9 +40,29 @@ def test_variants_fill_the_official_knobs_and_keep_unset_floors_out_of_the_id():
     assert set(RINCE_VARIANTS) >= {"paper", "code", "official_code", "readme_literal"}
     assert _rince(form="khosla_out").method.loss_form == "khosla_out"
     # prob_floor None is dropped by hashable_config: rows without it keep their run ids
-    assert "prob_floor" not in hashable_config(_rince(form="in"))["method"]
+    assert "prob_floor" not in hashable_config(_rince(form="in", variant="paper"))["method"]
     scl = build_config({"method": {"name": "scl"}}, where="t")
     assert scl.method.prob_floor is None and "prob_floor" not in hashable_config(scl)["method"]
+
+
+def test_the_schema_default_is_what_the_registry_default_rows_run():
+    """A config without method.variant runs the official code (as every registry default row names); the summed
+    paper text is the named variant. The variant is hashed, and every registry RINCE row names one, so moving
+    the schema's default moves no registered run id."""
+    m = _rince(form="in").method
+    assert m.variant == "official_code"
+    assert (m.positives, m.rank_reduction, m.key_first_rank_only, m.prob_floor) == ("cumulative", "mean", True, 1e-7)
+    assert hashable_config(_rince(form="in")) == hashable_config(_rince(form="in", variant="official_code"))
+    paper = _rince(form="in", variant="paper").method
+    assert (paper.positives, paper.rank_reduction, paper.key_first_rank_only, paper.prob_floor) == (
+        "rank", "sum", False, None)
+    rows = 0
+    for table in load_registry().values():
+        for row in (r for r in table.rows if r.method == "rince"):
+            for profile in table.profiles:
+                rows += 1
+                assert "variant" in table.config_tree(row, profile)["method"], (table.id, row.label, profile)
+    assert rows > 0
 
 
 def test_tab2_default_rows_run_the_official_code():

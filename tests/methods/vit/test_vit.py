@@ -206,6 +206,20 @@ def test_mixup_replays_from_the_generator_and_leaves_numpy_alone():
     assert torch.allclose(plain(x, y, torch.Generator())[1][1], torch.tensor([floor, 0.9 + floor, floor, floor]))
 
 
+def test_mae_finetune_mixes_from_the_rank_generator():
+    """Several ranks: the step's mixup draw comes from the rank's own generator (MAE's per-process draws);
+    one process: from the epoch's generator."""
+    m = _method("mae_finetune")
+    seen = []
+    real = m.mixup
+    m.mixup = lambda x, y, g: (seen.append(g), real(x, y, g))[1]
+    x, y = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
+    epoch_g, own = torch.Generator().manual_seed(2), torch.Generator().manual_seed(3)
+    m.training_step(Batch.of([x], y, generator=epoch_g))
+    m.training_step(Batch.of([x], y, generator=epoch_g, rank_generator=own))
+    assert seen[0] is epoch_g and seen[1] is own
+
+
 class _Linear(Method):
     """y = w . flatten(x) with a squared loss, in float64, on the raw images (no augmentation draws,
     whose stream would depend on the batch size)."""

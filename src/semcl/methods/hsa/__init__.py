@@ -63,9 +63,14 @@ class HSAMethod:
     multicrop: int | None = None
     multicrop_size: float | None = None
     multicrop_scale: list[float] | None = None
+    # CsMl with small crops (no code exists for it): "split" (default) keeps the global terms at the code's
+    # weighting (L_qa + L_qp + L_qmix reduced by `reduction`: / 3 at the lr tuned with it) and adds the mean of
+    # the small-crop terms; "all" reduces the global and small-crop terms together (mean: / 9 with 6 crops, a
+    # SwAV-like reading that gives each global term 1/9, a third of the code's). None without small crops.
+    multicrop_reduction: str | None = None
     cutmix: bool = True  # mixed query: anchor with a box of its neighbour
     cutmix_alpha: float | None = None  # Beta(alpha, alpha) (paper 1, code 2)
-    cutmix_mode: str = "batch"  # one box per batch (code; paper silent) | sample
+    cutmix_mode: str = "batch"  # one box per batch, per rank under DDP (code; paper silent) | sample
     companions: bool | None = None  # intermediate-stage losses (paper on, code off)
     stages: list[str] = field(default_factory=lambda: ["layer2", "layer3"])  # where companions attach
     stage_branch: str = "bottleneck"  # bottleneck + MLP (paper) | mlp (loss attached directly, ablation)
@@ -85,6 +90,11 @@ class HSAMethod:
             raise ValueError("'method.k', 'method.refresh' and 'method.mining_batch' must be >= 1")
         if self.multicrop is not None and (self.multicrop < 0 or (self.positives or 1) > 1 or self.loss_form == "byol"):
             raise ValueError("'method.multicrop' must be >= 0 and goes with one positive and the InfoNCE forms")
+        if self.multicrop and self.neighbours and self.multicrop_reduction is None:
+            self.multicrop_reduction = "split"
+        if self.multicrop_reduction is not None and not (self.multicrop and self.neighbours):
+            raise ValueError("'method.multicrop_reduction' weighs CsMl's small-crop terms: it needs 'method.multicrop' "
+                             ">= 1 and 'method.neighbours' true")
         if self.loss_form == "byol" and self.companions:
             raise ValueError("'method.loss_form' byol: companion losses on BYOL are not defined (set companions false)")
         if self.companions and not self.stages:
@@ -132,6 +142,7 @@ HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=hsa_train_cost,
                  choices={"variant": frozenset(HSA_VARIANTS), "features": frozenset({"query", "key"}),
                           "knn_backend": frozenset({"torch", "faiss"}),
                           "loss_form": frozenset({"code", "single_softmax", "byol"}), "reduction": frozenset({"sum", "mean"}),
+                          "multicrop_reduction": frozenset({"split", "all"}),
                           "cutmix_mode": frozenset({"batch", "sample"}), "stages": STAGES,
                           "stage_branch": frozenset({"bottleneck", "mlp"})},
                  summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses",

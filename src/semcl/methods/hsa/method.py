@@ -289,17 +289,21 @@ class HSA(Method):
                 k_p, ks_p = self._key(view_k)
                 q_mix, qs_mix, lam = None, {}, None
                 if m.cutmix:
-                    mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                    mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
+                                   mode=m.cutmix_mode)
                     q_mix, qs_mix = self._query(mixed.images)
                     lam = mixed.lam.to(q_a.device, q_a.dtype)
                 kw = dict(self._loss_kw(batch.epoch), lam=lam)
                 last = hsa_loss(q_a, q_p, k_a, k_p, queues[""], m.tau, q_mix=q_mix, **kw)
                 out.update({k: v.detach() for k, v in last.items() if k != "loss"})
                 terms = {"": last["loss"]}
-                if m.multicrop:  # one more term per small crop; "mean" divides by every term
-                    parts = [v for k, v in last.items() if k != "loss"] + self._small_crop_terms(
-                        batch, k_a, k_p, queues[""], kw)
-                    terms[""] = sum(parts) / (len(parts) if m.reduction == "mean" else 1)
+                if m.multicrop:  # one more term per small crop (HSAMethod.multicrop_reduction)
+                    crops = self._small_crop_terms(batch, k_a, k_p, queues[""], kw)
+                    if m.multicrop_reduction == "split":  # the global terms as single-crop rows weigh them
+                        terms[""] = last["loss"] + sum(crops) / len(crops)
+                    else:  # "all": one reduction over the global and the small-crop terms
+                        parts = [v for k, v in last.items() if k != "loss"] + crops
+                        terms[""] = sum(parts) / (len(parts) if m.reduction == "mean" else 1)
                 for s in self.stages:
                     terms[s] = hsa_loss(qs_a[s], qs_p[s], ks_a[s], ks_p[s], queues[s], m.tau,
                                         q_mix=qs_mix.get(s), **kw)["loss"]
@@ -328,7 +332,8 @@ class HSA(Method):
             k_ps.append(k)
             ks_ps.append(ks)
             if m.cutmix:
-                mixed = cutmix(batch.views[0], view_q, batch.generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
+                               mode=m.cutmix_mode)
                 qm, qsm = self._query(mixed.images)
                 q_mix.append(qm)
                 qs_mix.append(qsm)

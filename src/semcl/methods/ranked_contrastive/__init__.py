@@ -30,8 +30,8 @@ class SCLMethod:
         _check_floor(self.prob_floor)
 
 
-# Named RINCE variants (paper default; official-code behaviours as variants): each fills the knobs
-# of RinceMethod left unset.
+# Named RINCE variants (default official_code, the paper text "paper"): each fills the knobs of RinceMethod
+# left unset.
 RINCE_VARIANTS: dict[str, dict[str, Any]] = {
     "paper": {"positives": "rank", "rank_reduction": "sum", "key_first_rank_only": False},
     # official CIFAR branch: cumulative rank-2 positives, mean over ranks, own key only in rank 1
@@ -60,7 +60,10 @@ class RinceMethod:
     sibling_sim: float = 0.75
     bank_size: int = 4096
     momentum: float = 0.99
-    variant: str = "paper"  # a key of RINCE_VARIANTS; fills the knobs below when unset
+    # a key of RINCE_VARIANTS; fills the knobs below when unset. The default is what the registry's default rows
+    # run (the official code's loss, which trained the released checkpoints; docs/papers/rince.md §c.8); the
+    # summed paper text is "paper", named on the rows that run it. Every registry row names its variant.
+    variant: str = "official_code"
     positives: str | None = None  # rank | cumulative
     rank_reduction: str | None = None  # sum | mean
     key_first_rank_only: bool | None = None

@@ -117,7 +117,7 @@ class MaeFinetune(_ViTMethod):
                                  smoothing=m.label_smoothing, num_classes=info.num_classes)
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        x, target = self.mixup(batch.views[0], batch.labels, batch.generator)
+        x, target = self.mixup(batch.views[0], batch.labels, batch.mixing_generator)  # per rank (MAE)
         logits = self.head(self.backbone(x)).float()
         return {"loss": soft_target_cross_entropy(logits, target)}
 

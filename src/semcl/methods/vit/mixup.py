@@ -1,8 +1,10 @@
 """MAE's mixup / cutmix (timm `Mixup`, mode "batch"), replayable from the epoch's generator.
 
 timm draws its mixing parameters from NumPy's global random state; here that state is seeded from
-`batch.generator` for the call and restored afterwards, so a resumed run mixes exactly as before and
-nothing else's NumPy stream moves. Targets are soft: with lam the kept share of image i,
+the step's generator for the call and restored afterwards, so a resumed run mixes exactly as before and
+nothing else's NumPy stream moves. The caller passes `batch.mixing_generator`: with several ranks each rank's
+own, so every rank draws its own lambda and box as MAE's DDP processes do (main_finetune.py seeds each
+process with seed + rank); with one process the epoch's generator. Targets are soft: with lam the kept share of image i,
     t_i = lam * smooth(y_i) + (1 - lam) * smooth(y_{B-1-i}),  smooth(y) = (1 - s) onehot(y) + s / C,
 and the loss is the soft-target CE  L = mean_i -sum_c t_ic log softmax(z_i)_c.
 """

@@ -57,3 +57,21 @@ def test_a_malformed_slurm_count_names_the_variable(monkeypatch, value):
     assert str(err.value) == f"$SLURM_NTASKS = {value!r}: expected a positive whole number (as SLURM sets it)"
     monkeypatch.setenv("SLURM_NTASKS", "1")
     assert distributed.slurm_count("SLURM_NTASKS") == 1 and distributed.init_from_slurm() is None
+
+
+def test_a_batch_that_does_not_split_over_the_rows_ranks_is_refused_at_plan(tmp_path, monkeypatch):
+    from semcl.locations import registry_root
+
+    code, err = _cli("plan", "gpaco/imagenet-lt", "--profile", "paper", "--set", "optim.batch_size=130")
+    assert code == 2 and err == ("semcl: error: --set optim.batch_size=130 on gpaco/imagenet-lt row 'GPaCo ResNet-50', "
+                                 "profile 'paper': 'optim.batch_size' = 130 does not split over the row's 4 GPUs "
+                                 "(each rank trains on an equal slice)\n")
+    reg = tmp_path / "registry"
+    shutil.copytree(registry_root(), reg)
+    tab2 = reg / "rince" / "tab2.yaml"
+    tab2.write_text(tab2.read_text().replace("smoke: {cpus: 1, mem_gb: 2, time_min: 10}",
+                                             "smoke: {cpus: 1, mem_gb: 2, time_min: 10, tasks: 3}"))
+    monkeypatch.setenv("SEMCL_REGISTRY", str(reg))
+    code, err = _cli("plan", "rince/tab2", "--profile", "smoke")
+    assert code == 2 and err.startswith(f"semcl: error: {tab2}: row 'Cross-entropy', profile 'smoke': 'optim.batch_size' = ")
+    assert err.endswith(" does not split over the row's 3 tasks (each rank trains on an equal slice)\n")

@@ -211,16 +211,30 @@ def _method_fields(method: str | None) -> frozenset[str]:
 # Config trees already validated by build_config (their JSON with sorted keys). Rows of the large KD
 # tables share trees under the small profiles (every pair runs the same mini networks), so each
 # distinct tree is built once per process; the check itself is unchanged.
-_VALIDATED: set[str] = set()
+_VALIDATED: dict[str, int] = {}  # validated config trees -> their global batch size
 
 
 def _validate(table: Table, row: Row, profile: str) -> None:
     tree = table.config_tree(row, profile)
     key = json.dumps(tree, sort_keys=True, default=repr)
+    where = f"{table.path}: row {row.label!r}, profile {profile!r}"
     if key not in _VALIDATED:
-        where = f"{table.path}: row {row.label!r}, profile {profile!r}"
-        check_dataset(build_config(tree, where=where), where)
-        _VALIDATED.add(key)
+        cfg = build_config(tree, where=where)
+        check_dataset(cfg, where)
+        _VALIDATED[key] = cfg.optim.batch_size
+    check_batch_split({"optim": {"batch_size": _VALIDATED[key]}}, table.resources_for(row.label, profile), where)
+
+
+def check_batch_split(cfg: Any, res: Resources, where: str) -> None:
+    """The global batch splits evenly over the row's processes (its GPUs, or its CPU tasks): every rank trains
+    on its equal slice (semcl.runtime.distributed.local_slice), so a batch that does not split would pass the
+    queue and fail at the job's first step. `cfg`: a RunConfig or its tree."""
+    ranks = res.gpus or res.tasks
+    optim = cfg.get("optim", {}) if isinstance(cfg, dict) else cfg.optim
+    batch = optim.get("batch_size") if isinstance(optim, dict) else optim.batch_size
+    if ranks > 1 and isinstance(batch, int) and batch % ranks:
+        raise ConfigError(f"{where}: 'optim.batch_size' = {batch} does not split over the row's {ranks} "
+                          f"{'GPUs' if res.gpus else 'tasks'} (each rank trains on an equal slice)")
 
 
 def check_dataset(cfg: Any, where: str) -> None:

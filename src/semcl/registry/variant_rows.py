@@ -99,7 +99,7 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
     row_resources = {p: {**per, **{new[label]: per[label] for label in new if label in per}}
                      for p, per in table.row_resources.items()}
     varied = dataclasses.replace(table, rows=out_rows, profiles=profiles, row_resources=row_resources)
-    from semcl.registry.tables import check_dataset
+    from semcl.registry.tables import check_batch_split, check_dataset
 
     for label in new:  # the schema and the method's dataset check see every value before anything is planned
         row = varied.row(new[label])
@@ -107,6 +107,7 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
                  f"profile {profile!r}")
         cfg = build_config(varied.config_tree(row, profile), where=where)
         check_dataset(cfg, where)
+        check_batch_split(cfg, varied.resources_for(row.label, profile), where)
         if label in own and row.depends_on == table.row(label).depends_on and \
                 hashable_config(cfg) == hashable_config(table.resolve(table.row(label), profile)):
             notes.append(f"semcl: --set {settings_text(own[label])}: row {label!r} of {table.id} already has these "

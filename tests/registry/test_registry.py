@@ -128,3 +128,28 @@ def test_get_table_reads_only_its_files_once_the_registry_was_checked_whole(tmp_
     registry_mod.load_registry.cache_clear()
     registry_mod.get_table("rince/tab2")
     assert len(loaded) > 40
+
+
+def test_a_poisoned_index_cache_cannot_point_a_table_at_another_file(tmp_path, monkeypatch, registry_copy):
+    """The index cache may be shared ($SEMCL_CACHE): a path outside the registry, or another table's file under
+    a table's id, is not trusted; the registry is read whole and the index rewritten."""
+    import json as _json
+
+    import semcl.registry.tables as registry_mod
+    from semcl.registry.index_store import cache_file, table_paths
+
+    monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
+    registry_mod.load_registry.cache_clear()
+    registry_mod.get_table("rince/tab2")  # writes the table list
+    index = cache_file(registry_copy)
+    good = _json.loads(index.read_text())
+    for target in ("/etc/passwd.yaml", str(registry_copy / "rince" / "tab9.yaml")):
+        data = _json.loads(index.read_text())
+        for t in data["tables"]:
+            if t["id"] == "rince/tab2":
+                t["path"] = target
+        index.write_text(_json.dumps(data))
+        registry_mod.load_registry.cache_clear()
+        assert registry_mod.get_table("rince/tab2").id == "rince/tab2"
+        assert table_paths(registry_copy)["rince/tab2"] == next(t["path"] for t in good["tables"]
+                                                                if t["id"] == "rince/tab2")

@@ -84,16 +84,24 @@ def table_paths(registry: Path | None = None) -> dict[str, str] | None:
     data = read_index(cache_file(reg), source_key(reg))
     if data is None or data.get("tables") is None:
         return None
-    return {t["id"]: t["path"] for t in data["tables"]}
+    try:
+        paths = {t["id"]: t["path"] for t in data["tables"]}
+        root = reg.resolve()
+        # the cache may be shared ($SEMCL_CACHE): a path it names is trusted only as a YAML file of this registry
+        inside = all(isinstance(p, str) and p.endswith(".yaml") and Path(p).resolve().is_relative_to(root)
+                     for p in paths.values())
+    except (TypeError, KeyError, OSError, RuntimeError):
+        return None
+    return paths if inside else None
 
 
-def remember_tables(tables: dict, registry: Path | None = None) -> None:
+def remember_tables(tables: dict, registry: Path | None = None, replace: bool = False) -> None:
     """Store the table list of a registry just loaded in full (by `semcl.registry.tables.get_table`), so that the
     next `get_table` reads only the files it needs."""
     reg = registry or registry_root()
     key = source_key(reg)
     path = cache_file(reg)
     data = read_index(path, key) or {"key": key, "tables": None, "profiles": {}}
-    if data["tables"] is None:
+    if data["tables"] is None or replace:  # replace: the list it held named files it should not
         data["tables"] = [table_meta(t) for t in tables.values()]
         write_index(path, data)

@@ -493,13 +493,19 @@ def get_table(table_id: str, root: Path | None = None) -> Table:
         if table_id not in paths:
             raise unknown_table(table_id, paths)
         table = load_table(Path(paths[table_id]), reg / "presets")
+        if table.id != table_id:  # the index names another table's file: read the registry whole instead
+            return _get_from_registry(table_id, root, reg, replace=True)
         wanted = {table_id: table}
         for row in table.rows:
             if row.select and row.select.table in paths and row.select.table not in wanted:
                 wanted[row.select.table] = load_table(Path(paths[row.select.table]), reg / "presets")
         return _link_selections(wanted)[table_id]
+    return _get_from_registry(table_id, root, reg, replace=True)  # the index was absent, stale or untrusted
+
+
+def _get_from_registry(table_id: str, root: Path | None, reg: Path, replace: bool = False) -> Table:
     tables = load_registry(root)
-    remember_tables(tables, reg)
+    remember_tables(tables, reg, replace)
     if table_id not in tables:
         raise unknown_table(table_id, tables)
     return tables[table_id]

@@ -92,6 +92,22 @@ def save_figure_atomic(fig, path: Path, **savefig: Any) -> None:
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
+# below this, a job's own files (its result, its log, failed.json) may not have been written
+LOW_SPACE_BYTES = 16 * 2**20
+
+
+def low_space_note(folder: Path) -> str | None:
+    """When a job failed without a word: the disk-full line for `folder` if it has under LOW_SPACE_BYTES free
+    (a full disk loses the job's own error with its log), else None."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    return disk_full_message(Path(folder) / "x") if free < LOW_SPACE_BYTES else None
+
+
 def disk_full_message(path: Path, detail: str = "") -> str:
     """What a write of `path` that ran out of space says (the OSError's strerror; its filename names
     `path`): the disk (or quota) is full, where, and how much is left."""

@@ -81,3 +81,35 @@ def test_a_checkpoint_a_resume_cannot_read_is_one_line(tmp_path, change, message
     with pytest.raises(ResultsError) as err:
         load(path)
     assert str(err.value).startswith(f"{path}: {message}; ")
+
+
+def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, monkeypatch, capsys):
+    """With no space left, failed.json cannot be written: the run's own error still goes to the job's stderr,
+    and a job that died without a word is explained by the results folder's free space."""
+    import shutil
+    from collections import namedtuple
+
+    import semcl.engine.job as job_mod
+    from semcl import files
+    from semcl.registry.tables import get_table
+    from semcl.runs import Store, plan_runs
+
+    run = plan_runs(get_table("rince/tab2"), "smoke")[0]
+    store = Store(tmp_path / "results")
+
+    def no_space(path, obj, **kw):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(job_mod, "method_class", lambda *a: (_ for _ in ()).throw(ValueError("bad shape at epoch 3")))
+    monkeypatch.setattr(job_mod, "write_json_atomic", no_space)
+    with pytest.raises(ValueError, match="bad shape"):
+        job_mod.execute_run(run, store, tmp_path / "data")
+    err = capsys.readouterr().err
+    assert (f"semcl: run {run.run_id} failed (ValueError: bad shape at epoch 3); its failed.json could not be "
+            "written ([Errno 28] No space left on device:") in err
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 4096, 4096))
+    note = files.low_space_note(store.root)
+    assert note.startswith(f"the disk holding {store.root} is full or over quota (0.0 MiB free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 0, 10**9))
+    assert files.low_space_note(store.root) is None

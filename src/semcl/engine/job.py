@@ -258,8 +258,12 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
                 rank_errors.record(folder, distributed.rank(), err)
             raise
         shown = rank_errors.explain(folder, err) if distributed.is_peer_fault(err) else err
-        write_json_atomic(folder.failed, {"run_id": run.run_id, "error": f"{type(shown).__name__}: {shown}",
-                                          "traceback": traceback.format_exc()})
+        try:
+            write_json_atomic(folder.failed, {"run_id": run.run_id, "error": f"{type(shown).__name__}: {shown}",
+                                              "traceback": traceback.format_exc()})
+        except OSError as werr:  # a full disk: the run's own error must still reach the job's log and caller
+            print(f"semcl: run {run.run_id} failed ({type(shown).__name__}: {str(shown).splitlines()[0][:300]}); "
+                  f"its failed.json could not be written ({werr})", file=sys.stderr, flush=True)
         if shown is not err:
             raise shown from err
         raise

@@ -18,6 +18,7 @@ import submitit
 
 from semcl.errors import ResultsError, SemclError
 from semcl.estimate.cost import estimated_minutes
+from semcl.files import low_space_note
 from semcl.launch.backends import prepare_synthetic_data, runs_to_submit
 from semcl.launch.base import Backend, LaunchOptions
 from semcl.runs import Run, Store, waves
@@ -224,6 +225,8 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False,
             outcome.update(job.result() or {})
         except Exception as err:  # the worker process itself died
             print(f"job {job.job_id} failed: {str(err).splitlines()[-1] if str(err) else err}", file=sys.stderr)
+            if note := low_space_note(store.root):  # its error went down with its log: say the likely cause
+                print(f"job {job.job_id}: {note}", file=sys.stderr)
     failed = 0
     for run in runs:
         said = outcome.get(run.run_id, "")

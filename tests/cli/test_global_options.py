@@ -36,3 +36,14 @@ def test_api_summary_applies_the_overlay(tmp_path, monkeypatch):
     save_numbers(other, [UserNumber("rince/tab2", "RINCE-in", "top1", 70.0, None, "T2")])
     summ = api.summary("rince/tab2", "mini", results=tmp_path, numbers=other)
     assert summ[(summ["row"] == "RINCE-in") & (summ["column"] == "top1")].iloc[0]["paper"] == 70.0
+
+
+def test_plan_names_the_command_for_the_tables_its_select_rows_read(capsys):
+    from semcl.cli.main import main
+
+    assert main(["plan", "rince/tab2", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert ("# rows 'Label smoothing (superclass)', 'Two heads' show the best row of rince/tab10, rince/tab9; their "
+            "runs: semcl plan rince/tab10 rince/tab9 --profile paper") in out.splitlines()
+    assert main(["plan", "rince/tab2", "rince/tab9", "rince/tab10", "--profile", "paper"]) == 0
+    assert "show the best row of" not in capsys.readouterr().out  # planned with it: nothing to add

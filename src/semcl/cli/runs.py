@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from semcl.cli.args import (
     NAME_A_TABLE,
@@ -92,6 +93,8 @@ def cmd_plan(args) -> None:
             print(_run_line(run_id, label, width, seed, status, cost, deps, detail if args.verbose else "") + shared)
         if table["not_implemented"]:
             print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+        for line in selects_lines(table.get("selects") or {}, {t["id"] for t in tables}, "plan", args.profile):
+            print(line)
         if held - {0}:  # the estimate counts every GPU a run's job holds
             print(f"# {table['id']} GPUs held per run: {'/'.join(str(g) for g in sorted(held))}")
         print(f"# {table['id']} total: {bill.runs} runs, {bill.all:.4g} {unit}; not done: {bill.todo} runs, "
@@ -100,6 +103,17 @@ def cmd_plan(args) -> None:
         print(f"# all {len(tables)} tables: {overall.runs} runs, {overall.all:.4g} {unit}; not done: {overall.todo} runs, "
               f"{overall.left:.4g} {unit}; widest run holds {overall.peak} GPUs (estimates: semcl.estimate)"
               + overall.saved_line(unit))
+
+
+def selects_lines(selects: dict[str, str], shown: set[str], command: str, profile: str) -> list[str]:
+    """The rows that show another table's best row, and the one command that plans or runs those tables' runs
+    (nothing when they are among the tables already named)."""
+    others = sorted(set(selects.values()) - shown)
+    if not others:
+        return []
+    rows = ", ".join(repr(label) for label, t in selects.items() if t in others)
+    return [f"# rows {rows} show the best row of {', '.join(others)}; their runs: "
+            f"semcl {command} {' '.join(others)} --profile {profile}"]
 
 
 def _trained_keys(root) -> dict[str, str]:
@@ -233,6 +247,11 @@ def cmd_run(args) -> None:
     be.check(pairs, store, options)
     check_data_root(runs, root)
     be.submit(pairs, store, options)
+    named = tables_named(args)
+    for table in named:  # rows that show another table's best row have no runs here: name the command that has
+        selects = {r.label: r.select.table for r in table.rows if r.select}
+        for line in selects_lines(selects, {t.id for t in named}, "run", args.profile):
+            print(line.replace("# ", "semcl: ", 1), file=sys.stderr)
 
 
 def _statuses(args, store):

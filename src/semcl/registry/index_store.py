@@ -15,7 +15,7 @@ from semcl.locations import PACKAGE, registry_root
 
 # the whole package's source keys the index, not this module's folder (it moved into registry/ once)
 SRC = PACKAGE
-FORMAT = 3  # bump when the index layout changes
+FORMAT = 4  # bump when the index layout changes
 
 
 
@@ -56,7 +56,9 @@ def table_meta(table) -> dict:
     return {"id": table.id, "path": str(table.path), "paper": table.paper, "source": table.source, "title": table.title,
             "profiles": list(table.profiles), "rows": len(table.rows),
             "implemented": sum(r.implemented for r in table.rows),
-            "not_implemented": [r.label for r in table.rows if not r.implemented]}
+            "not_implemented": [r.label for r in table.rows if not r.implemented],
+            # rows that show the best row of another table (`select:`): label -> that table
+            "selects": {r.label: r.select.table for r in table.rows if r.select}}
 
 
 def read_index(path: Path, key: str) -> dict | None:

@@ -71,6 +71,33 @@ def add_set(sp, rows: str | None) -> None:
                          "split, so probe.milestones=[30,60] is one value (a string with a comma: KEY='\"a,b\"')")
     if rows:
         sp.add_argument("--row", action="append", help=rows)
+    add_seeds(sp)
+
+
+def add_seeds(sp) -> None:
+    sp.add_argument("--seeds", metavar="N|A,B,..", help="the seeds the runs use: a count (the table's own seeds first, "
+                                                       "then 123, 546, 937, 1, 2, ...) or a list; which runs exist, "
+                                                       "nothing else (a seed's run keeps its id)")
+
+
+def seeds_of(args):
+    """--seeds parsed (a count or a list), None when not given."""
+    text = getattr(args, "seeds", None)
+    if not text:
+        return None
+    from semcl.registry.seeds import parse_seeds
+
+    return parse_seeds(text)
+
+
+def with_seeds(args, table):
+    """`table` with --seeds applied to the profile (unchanged without --seeds)."""
+    wanted = seeds_of(args)
+    if wanted is None:
+        return table
+    from semcl.registry.seeds import with_seeds as apply
+
+    return apply(table, args.profile, wanted)
 
 
 def add_json(sp) -> None:
@@ -119,6 +146,7 @@ def selected(args, tables: list) -> list:
     """--set: the tables' variant rows instead of their registered ones; --row: only those rows (semcl.registry.variant_rows)."""
     if args.command == "check" and args.row and not args.set:
         raise ConfigError("--row selects the rows --set varies in `semcl check`; add --set key=value")
+    tables = [with_seeds(args, t) for t in tables]
     if not getattr(args, "set", None) and not (args.command in ("plan", "status", "wait") and args.row):
         return tables
     from semcl.registry.variant_rows import variant_tables

@@ -5,7 +5,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from semcl.cli.args import add_profile, add_set, get_table, load_registry, open_store, results_root
+from semcl.cli.args import (
+    add_profile,
+    add_seeds,
+    add_set,
+    get_table,
+    load_registry,
+    open_store,
+    results_root,
+    seeds_of,
+    with_seeds,
+)
 from semcl.cli.numbers import add_numbers_option, overlaid, overlay, say_warnings
 from semcl.errors import ConfigError, SemclError
 
@@ -13,7 +23,7 @@ from semcl.errors import ConfigError, SemclError
 def cmd_table(args) -> None:
     from semcl.report.tables import write_table
 
-    table, out_dir = get_table(args.table), None
+    table, out_dir = with_seeds(args, get_table(args.table)), None
     if args.set or args.row:  # the registered rows and each one's variant, in a folder of its own
         from semcl.registry.variant_rows import slug, table_view
 
@@ -29,7 +39,8 @@ def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
     ov = overlay(args)
-    text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov)
+    text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
+                              seeds=seeds_of(args))
     say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
@@ -104,6 +115,7 @@ def add_parser(sub) -> None:
     add_profile(sp)
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
     add_numbers_option(sp)
+    add_seeds(sp)
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")

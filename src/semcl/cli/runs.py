@@ -59,7 +59,7 @@ def cmd_plan(args) -> None:
         return _plan_with_layout(args, be)
     from semcl.registry.index import load_index
 
-    if args.set or args.row:  # variants and row selections are not in the cached index: plan them here
+    if args.set or args.row or args.seeds:  # variants, row selections and seeds: not in the cached index
         from semcl.registry.variant_rows import plan_index
 
         index = plan_index(tables_named(args), args.profile)

@@ -230,11 +230,15 @@ def render_csv(verdicts: list[Verdict]) -> str:
 
 
 def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
-                 overlay=None) -> tuple[str, Path]:
+                 overlay=None, seeds: int | list[int] | None = None) -> tuple[str, Path]:
     """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
     `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim states none."""
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
+    if seeds is not None:  # --seeds: the runs of these seeds (semcl.registry.seeds)
+        from semcl.registry.seeds import with_seeds
+
+        registry = {tid: with_seeds(t, profile, seeds) for tid, t in registry.items()}
     verdicts = judge_claims(cf, profile, store, registry)
     if fmt == "md":
         text = render_md(cf, profile, verdicts, store, registry=registry)
@@ -244,6 +248,8 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
         raise ValueError(f"unknown format {fmt!r}")
     out_dir = out_dir or store.root / "claims"
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{paper}.{profile}.{fmt}"
+    tag = "" if seeds is None else "." + ("seeds-" + "-".join(map(str, seeds)) if isinstance(seeds, list)
+                                          else f"{seeds}-seeds")  # beside the default page, never over it
+    path = out_dir / f"{paper}.{profile}{tag}.{fmt}"
     write_text_atomic(path, text)
     return text, path

@@ -61,6 +61,14 @@ def cmd_figure(args) -> None:
 def cmd_report(args) -> None:
     from semcl.report.reproduction import build_report
 
+    if args.index:  # one page over every table, beside the per-paper reports
+        from semcl.report.index_page import write_index
+
+        path = write_index(open_store(args), args.profile, Path(args.out) if args.out else results_root(args) / "reports")
+        print(f"(written to {path})", file=sys.stderr)
+        return
+    if not args.paper:
+        raise ConfigError("name a paper (rince, gpaco, paco, hsa, scns), or --index for the page over every table")
     try:
         out = Path(args.out) if args.out else results_root(args) / "reports"  # never the tracked reproduce/ by default
         ov = overlay(args)
@@ -122,8 +130,10 @@ def add_parser(sub) -> None:
     add_profile(sp)
     sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
-    sp.add_argument("paper", help="rince | gpaco | paco | ...")
+    sp.add_argument("paper", nargs="?", help="rince | gpaco | paco | ... (not with --index)")
     add_profile(sp)
+    sp.add_argument("--index", action="store_true", help="instead: index.html, one page over every table of the "
+                    "four papers (runs done per profile, claims' verdicts, links to the paper pages beside it)")
     sp.add_argument("--out", default=None, help="folder for <paper>.<profile>.md (default: <results>/reports/; "
                                                 "the curated pages are reproduce/)")
     sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "

@@ -42,6 +42,12 @@ figure { margin: 1em 0; }
 figure img { max-width: min(100%, 900px); border: 1px solid #d0d7de; }
 figcaption { color: #57606a; font-size: 0.9em; }
 nav ul { columns: 3; padding-left: 1.2em; }
+td.state-done { border-left: 5px solid #1a7f37; }
+td.state-partial { border-left: 5px solid #bf8700; }
+td.state-none { border-left: 5px solid #d0d7de; }
+td.state-no-profile { color: #8c959f; }
+span.verdict-supported { color: #116329; font-weight: 600; }
+span.verdict-contradicted { color: #a40e26; font-weight: 600; }
 """
 
 STATE_LEGEND = (("done", "#1a7f37", "every run done"), ("partial", "#bf8700", "some runs done"),

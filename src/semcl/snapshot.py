@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import semcl
-from semcl.errors import ResultsError
+from semcl.errors import ConfigError, ResultsError
 from semcl.locations import built_from, registry_root
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -105,8 +105,14 @@ def _build(parent: Path, package: Path, registry: Path) -> Path:
     """A complete snapshot in a temp folder of this writer's own (manifest written last)."""
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".tmp-"))
     try:
-        shutil.copytree(package, tmp / CODE_DIRS[0], ignore=IGNORE)
-        shutil.copytree(registry, tmp / CODE_DIRS[1], ignore=IGNORE)
+        try:
+            shutil.copytree(package, tmp / CODE_DIRS[0], ignore=IGNORE)
+            shutil.copytree(registry, tmp / CODE_DIRS[1], ignore=IGNORE)
+        except shutil.Error as err:  # e.g. a symlink loop or a dangling link under the registry: one line
+            first = err.args[0][0] if err.args and isinstance(err.args[0], list) and err.args[0] else err
+            src, why = (first[0], first[2]) if isinstance(first, tuple) and len(first) == 3 else ("", str(first))
+            raise ConfigError(f"{src or registry}: cannot be copied into the job's code snapshot ({why}); "
+                              "remove or fix the link") from None
         built = built_from(package)  # an installed wheel: the commit it was built from, no clone to diff
         info = {**built, "diff": "", "untracked": []} if built else git_info(package.parents[1])
         (tmp / "snapshot.json").write_text(json.dumps({"commit": info["commit"], "dirty": info["dirty"],

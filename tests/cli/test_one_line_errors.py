@@ -75,3 +75,19 @@ def test_a_batch_that_does_not_split_over_the_rows_ranks_is_refused_at_plan(tmp_
     code, err = _cli("plan", "rince/tab2", "--profile", "smoke")
     assert code == 2 and err.startswith(f"semcl: error: {tab2}: row 'Cross-entropy', profile 'smoke': 'optim.batch_size' = ")
     assert err.endswith(" does not split over the row's 3 tasks (each rank trains on an equal slice)\n")
+
+
+def test_a_symlink_loop_in_the_registry_is_one_line_when_the_snapshot_is_made(tmp_path):
+    from semcl.errors import ConfigError
+    from semcl.locations import registry_root
+    from semcl.snapshot import make_snapshot
+
+    reg = tmp_path / "registry"
+    shutil.copytree(registry_root(), reg)
+    (reg / "loop1").symlink_to(reg / "loop2")
+    (reg / "loop2").symlink_to(reg / "loop1")
+    with pytest.raises(ConfigError) as err:
+        make_snapshot(tmp_path / "results", registry=reg)
+    assert str(err.value).startswith(f"{reg}/loop") and "cannot be copied into the job's code snapshot" in str(err.value)
+    assert str(err.value).endswith("remove or fix the link") and "\n" not in str(err.value)
+    assert not [p for p in (tmp_path / "results" / "snapshots").iterdir() if not p.name.startswith(".lock")]

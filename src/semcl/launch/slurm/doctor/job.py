@@ -1,6 +1,7 @@
 """The doctor's SLURM job: every task runs the checks in order and writes what it measured to
-<folder>/rank<R>.json. The requeue check splits it in two attempts: the first measures, trains the
-reference, then is signalled and requeued mid-run; the requeued one (`resuming`) resumes and finishes."""
+<folder>/rank<R>.json. The requeue check splits it in two attempts: the first measures (rendezvous, CPUs,
+bandwidth, disk), trains the reference, then is signalled and requeued mid-run; the requeued one
+(`resuming`) resumes and finishes, then trains the registry rows and raises on rank 1."""
 
 from __future__ import annotations
 
@@ -61,12 +62,29 @@ class DoctorJob(submitit.helpers.Checkpointable):
         return str(path)
 
     def first_attempt(self, device, join_s: float, path: Path) -> dict:
-        from semcl.launch.slurm.doctor import probes, resume, steps
+        from semcl.launch.slurm.doctor import probes, resume
 
         s = self.settings
         out: dict = {"attempt": 0, "rendezvous": probes.rendezvous(device, join_s), "cpus": probes.cpus(device),
                      "all_reduce": probes.all_reduce_bandwidth(device, s.bandwidth_mb)}
+        from semcl.runtime import distributed
+
+        if distributed.rank() == 0:
+            out["disk"] = probes.results_disk(self.folder, s.write_mb)
+        # before the engine's rows: they set process-wide arithmetic (semcl.runtime.precision) that the requeued
+        # attempt would not share with this one
+        out["resume"] = {"reference": resume.reference(device)}
+        write_json_atomic(path, out)  # before the signal: the requeued attempt reads it back
+        out["resume"]["straight"] = resume.interrupted(device, self.folder / "resume.pt")
+        return out  # reached only when no requeue happened
+
+    def second_attempt(self, device, out: dict, path: Path) -> None:
+        from semcl.launch.slurm.doctor import rank_fault, resume, steps
+
+        if self.resuming:
+            out["resume"]["after_requeue"] = resume.resumed(device, self.folder / "resume.pt")
         out["ddp_steps"] = []
+        s = self.settings
         for family, (table, row) in s.families.items():
             try:
                 out["ddp_steps"].append(steps.ddp_steps(family, table, row, self.folder / "steps", device,
@@ -74,20 +92,6 @@ class DoctorJob(submitit.helpers.Checkpointable):
             except Exception as err:  # noqa: BLE001 - a row that cannot train is this check's finding
                 out["ddp_steps"].append({"family": family, "table": table, "row": row,
                                          "error": f"{type(err).__name__}: {err}"[:300]})
-        from semcl.runtime import distributed
-
-        if distributed.rank() == 0:
-            out["disk"] = probes.results_disk(self.folder, s.write_mb)
-        out["resume"] = {"reference": resume.reference(device)}
-        write_json_atomic(path, out)  # before the signal: the requeued attempt reads it back
-        out["resume"]["straight"] = resume.interrupted(device, self.folder / "resume.pt")
-        return out  # reached only when no requeue happened
-
-    def second_attempt(self, device, out: dict, path: Path) -> None:
-        from semcl.launch.slurm.doctor import rank_fault, resume
-
-        if self.resuming:
-            out["resume"]["after_requeue"] = resume.resumed(device, self.folder / "resume.pt")
         out["restart_count"] = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
         verdict = rank_fault.rank_one_error(self.folder / "rank_fault")
         if verdict is not None:

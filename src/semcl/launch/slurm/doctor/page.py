@@ -31,7 +31,7 @@ def _rendezvous(ranks: list[dict], world: int, gpus: bool) -> Check:
     hosts = sorted({h for h, _ in places})
     detail = (f"{len(seen)} ranks on {len(hosts)} node(s) ({', '.join(hosts)}); devices "
               + ", ".join(f"{r['rank']}:{r['host']}/{r['device']}" for r in seen)
-              + f"; slowest join {max(r['join_s'] for r in ranks):.1f} s")
+              + f"; slowest join {max(r['rendezvous']['join_s'] for r in ranks):.1f} s")
     return Check("rendezvous and devices", not problems, "; ".join(problems) or detail)
 
 
@@ -70,7 +70,8 @@ def _resume(ranks: list[dict]) -> Check:
         res = r["resume"]
         after = res.get("after_requeue")
         if after is None:
-            problems.append(f"rank {i}: not requeued (signal {'noted' if res.get('straight', {}).get('signalled') else 'never noted'})")
+            noted = res.get("straight", {}).get("signalled")
+            problems.append(f"rank {i}: not requeued (the signal was {'noted' if noted else 'never noted'})")
         elif not after.get("resumed"):
             problems.append(f"rank {i}: {after.get('error')}")
         elif after["losses"] != res["reference"]["losses"] or after["digest"] != res["reference"]["digest"]:

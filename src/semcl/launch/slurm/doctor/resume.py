@@ -92,8 +92,12 @@ def interrupted(device: torch.device, ckpt: Path) -> dict:
         if step == SIGNAL_AT and distributed.rank() == 0:
             sent["ok"] = _send_requeue_signal()
         if step < STEPS and distributed.any_rank(interrupt.pending(), device):  # the same step on every rank
+            every = [list(losses)]  # each rank's own losses (its own batches)
+            if distributed.is_distributed():
+                every = [None] * distributed.world_size()
+                torch.distributed.all_gather_object(every, list(losses))
             if distributed.rank() == 0:
-                save_atomic({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "losses": losses}, ckpt)
+                save_atomic({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "losses": every}, ckpt)
             distributed.barrier()
             interrupt.fire_if_pending()  # rank 0: checkpoint the job object, requeue, exit
             time.sleep(120)  # the other ranks: SLURM ends them with the requeue
@@ -112,5 +116,5 @@ def resumed(device: torch.device, ckpt: Path) -> dict:
         return {"resumed": False, "error": f"{ckpt}: no checkpoint to resume from"}
     net.load_state_dict(state["net"])
     opt.load_state_dict(state["opt"])
-    losses = _train(net, opt, ddp, device, state["step"], list(state["losses"]))
+    losses = _train(net, opt, ddp, device, state["step"], list(state["losses"][distributed.rank()]))
     return {"resumed": True, "resumed_at": state["step"], "losses": losses, "digest": weights_digest(net)}

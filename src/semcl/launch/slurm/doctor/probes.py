@@ -19,7 +19,8 @@ def rendezvous(device: torch.device, join_s: float) -> dict:
     """Who this rank is, where it runs and on what; `all` (rank 0's copy) lists every rank's, so the page
     can tell two ranks sharing one GPU apart from a correct layout."""
     me = {"rank": distributed.rank(), "slurm_procid": int(os.environ.get("SLURM_PROCID", "0")),
-          "world_size": distributed.world_size(), "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "device": str(device),
+          "world_size": distributed.world_size(), "device": str(device),
+          "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),  # one machine may hold two slurmd
           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
           "join_s": round(join_s, 3)}
     everyone: list = [None] * distributed.world_size()

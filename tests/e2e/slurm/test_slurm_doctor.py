@@ -15,7 +15,7 @@ NODES = sorted(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(len(NODES) < 2, reason="needs the two-node local cluster")]
 
 CHECKS = ["rendezvous and devices", "CPUs and loader workers", "all-reduce bandwidth",
-          "DDP steps: ce (rince/tab2 / Cross-entropy)", "DDP steps: contrastive (rince/tab2 / RINCE-in)",
+          "DDP steps: cross-entropy (rince/tab2 / Cross-entropy)", "DDP steps: contrastive (rince/tab2 / RINCE-in)",
           "requeue signal and exact resume", "an error on rank 1", "results folder"]
 
 

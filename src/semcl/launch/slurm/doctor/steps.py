@@ -15,7 +15,7 @@ from semcl.runs import Run, Store, plan_runs
 from semcl.runtime import distributed
 
 # (table, row) per family: few enough that the local cluster's CI stays short
-FAMILIES = {"ce": ("rince/tab2", "Cross-entropy"), "contrastive": ("rince/tab2", "RINCE-in")}
+FAMILIES = {"cross-entropy": ("rince/tab2", "Cross-entropy"), "contrastive": ("rince/tab2", "RINCE-in")}
 
 
 def smoke_run(table_id: str, row: str) -> Run:

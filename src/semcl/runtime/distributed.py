@@ -219,7 +219,7 @@ def gather_rows(t: torch.Tensor) -> torch.Tensor:
     if not is_distributed():
         return t
     out = torch.empty((world_size() * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
-    dist.all_gather_into_tensor(out, t.contiguous())
+    dist.all_gather_single(out, t.contiguous())
     return out
 
 

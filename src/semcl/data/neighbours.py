@@ -12,7 +12,10 @@ duplicate features that column can be a twin, leaving the query in its own list.
 *index* (the diagonal is masked before the top-k), so image i is never its own neighbour, while an exact
 duplicate j != i is a legitimate (maximally similar) neighbour.
 
-Ties between equal similarities are broken arbitrarily (as torch.topk / faiss do).
+Ties between equal similarities are broken as torch.topk orders them inside one similarity block (faiss:
+as faiss does). That order is a fixed function of the block, so whoever computes the same blocks gets the
+same table: the query-chunk grid is part of the computation, and sharded mining keeps it
+(semcl.data.knn_shards).
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ import torch
 import torch.nn.functional as F
 
 BACKENDS = ("torch", "faiss")
+# the similarity block of the torch backend: rows (queries) x columns (keys). The query chunk is also the
+# grid that sharded mining keeps (semcl.data.knn_shards), so every process computes the same blocks.
+QUERY_CHUNK, KEY_CHUNK = 4096, 65536
 
 
-def _check(features: torch.Tensor, k: int) -> None:
+def check_inputs(features: torch.Tensor, k: int) -> None:
     if features.ndim != 2:
         raise ValueError(f"features must be [N, D], got shape {tuple(features.shape)}")
     if k < 1:
@@ -38,8 +44,8 @@ def knn_table(
     k: int,
     *,
     backend: str = "torch",
-    query_chunk: int = 4096,
-    key_chunk: int = 65536,
+    query_chunk: int = QUERY_CHUNK,
+    key_chunk: int = KEY_CHUNK,
 ) -> torch.Tensor:
     """Indices of each sample's k most cosine-similar other samples, nearest first.
 
@@ -49,12 +55,13 @@ def knn_table(
         backend: ``"torch"`` (chunked matrix products on ``features.device``) or ``"faiss"`` (exact
             ``IndexFlatIP`` on the CPU; needs faiss-cpu).
         query_chunk, key_chunk: rows / columns of each similarity block; peak memory is one
-            ``[query_chunk, key_chunk]`` float32 block. They do not change the result.
+            ``[query_chunk, key_chunk]`` float32 block. The table does not depend on them beyond the order of
+            similarities that agree to within fp32 rounding (module docstring).
 
     Returns:
         ``int64 [N, k]`` on the CPU; row i never contains i.
     """
-    _check(features, k)
+    check_inputs(features, k)
     if backend == "torch":
         table = _knn_torch(features, k, query_chunk, key_chunk)
     elif backend == "faiss":
@@ -64,35 +71,52 @@ def knn_table(
     return table.cpu()
 
 
+def unit_rows(features: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+    """Rows scaled to unit L2 norm in float32, the same arithmetic as ``F.normalize`` (bit for bit);
+    `inplace` divides a float32 `features` in place, so a gathered bank is not held twice."""
+    v = features.float()
+    denom = v.norm(2, 1, keepdim=True).clamp_min(1e-12)
+    return v.div_(denom) if inplace and v is features else v / denom
+
+
+def knn_rows(v: torch.Tensor, q0: int, q1: int, k: int, key_chunk: int = KEY_CHUNK) -> torch.Tensor:
+    """The k most similar other rows of unit-norm `v` for query rows ``q0:q1``, nearest first: one query
+    chunk of the table, ``int64 [q1 - q0, k]`` on `v`'s device. Peak memory is one ``[q1 - q0, key_chunk]``
+    block of similarities; a row's result depends on `v`, its chunk ``q0:q1`` and `key_chunk` alone, so any
+    process that runs the same chunk gets the same rows (semcl.data.knn_shards)."""
+    n = v.shape[0]
+    q = v[q0:q1]
+    rows = torch.arange(q0, q0 + q.shape[0], device=v.device)
+    best_s = torch.full((q.shape[0], 0), float("-inf"), device=v.device)
+    best_i = torch.empty((q.shape[0], 0), dtype=torch.long, device=v.device)
+    for c0 in range(0, n, key_chunk):
+        s = q @ v[c0:c0 + key_chunk].T                      # [R, C] cosine similarities
+        cols = torch.arange(c0, c0 + s.shape[1], device=v.device)
+        # self, by index: the rows of this query chunk whose own column falls in this key block (an
+        # indexed write, not an [R, C] comparison, which cost as much as the top-k)
+        own = rows[(rows >= c0) & (rows < c0 + s.shape[1])]
+        s[own - q0, own - c0] = float("-inf")
+        # merge this block's candidates with the running best k (top-k of a union = top-k of the
+        # per-part top-ks), so memory stays one block whatever N is
+        s_top, i_top = s.topk(min(k, s.shape[1]), dim=1)
+        if best_s.shape[1] == 0:  # the first block: nothing to merge with
+            best_s, best_i = s_top, cols[i_top]
+            continue
+        cand_s = torch.cat([best_s, s_top], dim=1)
+        cand_i = torch.cat([best_i, cols[i_top]], dim=1)
+        best_s, pos = cand_s.topk(min(k, cand_s.shape[1]), dim=1)
+        best_i = cand_i.gather(1, pos)
+    return best_i
+
+
 def _knn_torch(features: torch.Tensor, k: int, query_chunk: int, key_chunk: int) -> torch.Tensor:
     if query_chunk < 1 or key_chunk < 1:
         raise ValueError(f"chunk sizes must be positive, got query_chunk={query_chunk}, key_chunk={key_chunk}")
-    v = F.normalize(features.float(), dim=1)
+    v = unit_rows(features)
     n = v.shape[0]
     out = torch.empty(n, k, dtype=torch.long, device=v.device)
     for q0 in range(0, n, query_chunk):
-        q = v[q0:q0 + query_chunk]
-        rows = torch.arange(q0, q0 + q.shape[0], device=v.device)
-        best_s = torch.full((q.shape[0], 0), float("-inf"), device=v.device)
-        best_i = torch.empty((q.shape[0], 0), dtype=torch.long, device=v.device)
-        for c0 in range(0, n, key_chunk):
-            s = q @ v[c0:c0 + key_chunk].T                      # [R, C] cosine similarities
-            cols = torch.arange(c0, c0 + s.shape[1], device=v.device)
-            # self, by index: the rows of this query chunk whose own column falls in this key block (an
-            # indexed write, not an [R, C] comparison, which cost as much as the top-k)
-            own = rows[(rows >= c0) & (rows < c0 + s.shape[1])]
-            s[own - q0, own - c0] = float("-inf")
-            # merge this block's candidates with the running best k (top-k of a union = top-k of the
-            # per-part top-ks), so memory stays one block whatever N is
-            s_top, i_top = s.topk(min(k, s.shape[1]), dim=1)
-            if best_s.shape[1] == 0:  # the first block: nothing to merge with
-                best_s, best_i = s_top, cols[i_top]
-                continue
-            cand_s = torch.cat([best_s, s_top], dim=1)
-            cand_i = torch.cat([best_i, cols[i_top]], dim=1)
-            best_s, pos = cand_s.topk(min(k, cand_s.shape[1]), dim=1)
-            best_i = cand_i.gather(1, pos)
-        out[q0:q0 + q.shape[0]] = best_i
+        out[q0:q0 + query_chunk] = knn_rows(v, q0, min(n, q0 + query_chunk), k, key_chunk)
     return out
 
 

@@ -6,7 +6,9 @@ over files, clip plans) is chosen once per run (semcl.engine.view_source). Check
 epoch end, every $SEMCL_CHECKPOINT_EVERY_MIN minutes (set from the cluster profile on SLURM) and, on a requeue
 signal, at the next step boundary (with the generator's position inside the epoch). With several ranks the step
 goes through DistributedDataParallel (semcl.runtime.distributed), all ranks agree on when to checkpoint, and the
-checkpoint holds every rank's RNG states.
+checkpoint holds every rank's RNG states. Long work at an epoch's start (HSA's kNN mining) checks for a requeue
+signal too and gives way to it (interrupt.Abandoned): the epoch's start is checkpointed, and the resumed run
+redoes that work.
 
 Gradient accumulation (optim.accum_steps = k > 1, MAE's --accum_iter): each batch's loss / k is back-propagated,
 the optimiser steps after every k-th batch, and the lr is set at the first batch of each cycle (as MAE). An epoch
@@ -160,6 +162,17 @@ class Stepper:
         return loss
 
 
+def _start_epoch(method: Method, epoch: int) -> bool:
+    """The method's epoch start (epoch-dependent losses and statistics, HSA's kNN mining); False when it
+    gave way to a pending stop signal (interrupt.Abandoned)."""
+    try:
+        method.on_epoch_start(epoch)
+    except interrupt.Abandoned as stopped:
+        log.info("%s", stopped)
+        return False
+    return True
+
+
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
           step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
@@ -204,7 +217,11 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     with interrupt.training(), live:
         for epoch in range(at.epoch, last_epoch):
             method.train()
-            method.on_epoch_start(epoch)  # epoch-dependent losses and statistics
+            while not _start_epoch(method, epoch):  # a stop signal came during the epoch's start (HSA's mining)
+                if not (epoch == at.epoch and at.step):  # (a resume inside the epoch: its checkpoint is later)
+                    saver.save(epoch, 0, None, 0.0)
+                log.info("requeue signal: checkpoint at the start of epoch %d", epoch)
+                interrupt.fire_if_pending()  # normally requeues and exits; else the start is run again
             g = epoch_generator(seed, epoch)
             losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
             perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)

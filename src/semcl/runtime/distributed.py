@@ -204,6 +204,25 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+def min_over_ranks(value: int, device: torch.device) -> int:
+    """The smallest of every rank's `value` on every rank (one small all-reduce; `value` alone)."""
+    if not is_distributed():
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def gather_rows(t: torch.Tensor) -> torch.Tensor:
+    """Every rank's `t` (the same shape on all) stacked along dim 0 in rank order, into one buffer (no
+    per-rank copies to concatenate: HSA's gathered feature bank is gigabytes); `t` itself alone."""
+    if not is_distributed():
+        return t
+    out = torch.empty((world_size() * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
+    dist.all_gather_single(out, t.contiguous())
+    return out
+
+
 def gather_rng_states(state: dict) -> list[dict] | None:
     """Every rank's RNG states (a collective: all ranks call it together); None alone."""
     if not is_distributed():

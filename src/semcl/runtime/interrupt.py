@@ -48,6 +48,11 @@ def pending() -> bool:
     return _pending is not None
 
 
+class Abandoned(Exception):
+    """Long work at an epoch's start (HSA's kNN mining) stopped part way because a stop signal is pending
+    (agreed across ranks); the train loop checkpoints the epoch's start and acts on the signal. Raised only
+    inside `training()`, the one place a signal can be pending."""
+
 
 def fire_if_pending() -> None:
     """Run the deferred handler (it normally requeues the job and exits the process)."""

@@ -14,9 +14,10 @@ enqueued, with label 0 (the queue's labels are unused; 0 keeps MemoryBank.filled
 
 kNN mining (`on_epoch_start`, epochs 0, refresh, 2 refresh, ...): features of every training image
 under the deterministic test transform from f_q's or f_k's backbone in eval mode (BN running statistics, as
-the official clustering.py:16 compute_feat calls model.eval()), chunked; `semcl.data.neighbours.knn_table`
-gives the N x k table, kept as a buffer so a checkpoint carries it and a resumed run (also one resumed
-inside a mining epoch) uses the same neighbours.
+the official clustering.py:16 compute_feat calls model.eval()), chunked; `semcl.data.knn_shards` gives the
+N x k table of `semcl.data.neighbours.knn_table` (under DDP each rank searches a share of the queries, and a
+requeue signal stops it between chunks), kept as a buffer so a checkpoint carries it and a resumed run (also
+one resumed inside a mining epoch) uses the same neighbours.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from torch import nn
 
 from semcl.data import build_augment, stats
 from semcl.data.cutmix import cutmix
+from semcl.data.knn_shards import sharded_knn_table
 from semcl.data.neighbours import draw_neighbours, knn_table, pick_neighbours
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
@@ -39,6 +41,7 @@ from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
 from semcl.models.stage_heads import build_stage_heads
 from semcl.models.stages import stage_channels, stage_names, stage_outputs
+from semcl.runtime import distributed, interrupt
 
 
 def hsa_knobs(m: HSAMethod | MoCoV2Method) -> HSAMethod:
@@ -168,8 +171,8 @@ class HSA(Method):
 
     @torch.no_grad()
     def mining_features(self) -> torch.Tensor:
-        """[N, D] backbone features of every training image (test transform), on the method's device;
-        under DDP each rank encodes a contiguous shard and the shards are gathered."""
+        """[N, D] float32 backbone features of every training image (test transform), on the method's device;
+        under DDP each rank encodes a contiguous shard and the shards are gathered into one buffer."""
         if self._ctx is None:
             raise RuntimeError("kNN mining needs the training set: on_train_start was not called")
         images = self._ctx.train_set.images
@@ -178,33 +181,39 @@ class HSA(Method):
         tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)
         encoder = self.backbone if self.knobs.features == "query" else self.key_backbone
         device, dtype = next(encoder.parameters()).device, next(encoder.parameters()).dtype
-        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-        world, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
-        per = math.ceil(n / world)
-        lo, hi = min(n, rank * per), min(n, (rank + 1) * per)
+        per = math.ceil(n / distributed.world_size())
+        lo, hi = min(n, distributed.rank() * per), min(n, (distributed.rank() + 1) * per)
         gen = torch.Generator().manual_seed(0)  # the test transform draws nothing
+        shard = torch.zeros(per, encoder.out_dim, device=device)  # a short last shard: zero padding, cut below
         was_training = encoder.training
         encoder.eval()
         try:
-            feats = [encoder(tf(images[i:min(i + bs, hi)], gen).to(device, dtype)).float() for i in range(lo, hi, bs)]
+            for i in range(lo, hi, bs):
+                j = min(i + bs, hi)
+                shard[i - lo:j - lo] = encoder(tf(images[i:j], gen).to(device, dtype)).float()
         finally:
             encoder.train(was_training)
-        out = torch.cat(feats) if feats else torch.zeros(0, encoder.out_dim, device=device)
-        if not distributed:
-            return out
-        padded = torch.zeros(per, out.shape[1], device=device)
-        padded[:out.shape[0]] = out
-        parts = [torch.empty_like(padded) for _ in range(world)]
-        dist.all_gather(parts, padded)
-        return torch.cat(parts)[:n]
+        return distributed.gather_rows(shard)[:n]
 
     @torch.no_grad()
     def mine(self, epoch: int) -> None:
-        """Recompute the N x k table (rank 0's, broadcast, so every rank draws from the same one)."""
-        table = knn_table(self.mining_features(), self.knobs.k, backend=self.knobs.knn_backend)
-        table = table.to(self.neighbours.table.device)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.broadcast(table, src=0)
+        """Recompute the N x k table, the same on every rank. torch backend: each rank searches its share of
+        the queries and the table is gathered (semcl.data.knn_shards); a requeue signal that comes meanwhile
+        abandons the mining between chunks (interrupt.Abandoned: the loop checkpoints, a resumed run mines
+        again). faiss: rank 0 searches, the table is broadcast."""
+        features = self.mining_features()
+        if self.knobs.knn_backend == "faiss":
+            n, k = features.shape[0], self.knobs.k
+            table = knn_table(features, k, backend="faiss") if distributed.rank() == 0 else \
+                torch.empty(n, k, dtype=torch.long)
+            table = table.to(features.device)
+            if distributed.is_distributed():
+                dist.broadcast(table, src=0)
+        else:
+            table = sharded_knn_table(features, self.knobs.k, fast=self.cfg.optim.precision == "fast",
+                                      stop=lambda: distributed.any_rank(interrupt.pending(), features.device))
+            if table is None:
+                raise interrupt.Abandoned(f"kNN mining of epoch {epoch}: a stop signal is pending")
         self.neighbours.set(table, epoch)
 
     def _neighbour_views(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:

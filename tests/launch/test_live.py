@@ -205,6 +205,7 @@ profiles:
 """
 
 
+@pytest.mark.slow
 def test_local_run_through_a_pipe_prints_one_plain_line_per_epoch_and_its_log_opens_with_a_header(
         tmp_path, registry_copy):
     (registry_copy / "test").mkdir()

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from semcl.errors import ResultsError
 from semcl.runs import Run, Store
 from semcl.runtime.history import read_history
 from semcl.runtime.progress import duration, read_progress, speed
@@ -112,11 +113,11 @@ class LiveView:
 
     def _plain(self, run: Run, state: str) -> None:
         folder = self.store.folder(run.run_id)
-        if state not in ACTIVE and state not in SETTLED:
+        if state not in ("running", "requeued", *SETTLED):  # a queued run has nothing to say yet
             return
         try:
             history = read_history(folder.history) if folder.history.exists() else []
-        except Exception:  # a bad line: the run's own reader says so; the view shows what it can
+        except ResultsError:  # a bad line: `semcl curves` names it; the view shows what it can
             history = []
         seen = self.printed.get(run.run_id, 0)
         if len(history) < seen:  # a resumed run rewrote its history to its checkpoint's epochs

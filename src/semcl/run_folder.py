@@ -4,6 +4,8 @@
     data.json          the data it read: splits, sizes, source files and their checksums
     log.txt            the run's log
     history.jsonl      one line per finished epoch
+    progress.json      where the run stands now (phase, epoch, step, loss, rate, ETA), rewritten about once a
+                       second while it trains; removed once the record is written (semcl.runtime.progress)
     lock.json          the owner's lock (semcl.runtime.runlock)
     checkpoints/last.pt  model, optimizer, RNG and queue state (resumes and dependent runs read it)
     trained.json       the training stage's record, beside the final checkpoint
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG, DATA, LOG, HISTORY, LOCK = "config.yaml", "data.json", "log.txt", "history.jsonl", "lock.json"
+PROGRESS = "progress.json"
 CHECKPOINTS, LAST_CHECKPOINT = "checkpoints", "last.pt"
 TRAINED, LOGITS, METRICS, FAILED = "trained.json", "test_logits.pt", "metrics.json", "failed.json"
 RANK_ERRORS, FAULTS = "rank_errors", "faults"
@@ -57,6 +60,10 @@ class RunFolder:
     @property
     def history(self) -> Path:
         return self.path / HISTORY
+
+    @property
+    def progress(self) -> Path:
+        return self.path / PROGRESS
 
     @property
     def lock(self) -> Path:

@@ -98,9 +98,11 @@ def test_progress_line_is_throttled_to_two_a_second():
         now[0] = step * 0.1
         p.update(2, step, 10, 4.21)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "epoch 3/6 step 1/10 loss 4.2100"
-    assert lines[1] == "epoch 3/6 step 6/10 loss 4.2100 10.0 it/s"
-    assert lines[2] == "epoch 3/6 step 10/10 loss 4.2100 10.0 it/s" and len(lines) == 3
+    # the first step's rate is its own time since the meter was made (0.1 s): 3 x 10 + 9 steps left = 3.9 s;
+    # then the epoch's rate from step 1 on: 5 steps in 0.5 s, 34 steps left = 3.4 s; at the end 30 = 3.0 s
+    assert lines[0] == "epoch 3/6 step 1/10 loss 4.2100 10.0 it/s ETA 0:04"
+    assert lines[1] == "epoch 3/6 step 6/10 loss 4.2100 10.0 it/s ETA 0:03"
+    assert lines[2] == "epoch 3/6 step 10/10 loss 4.2100 10.0 it/s ETA 0:03" and len(lines) == 3
     off = io.StringIO()
     Progress(6, stream=off, enabled=False).update(0, 1, 10, 1.0)
     assert off.getvalue() == ""

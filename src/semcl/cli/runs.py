@@ -190,6 +190,8 @@ def cmd_status(args) -> None:
     from semcl.report.older_configs import status_lines
 
     store = open_store(args)
+    if args.watch:
+        _watch(args, store)
     rows = _statuses(args, store)
     shown: dict[str, list] = {}
     for t, run, _, _ in rows:
@@ -264,24 +266,43 @@ def _statuses(args, store):
     return [(t, r, *state) for (t, r), state in zip(runs, run_states(store, [r for _, r in runs]), strict=True)]
 
 
+def _watch(args, store, timeout: float | None = None) -> dict[str, str]:
+    """The live lines of the planned runs (semcl.launch.live) until none is queued or running (or `timeout`
+    seconds); the states read at every --poll, the progress files every second. Ctrl-C ends the watch."""
+    from semcl.launch.backends import run_states
+    from semcl.launch.live import LiveView, follow
+    from semcl.runs import plan_runs
+
+    runs = list({r.run_id: r for t in tables_named(args) for r in plan_runs(t, args.profile)}.values())
+
+    def states() -> dict[str, str]:
+        return {r.run_id: state for r, (state, _) in zip(runs, run_states(store, runs), strict=True)}
+
+    with LiveView(runs, store) as view:
+        try:
+            return follow(view, states, args.poll, timeout=timeout)
+        except KeyboardInterrupt:
+            return {}
+
+
 def cmd_wait(args) -> None:
     import time
 
     store = open_store(args)
     t0 = time.time()
-    while True:
-        rows = _statuses(args, store)
-        active = [r for r in rows if r[2] in ("pending", "running", "requeued")]
-        if not active:
-            counts = {k: sum(r[2] == k for r in rows) for k in ("done", "failed", "partial", "missing")}
-            print("no run queued or running: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-            failed = [r for r in rows if r[2] == "failed"]
-            if failed:
-                raise SemclError(f"{len(failed)} run(s) failed; see `semcl status`")
-            return
-        if args.timeout and time.time() - t0 > args.timeout:
-            raise SemclError(f"timed out after {args.timeout} s with {len(active)} run(s) still queued or running")
-        time.sleep(args.poll)
+    _watch(args, store, args.timeout)
+    rows = _statuses(args, store)
+    active = [r for r in rows if r[2] in ("pending", "running", "requeued")]
+    if not active:
+        counts = {k: sum(r[2] == k for r in rows) for k in ("done", "failed", "partial", "missing")}
+        print("no run queued or running: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+        failed = [r for r in rows if r[2] == "failed"]
+        if failed:
+            raise SemclError(f"{len(failed)} run(s) failed; see `semcl status`")
+        return
+    if args.timeout and time.time() - t0 > args.timeout:
+        raise SemclError(f"timed out after {args.timeout} s with {len(active)} run(s) still queued or running")
+    raise SemclError(f"interrupted with {len(active)} run(s) still queued or running")
 
 
 def add_parser(sub) -> None:
@@ -303,8 +324,14 @@ def add_parser(sub) -> None:
             add_set(sp, "only this row label and the rows it builds on (repeatable); with --set: the rows it varies")
         if name == "wait":
             sp.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
-            sp.add_argument("--poll", type=positive_float, default=10.0,
-                            help="seconds between status checks (default 10)")
+        if name == "status":
+            sp.add_argument("--watch", action="store_true",
+                            help="one live line per running run (epoch k/N, loss, it/s, ETA), refreshed until no run "
+                                 "is queued or running (Ctrl-C ends it); then the status")
+        if name != "plan":
+            sp.add_argument("--poll", type=positive_float, default=10.0 if name == "wait" else 5.0,
+                            help=f"seconds between status checks (default {10 if name == 'wait' else 5}); "
+                                 "the progress lines refresh every second")
         sp.set_defaults(func=func)
     sp = sub.add_parser("run", help="submit the missing runs of one or more tables")
     add_tables(sp)

@@ -13,12 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
-import subprocess
 import sys
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -28,17 +25,18 @@ from semcl.config import config_to_dict
 from semcl.data import describe_split, ensure_synthetic, load
 from semcl.engine.build import build_method, data_info, data_splits, method_class
 from semcl.engine.evaluate import evaluate, select_on_validation
+from semcl.engine.provenance import device_name, git_state, open_run_log, versions
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
-from semcl.locations import built_from
 from semcl.run_folder import STORE_FORMAT, RunFolder
 from semcl.runs import Run, Store
 from semcl.runtime import distributed, rank_errors
 from semcl.runtime.checkpoint import seed_everything
 from semcl.runtime.precision import effective_config
+from semcl.runtime.progress import write_phase
+from semcl.runtime.tracking import log_results
 
-PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
 STAGES = ("all", "train", "evaluate")
 
 
@@ -67,51 +65,6 @@ def arithmetic_threads(cpus: int) -> int:
     return max(1, cpus) if pick_device().type == "cuda" else 1
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(device)}"
-    return f"cpu ({platform.processor() or platform.machine()})"
-
-
-def git_state() -> dict:
-    """Commit and dirty flag of the code this run executes: the submission's snapshot if any."""
-    snap = os.environ.get("SEMCL_SNAPSHOT")
-    if snap:
-        info = json.loads((Path(snap) / "snapshot.json").read_text())
-        return {"commit": info["commit"], "dirty": info["dirty"], "snapshot": snap}
-    built = built_from()  # an installed wheel: the commit it was built from (no clone to ask)
-    if built is not None:
-        return built
-    repo = Path(__file__).resolve().parents[3]
-    try:
-        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "src", "experiments"],
-                               capture_output=True, text=True, check=True).stdout.strip() != ""
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None}
-
-
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def _file_logger(path: Path) -> logging.Handler:
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-    root = logging.getLogger("semcl")
-    root.setLevel(logging.INFO)
-    root.addHandler(handler)
-    return handler
-
-
 def _training(device: torch.device, t0: float) -> dict:
     """How this process trains: what the record keeps of the training stage."""
     return {"device": device_name(device), "threads": torch.get_num_threads(), "world_size": distributed.world_size(),
@@ -126,7 +79,7 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "profile": run.profile,
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
             **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
-            "git": git_state(), "versions": _versions(), "device": training.get("device", device_name(device)),
+            "git": git_state(), "versions": versions(), "device": training.get("device", device_name(device)),
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
             **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
@@ -183,6 +136,18 @@ def _finished_record(run: Run, store: Store, device: torch.device | None) -> dic
     return record or {}
 
 
+def _finish(run: Run, folder: RunFolder, store: Store, record: dict) -> None:
+    """Write the record; then the progress file goes, and the trackers get the evaluation and the settings."""
+    store.write_record(run.run_id, record)
+    folder.failed.unlink(missing_ok=True)
+    folder.progress.unlink(missing_ok=True)
+    try:
+        log_results(folder.path, record["metrics"], record["config"])
+    except Exception as err:  # the record is written: a tracker's failure costs its summary, not the run
+        logging.getLogger("semcl.job").warning("trackers: the evaluation was not logged (%s: %s)",
+                                               type(err).__name__, err)
+
+
 def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | None = None,
                 stage: str = "all") -> dict:
     """Train, evaluate, write metrics.json (`stage` all); or only train, up to the final checkpoint and
@@ -199,7 +164,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         write_text_atomic(folder.config, yaml.safe_dump({"run_id": run.run_id, "seed": run.seed, "table": run.table_id,
                                                     "row": run.row_label, "profile": run.profile,
                                                     "config": config_to_dict(run.config)}, sort_keys=False))
-    handler = _file_logger(folder.log)
+    handler = open_run_log(folder.log, run, stage, device or pick_device())
+    if distributed.rank() == 0:  # what `semcl status --watch` shows until the first step (a stale file replaced)
+        write_phase(folder.progress, "start")
     t0 = time.time()
     try:
         cfg = effective_config(run.config)  # `fast`: bf16 + channels_last; official: as the row says
@@ -207,8 +174,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         computed = None if stage == "train" else cls.metrics_from_dependencies(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
-            store.write_record(run.run_id, record)
-            folder.failed.unlink(missing_ok=True)
+            _finish(run, folder, store, record)
             return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
         seed_everything(run.seed)
@@ -235,6 +201,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             return {}
         if trainer == run.run_id and not folder.trained.exists():  # what runs sharing this training read
             write_json_atomic(folder.trained, {"run_id": run.run_id, **_training(device, t0)})
+        write_phase(folder.progress, "trained" if stage == "train" else "evaluate")
         if stage == "train":
             return {}
         chosen = {}
@@ -248,8 +215,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
                               checkpoint_dir=folder.checkpoints),
                    **chosen}
         record = _record(run, metrics, history, t0, device, trained)
-        store.write_record(run.run_id, record)
-        folder.failed.unlink(missing_ok=True)
+        _finish(run, folder, store, record)
         return record
     except Exception as err:
         logging.getLogger("semcl").exception("run %s failed", run.run_id)

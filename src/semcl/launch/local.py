@@ -204,21 +204,19 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
 
 def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False, raise_on_failure: bool = True,
          stop: StopOnSignal | None = None) -> int:
-    """Block until the jobs end, showing progress; returns the number of failed runs. After a stop
-    signal, one line per interrupted run (where it will resume) instead."""
-    from tqdm import tqdm
+    """Block until the jobs end, showing each active run's line (semcl.launch.live); returns the number of failed
+    runs. After a stop signal, one line per interrupted run (where it will resume) instead."""
+    from semcl.launch.live import LiveView
 
     ids = [r.run_id for r in runs]
-    with tqdm(total=len(ids), unit="run", file=sys.stderr, disable=in_process) as bar:
-        while not in_process:
-            finished = all(j.done() for j in jobs)  # debug jobs run inside done()/result()
-            states = [store.status(i)[0] for i in ids]
-            settled = sum(s in ("done", "failed") for s in states)
-            if settled != bar.n and settled >= bar.n:  # redraw only on progress (logs stay short in files)
-                bar.update(settled - bar.n)
-            if finished:
-                break
-            time.sleep(0.2 if stop is not None and stop.signum is not None else 1.0)
+    if not in_process:  # debug jobs run inside done()/result(): their own step line shows instead
+        with LiveView(runs, store) as view:
+            while True:
+                finished = all(j.done() for j in jobs)
+                view.update({i: store.status(i)[0] for i in ids})
+                if finished:
+                    break
+                time.sleep(0.2 if stop is not None and stop.signum is not None else 1.0)
     outcome: dict[str, str] = {}
     for job in jobs:
         try:

@@ -5,8 +5,8 @@ mirrors it while the run trains, so curves can be drawn before the run ends. Eac
 os.write of the whole line on an O_APPEND descriptor, then fsync: a crash can leave at most a torn last line,
 which readers skip. On (re)start the file is rewritten (temp-then-rename) to exactly the checkpoint's history,
 so a requeued run drops the epochs its checkpoint did not keep and a torn line, and continues the same file
-without duplicates. The trackers (semcl.runtime.tracking) and the progress line (semcl.runtime.progress) hang off the
-same object, so train() calls one thing per step and per epoch."""
+without duplicates. The trackers (semcl.runtime.tracking), the progress line and progress.json (semcl.runtime.progress)
+hang off the same object, so train() calls one thing per step and per epoch."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from semcl.errors import ResultsError
 from semcl.files import file_mode, write_text_atomic
-from semcl.run_folder import HISTORY
+from semcl.run_folder import HISTORY, RunFolder
 
 HISTORY_FILE = HISTORY  # semcl.run_folder spells the run folder's files
 
@@ -67,17 +67,18 @@ def read_history(path: Path) -> list[dict]:
 
 
 class EpochLog:
-    """history.jsonl + trackers + progress line of one training process; a no-op off rank 0.
+    """history.jsonl + trackers + progress line and progress.json of one training process; a no-op off rank 0.
 
     `folder` is the run's folder (its name is the run id, which keys every tracker)."""
 
     def __init__(self, folder: Path, history: list[dict], epochs: int, *, enabled: bool = True):
-        from semcl.runtime.progress import Progress
+        from semcl.runtime.progress import Progress, ProgressFile
         from semcl.runtime.tracking import open_trackers
 
         self.enabled = enabled
         self.path = Path(folder) / HISTORY_FILE
         self.progress = Progress(epochs) if enabled else None
+        self.live = ProgressFile(RunFolder(Path(folder)).progress, epochs) if enabled else None  # for other processes
         self.trackers = []
         if enabled:
             rewrite(self.path, history)  # the checkpoint's epochs, no more (a requeue's duplicates, a torn line)
@@ -93,6 +94,8 @@ class EpochLog:
         """After each training step: `epoch` 0-based, `step` the steps done in it, `loss` their mean."""
         if self.progress is not None:
             self.progress.update(epoch, step, steps, loss)
+        if self.live is not None:
+            self.live.update(epoch, step, steps, loss)
 
     def epoch_end(self, entry: dict) -> None:
         if not self.enabled:

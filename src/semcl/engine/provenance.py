@@ -1,0 +1,83 @@
+"""What a run executes on and with: the device, the package versions and the code commit, as its record keeps them
+and as its log.txt opens (one header per attempt, so a resumed run's log says what each attempt ran)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from semcl.locations import built_from
+from semcl.runs import Run
+from semcl.runtime import distributed
+
+PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def git_state() -> dict:
+    """Commit and dirty flag of the code this run executes: the submission's snapshot if any."""
+    snap = os.environ.get("SEMCL_SNAPSHOT")
+    if snap:
+        info = json.loads((Path(snap) / "snapshot.json").read_text())
+        return {"commit": info["commit"], "dirty": info["dirty"], "snapshot": snap}
+    built = built_from()  # an installed wheel: the commit it was built from (no clone to ask)
+    if built is not None:
+        return built
+    repo = Path(__file__).resolve().parents[3]
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "src", "experiments"],
+                               capture_output=True, text=True, check=True).stdout.strip() != ""
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def header_lines(run: Run, stage: str, device: torch.device) -> list[str]:
+    """The lines log.txt opens with: which run, where, with what code."""
+    v, git = versions(), git_state()
+    commit = git.get("commit") or "unknown (no git, no snapshot)"
+    dirty = " (uncommitted changes in src/ or experiments/)" if git.get("dirty") else ""
+    snapshot = f", snapshot {git['snapshot']}" if git.get("snapshot") else ""
+    return [f"run {run.run_id}: table {run.table_id} | row {run.row_label} | seed {run.seed} | profile {run.profile}"
+            f" | stage {stage}",
+            f"device {device_name(device)} | world size {distributed.world_size()} | rank {distributed.rank()}",
+            f"versions: python {v['python']}, torch {v['torch']}, torchvision {v['torchvision']}, semcl {v['semcl']}",
+            f"code: commit {commit}{dirty}{snapshot}"]
+
+
+def open_run_log(path: Path, run: Run, stage: str, device: torch.device) -> logging.Handler:
+    """Send the `semcl` loggers to the run's log.txt (appending) and write the header; the caller removes the
+    handler when the attempt ends."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    root = logging.getLogger("semcl")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    log = logging.getLogger("semcl.job")
+    for line in header_lines(run, stage, device):
+        log.info(line)
+    return handler

@@ -229,6 +229,8 @@ def wait(jobs: list, runs: list[Run], store: Store, *, in_process: bool = False,
     for run in runs:
         said = outcome.get(run.run_id, "")
         if said.startswith(INTERRUPTED):
+            if stop is not None and stop.signum is not None:  # the workers got SIGTERM from us: say what we got
+                said = said.replace(f"{INTERRUPTED} by SIGTERM", f"{INTERRUPTED} by {signal.Signals(stop.signum).name}")
             print(f"{run.run_id} {run.row_label} seed={run.seed}: {said}", file=sys.stderr)
             continue
         if said == NOT_STARTED or (stop is not None and stop.signum is not None and not said):

@@ -76,8 +76,8 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
 
     labels = {c.key: c.label for c in table.columns}
     xl, yl = labels[table.figure["x"]], labels[table.figure["y"]]
-    cmap = plt.get_cmap("tab20" if len(points) > 10 else "tab10")
-    style = {p.row: (cmap(i % cmap.N), MARKERS[i % len(MARKERS)]) for i, p in enumerate(points.itertuples())}
+    colours = _colours(plt, len(points))
+    style = {row: (colours[i], MARKERS[i % len(MARKERS)]) for i, row in enumerate(points["row"])}
     fig, (ax_p, ax_o) = plt.subplots(1, 2, figsize=(11.0, 4.8), dpi=150)
 
     marks = paper_marks(points)
@@ -86,11 +86,12 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
         if m.mark == "point":
             ax_p.plot(m.x, m.y, mk, mfc="none", mec=c, ms=7, mew=1.5)
         elif m.mark == "vline":
-            ax_p.axvline(m.x, ls=":", color=c, lw=1.2)
+            ax_p.axvline(m.x, ls=":", color=c, lw=1.6)
         else:
-            ax_p.axhline(m.y, ls=":", color=c, lw=1.2)
+            ax_p.axhline(m.y, ls=":", color=c, lw=1.6)
     if marks.empty:
         ax_p.text(0.5, 0.5, "no paper value known", ha="center", va="center", transform=ax_p.transAxes)
+    ax_p.margins(0.12)  # points off the frame: the lines at known values count in the limits
     ax_p.set_title(f"Paper ({table.source})", fontsize=9)
     ax_p.set_xlabel(f"{xl}, paper")
     ax_p.set_ylabel(f"{yl}, paper")
@@ -99,8 +100,8 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     for p in points[points["n"] > 0].itertuples():
         c, mk = style[p.row]
         ax_o.errorbar(p.x_mean, p.y_mean, xerr=_err(p.x_std), yerr=_err(p.y_std), fmt=mk, color=c, capsize=3, ms=6)
-    ax_o.set_title(f"Ours (profile {profile}, {int(points['n'].max()) if len(points) else 0} seed(s) at most)",
-                   fontsize=9)
+    ax_o.margins(0.08)
+    ax_o.set_title(f"Ours (profile {profile}; n = seeds, in the key)", fontsize=9)
     ax_o.set_xlabel(f"{xl}, ours")
     ax_o.set_ylabel(f"{yl}, ours")
     for ax in (ax_p, ax_o):
@@ -122,6 +123,15 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     save_figure_atomic(fig, path, bbox_inches="tight")
     plt.close(fig)
+
+
+def _colours(plt, n: int) -> list:
+    """n distinct colours: tab10, or past 10 rows tab20's strong shades first, then its pale ones."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    tab20 = plt.get_cmap("tab20")
+    order = list(range(0, 20, 2)) + list(range(1, 20, 2))
+    return [tab20(order[i % 20]) for i in range(n)]
 
 
 def _err(std: float) -> float | None:

@@ -90,7 +90,7 @@ def test_show_json_rows_filter_and_reported_numbers(env, capsys):
     assert [r["label"] for r in out["rows"]] == ["Cross-entropy", "Planned"]
     ce, planned = out["rows"]
     assert ce["reported"] == {"top1": {"value": 74.5, "std": 0.3, "provenance": "paper-table", "source": "Table 2",
-                                       "also": [], "overrides": None}, "r1_fine": None}
+                                       "also": [], "overrides": None, "same_as": None}, "r1_fine": None}
     assert (ce["method"], ce["state"], ce["overrides"]) == ("ce", "implemented", {"optim.lr": 0.8})
     assert (planned["state"], planned["implemented"]) == ("not implemented", False)
     assert [c["key"] for c in out["columns"]] == ["top1", "r1_fine"]

@@ -13,7 +13,15 @@ import torch
 
 from semcl.evals.protocols.features import FEATURES_FILE, run
 from semcl.registry.tables import get_table
-from semcl.report.feature_figures import histograms, rank_similarities, tsne_embedding
+from semcl.report.feature_figures import (
+    colour_key,
+    group_colours,
+    group_names,
+    histograms,
+    rank_similarities,
+    tsne_embedding,
+    x_range,
+)
 from semcl.report.figures import write_figure
 from semcl.runs import Store, plan_runs
 
@@ -90,3 +98,37 @@ def test_fig7_from_saved_features(tmp_path):
 def test_tsne_figure_needs_saved_features(tmp_path):
     with pytest.raises(ValueError, match="saved test_features.pt; run it first: semcl run rince/fig2"):
         write_figure(get_table("rince/fig2"), "smoke", Store(tmp_path), tmp_path / "fig")
+
+
+def test_fig7_x_axis_spans_the_occupied_bins():
+    # SCL-like panel: pairs at 1.0, 1/sqrt(2) (x3) and 0 (x2); RINCE-like panel: every pair at 0
+    h = pd.concat([histograms(rank_similarities(F, Y, C)).assign(row="a"),
+                   histograms(rank_similarities(np.eye(4)[:, :3], Y, C)).assign(row="b")])
+    lo, hi = x_range(h)
+    # 50 bins of 0.04 on [-1, 1]: the lowest occupied bin starts at 0, the highest ends at 1; one bin wider, within [-1, 1]
+    assert (lo, hi) == (pytest.approx(-0.04), 1.0)
+    assert x_range(h.assign(count=0)) == (-1.0, 1.0)  # nothing to fit: the whole range
+
+
+def test_tsne_key_names_each_colour(tmp_path):
+    table = get_table("rince/fig2")
+    store = Store(tmp_path)
+    runs = plan_runs(table, "smoke")
+    rng = np.random.default_rng(0)
+    feats = np.repeat(F, 3, axis=0) + rng.normal(0, 0.01, (12, 3))  # 12 points: perplexity (12 - 1) / 3
+    for r in runs:
+        path = store.run_dir(r.run_id) / FEATURES_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"features": torch.tensor(feats, dtype=torch.float16), "labels": torch.tensor(np.repeat(Y, 3)),
+                    "coarse": torch.tensor(np.repeat(C, 3)), "class_names": ["a", "b", "c"],
+                    "coarse_names": ["upper_body", "bag"]}, path)
+    summ, png = write_figure(table, "smoke", store, tmp_path / "fig")
+    data = pd.read_csv(png.with_suffix(".csv"))
+    assert summ["points"].tolist() == [12] * len(runs)
+    # the colour of each point is its superclass, and the key names both superclasses in id order
+    assert data.groupby("coarse")["group"].unique().map(list).to_dict() == {0: ["upper body"], 1: ["bag"]}
+    assert colour_key(data) == [(0, "upper body"), (1, "bag")]
+    assert group_names({"coarse": None, "class_names": ["t_shirt", "bag"]}) == (["t shirt", "bag"], "class")
+    many = pd.DataFrame({"coarse": range(21), "group": [str(k) for k in range(21)]})
+    assert colour_key(many) == []  # past 20 groups the tab20 colours repeat: no key that would mislead
+    assert group_colours(np.array([0, 20]))[0].tolist() == group_colours(np.array([20]))[0].tolist()

@@ -14,7 +14,7 @@ from semcl.registry.tables import get_table
 from semcl.report.user_numbers import Overlay, UserNumber, load_numbers, overlay_path
 from semcl.runs import plan_runs
 
-RIDE = "RIDE-ResNet (3 experts)"  # gpaco/fig1a: the registry has its latency (15.3, paper-prose), no top-1
+RIDE = "RIDE-ResNet (3 experts)"  # gpaco/fig1a: the registry has its latency (15.3, paper-prose), no top-1 (others do)
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -67,7 +67,7 @@ def test_a_registry_value_is_overridden_only_with_force(tmp_path, nums, monkeypa
     code, out, _ = _cli(*add, "--force")
     assert code == 0 and out.endswith("; overrides the registry's 15.3 [paper-prose]\n")
     code, out, _ = _cli("--results", str(tmp_path), "table", "gpaco/fig1a", "--profile", "paper")
-    assert f"| {RIDE} | — | — / 16.00† / — |" in out  # Top-1: no paper value in the column
+    assert f"| {RIDE} | — / — / — | — / 16.00† / — |" in out  # Top-1: the column has paper values, not this row
     assert (f"- † {RIDE} / Latency (ms): user-supplied paper value, source: PDF; overrides the registry's 15.3 "
             "[paper-prose]") in out
     _, out, _ = _cli("show", "gpaco/fig1a")

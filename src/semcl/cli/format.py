@@ -68,7 +68,8 @@ def _reported(rep) -> dict | None:
     if rep is None:
         return None
     return {"value": rep.value, "std": rep.std, "provenance": rep.provenance, "source": rep.source,
-            "also": [_reported(a) for a in rep.also], "overrides": _reported(rep.overrides)}  # overrides: semcl numbers --force
+            "also": [_reported(a) for a in rep.also], "overrides": _reported(rep.overrides),
+            "same_as": rep.same_as}  # overrides: semcl numbers --force
 
 
 def show_json(table, rows: list) -> dict:

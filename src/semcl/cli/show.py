@@ -84,6 +84,8 @@ def cmd_show(args) -> None:
             if rep is not None:
                 std = f" ± {rep.std}" if rep.std is not None else ""
                 print(f"      reported {key}: {rep.value}{std} [{rep.provenance}] {rep.source}")
+                if rep.same_as:  # the number is written in another entry (semcl.registry.same_as)
+                    print(f"        same as {rep.same_as}")
                 for alt in rep.also:  # the same cell from lower-ranked sources
                     print(f"        also {alt.value} [{alt.provenance}] {alt.source}")
                 if rep.overrides is not None:

@@ -26,6 +26,11 @@ from semcl.registry.entry import ProfileEntry, parse_entry
 from semcl.registry.figure_kinds import check_figure
 from semcl.registry.index_store import remember_tables, table_paths
 from semcl.registry.resources import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
+from semcl.registry.same_as import KEY as SAME_AS
+from semcl.registry.same_as import CellRef
+from semcl.registry.same_as import parse as parse_same_as
+from semcl.registry.same_as import resolve as resolve_same_as
+from semcl.registry.same_as import targets as same_as_targets
 from semcl.run_config import build_config
 from semcl.schema import NON_NEGATIVE, build
 from semcl.yaml_strict import load_file as load_yaml_file
@@ -54,6 +59,8 @@ class Reported:
     also: tuple[Reported, ...] = ()
     # the registry value a user-supplied one replaces (semcl numbers add --force; semcl.report.user_numbers)
     overrides: Reported | None = None
+    # "<table>/<row>/<column>" when the cell shows that entry's number (semcl.registry.same_as), else None
+    same_as: str | None = None
 
 
 @dataclass
@@ -94,6 +101,8 @@ class Row:
     # a derived row (method DERIVED, no runs of its own): per seed, the mean over these (A, B) row
     # pairs of A − B (semcl.report.tables.derived_lines)
     derived: tuple[tuple[str, str], ...] = ()
+    # reported cells written as {same_as: ...}: None in `reported` until the registry resolves them
+    refs: tuple[CellRef, ...] = ()
 
     @property
     def implemented(self) -> bool:
@@ -361,11 +370,14 @@ def _row(r, i: int, keys: list[str], where: str) -> Row:
         raise ConfigError(f"{rw}: 'reported' names unknown column {bad[0]!r}")
     if r.select and r.select.column not in keys:
         raise ConfigError(f"{rw}: 'select.column' = {r.select.column!r} is not a column key of this table")
+    refs = tuple(parse_same_as(v, k, f"rows[{i}].reported.{k}", where) for k, v in reported.items()
+                 if isinstance(v, dict) and SAME_AS in v)
+    own = {k: v for k, v in reported.items() if k not in {ref.column for ref in refs}}
     return Row(r.label, r.method, dict(r.overrides or {}),
-               {k: _reported(reported.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
+               {k: _reported(own.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
                r.init_from, tuple(r.ensemble or ()), r.teacher,
                Selection(r.select.table, r.select.column, r.select.best) if r.select else None,
-               derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else ())
+               derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else (), refs=refs)
 
 
 def load_table(path: Path, presets: Path) -> Table:
@@ -434,7 +446,7 @@ def load_registry(root: Path | None = None) -> dict[str, Table]:
         if table.id in tables:
             raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")
         tables[table.id] = table
-    return _link_selections(tables)
+    return _link_selections({tid: resolve_same_as(t, tables) for tid, t in tables.items()})
 
 
 def _link_selections(tables: dict[str, Table]) -> dict[str, Table]:
@@ -499,6 +511,12 @@ def get_table(table_id: str, root: Path | None = None) -> Table:
         for row in table.rows:
             if row.select and row.select.table in paths and row.select.table not in wanted:
                 wanted[row.select.table] = load_table(Path(paths[row.select.table]), reg / "presets")
+        # the tables its same_as cells read (their own references are not followed: a target holds a number)
+        read = dict(wanted)
+        for tid in same_as_targets([ref for row in table.rows for ref in row.refs], paths):
+            if tid not in read:
+                read[tid] = load_table(Path(paths[tid]), reg / "presets")
+        wanted[table_id] = resolve_same_as(table, read)
         return _link_selections(wanted)[table_id]
     return _get_from_registry(table_id, root, reg, replace=True)  # the index was absent, stale or untrusted
 

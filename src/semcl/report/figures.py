@@ -1,10 +1,9 @@
 """Paper-vs-ours figures from the same per-(row, column) summary the tables use.
 
 A registry entry with `figure: {kind: scatter, x: <column>, y: <column>}` (e.g. GPaCo Fig. 1(a):
-top-1 vs inference latency) is drawn as one point per row: ours as mean ± sample std on both
-axes (filled), the paper's point where both of its values are known (hollow), and a paper value
-known on one axis only as a dotted guide line at that value. The plotted numbers are written next
-to the PNG as CSV, so the figure can be checked or redrawn without the run records.
+top-1 vs inference latency) is drawn as one point per row, the paper's values and ours in separate
+panels (semcl.report.scatter_figure). The plotted numbers are written next to the PNG as CSV, so the
+figure can be checked or redrawn without the run records.
 
 A registry entry with `figure: {kind: lines, columns: [...], ylabel: ...}` (e.g. HSA Fig. 3: probe
 top-1 after each stage) is drawn as one line per row across those columns (mean ± std), with the
@@ -17,7 +16,6 @@ called as `function(out_dir, stem=<table id with _>, **args)` and writes `<stem>
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -25,58 +23,11 @@ import pandas as pd
 from semcl.files import save_figure_atomic, write_csv_atomic
 from semcl.registry.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.registry.tables import Table
+from semcl.report.scatter_figure import draw, figure_points
 from semcl.report.tables import long_table, summary
 from semcl.runs import Store
 
-
-def figure_points(table: Table, profile: str, store: Store) -> pd.DataFrame:
-    """One line per row: ours (x, y means and stds, n) and the paper's x and y (NaN = unknown)."""
-    if table.figure is None:
-        raise ValueError(f"{table.path}: table {table.id} has no 'figure' entry")
-    fx, fy = table.figure["x"], table.figure["y"]
-    summ = summary(table, profile, long_table(table, profile, store)).set_index(["row", "column"])
-    lines = []
-    for row in table.rows:
-        sx, sy = summ.loc[(row.label, fx)], summ.loc[(row.label, fy)]
-        lines.append({"row": row.label, "implemented": row.implemented,
-                      "x_mean": sx["mean"], "x_std": sx["std"], "y_mean": sy["mean"], "y_std": sy["std"],
-                      "n": int(min(sx["n"], sy["n"])), "paper_x": sx["paper"], "paper_y": sy["paper"]})
-    return pd.DataFrame(lines)
-
-
-def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display on cluster nodes
-    import matplotlib.pyplot as plt
-
-    labels = {c.key: c.label for c in table.columns}
-    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=150)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, p in enumerate(points.itertuples()):
-        c = colors[i % len(colors)]
-        if p.n > 0:
-            ax.errorbar(p.x_mean, p.y_mean, xerr=_err(p.x_std), yerr=_err(p.y_std), fmt="o", color=c, capsize=3,
-                        label=f"{p.row} (ours, n={p.n})")
-        if not math.isnan(p.paper_x) and not math.isnan(p.paper_y):
-            ax.plot(p.paper_x, p.paper_y, "o", mfc="none", color=c, label=f"{p.row} (paper)")
-        elif not math.isnan(p.paper_x):
-            ax.axvline(p.paper_x, ls=":", color=c, lw=1, label=f"{p.row}: paper {labels[table.figure['x']]} {p.paper_x:g}")
-        elif not math.isnan(p.paper_y):
-            ax.axhline(p.paper_y, ls=":", color=c, lw=1, label=f"{p.row}: paper {labels[table.figure['y']]} {p.paper_y:g}")
-    ax.set_xlabel(labels[table.figure["x"]])
-    ax.set_ylabel(labels[table.figure["y"]])
-    ax.set_title(f"{table.id} ({table.source}) — profile {profile}", fontsize=9)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6, loc="best")
-    fig.tight_layout()
-    save_figure_atomic(fig, path)
-    plt.close(fig)
-
-
-def _err(std: float) -> float | None:
-    return None if math.isnan(std) else std
+__all__ = ["figure_points", "line_points", "write_figure"]
 
 
 def write_analytic(table: Table, out_dir: Path) -> tuple[pd.DataFrame, Path]:

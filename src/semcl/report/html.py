@@ -56,6 +56,8 @@ def provenance_text(rep: Reported) -> str:
     """Where a paper value comes from, for the cell's title and the table's list of sources."""
     std = "" if rep.std is None else f" ± {rep.std:g}"
     text = f"paper {rep.value:g}{std} [{rep.provenance}]: {rep.source}"
+    if rep.same_as:
+        text += f" (held in {rep.same_as})"
     text += "".join(f"; also {a.value:g} [{a.provenance}]: {a.source}" for a in rep.also)
     if rep.overrides is not None:
         text += f"; overrides the registry's {rep.overrides.value:g} [{rep.overrides.provenance}]: {rep.overrides.source}"

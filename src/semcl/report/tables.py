@@ -244,6 +244,14 @@ def user_notes(table: Table) -> list[str]:
     return out
 
 
+def same_as_notes(table: Table) -> list[str]:
+    """One line per paper value shown from another entry (`same_as`): where the number is written."""
+    labels = {c.key: c.label for c in table.columns}
+    return [f"{row.label} / {labels[key]}: paper value {rep.value:g} [{rep.provenance}] is the number of "
+            f"{rep.same_as} (held there once, shown here by reference)."
+            for row in table.rows for key, rep in row.reported.items() if rep is not None and rep.same_as]
+
+
 def selection_notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[str]:
     """One line per `select` row: the criterion and the row it chose (from `summary`'s source)."""
     labels = {c.key: c.label for c in table.columns}
@@ -301,6 +309,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += user_notes(table)
+    lines += same_as_notes(table)
     lines += selection_notes(table, profile, summ)
     lines += commit_notes(summ)
     lines += [f"Deviation: {d}" for d in table.deviations]

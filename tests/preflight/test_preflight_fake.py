@@ -12,7 +12,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from semcl.data.neighbours import knn_table
 from semcl.methods.base import Batch
 from semcl.preflight.check import CONTEXT_GB, _fake_estimate
-from semcl.preflight.fake import _tracker_peak, _warm_optimizer, knn_peak, step_peak
+from semcl.preflight.fake import _tracker, _tracker_peak, _warm_optimizer, knn_peak, step_peak
 from semcl.preflight.report import RowCheck, render
 
 
@@ -31,12 +31,16 @@ class _Tiny(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(48, 64), nn.ReLU(), nn.Linear(64, 10))
+        self.frozen = nn.Linear(48, 48)  # a frozen module (a momentum encoder's place): no grad, no slots
+        self.frozen.requires_grad_(False)
 
     def configure_optimizer(self, optim):
-        return torch.optim.Adam(self.parameters(), lr=1e-3)
+        return torch.optim.Adam(self.net.parameters(), lr=1e-3)
 
     def training_step(self, batch: Batch) -> dict:
-        return {"loss": F.cross_entropy(self.net(batch.views[0]), batch.labels)}
+        with torch.no_grad():
+            target = self.frozen(batch.views[0])
+        return {"loss": F.cross_entropy(self.net(batch.views[0] + target), batch.labels)}
 
     def after_backward(self) -> None:
         pass
@@ -60,7 +64,7 @@ def _real_peak(method: _Tiny, batch: Batch) -> int:
     """The same step as step_peak, on real CPU tensors, under the same tracker."""
     opt = method.configure_optimizer(None)
     _warm_optimizer(opt)
-    tracker = MemTracker()
+    tracker = _tracker()
     tracker.track_external(method, opt)
     with tracker:
         x, y = batch.views[0].clone(), batch.labels.clone()  # the batch is allocated inside the step, as there
@@ -76,9 +80,10 @@ def test_fake_step_peak_is_the_real_runs_peak():
     fake = step_peak(method, _Cfg, _batch(4), 256)  # measured from a batch of 4, at 256
     real = _real_peak(_Tiny(), _batch(256))
     assert fake == real
-    # the floor by hand: weights, gradients, Adam's two slots (4 x 4 x 3786 parameters) and the input [256, 48]
+    # the floor by hand: trainable weights, gradients, Adam's two slots (4 x 4 x 3786 parameters), the frozen
+    # weights and the input [256, 48]
     params = 48 * 64 + 64 + 64 * 10 + 10
-    assert fake >= 4 * 4 * params + 256 * 48 * 4
+    assert fake >= 4 * 4 * params + 4 * (48 * 48 + 48) + 256 * 48 * 4
     # the step did not touch the real method
     assert all(not type(p).__name__.startswith("Fake") for p in method.parameters())
 

@@ -58,8 +58,12 @@ def _resized(t, size0: int):
 def fake_batch(batch, size: int, indices: torch.Tensor):
     """The step's batch at `size` samples per GPU (call under fake mode): views, labels and partner views of
     that many rows; `indices` (real CPU positions, read by some methods' banks; not on the GPU)."""
+    def copy_of(g):  # the real step's generators stay where that step left them
+        return None if g is None else torch.Generator().set_state(g.get_state())
+
     return dataclasses.replace(
         batch, views=_resized(batch.views, size), labels=_resized(batch.labels, size), indices=indices,
+        generator=copy_of(batch.generator), rank_generator=copy_of(batch.rank_generator),
         partner_views=_resized(batch.partner_views, size) if batch.partner_views else batch.partner_views)
 
 

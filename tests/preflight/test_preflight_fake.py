@@ -45,6 +45,9 @@ class _Tiny(nn.Module):
     def after_backward(self) -> None:
         pass
 
+    def mining_search(self) -> None:
+        return None
+
 
 class _ValueSteered(_Tiny):
     """A step whose Python branches on a tensor's value: fake tensors have none."""

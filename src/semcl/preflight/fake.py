@@ -135,17 +135,16 @@ def _warm_optimizer(opt) -> None:
 
 
 def mining_peak(method, n: int, persistent: int) -> int | None:
-    """Peak bytes during HSA's kNN mining over `n` training images (module docstring), with `persistent`
-    bytes (weights, grads, optimiser state) resident; None where the method does not mine."""
-    knobs = getattr(method, "knobs", None)
-    if not hasattr(method, "mining_features") or knobs is None or not hasattr(knobs, "k"):
+    """Peak bytes during a kNN mining over `n` training images (module docstring; Method.mining_search), with
+    `persistent` bytes (weights, grads, optimiser state) resident; None where the method does not mine."""
+    search = method.mining_search()
+    if search is None:
         return None
-    encoder = method.backbone if getattr(knobs, "features", "query") == "query" else method.key_backbone
-    d = int(encoder.out_dim)
+    d, k, backend = search
     encode = 2 * n * d * 4  # the shards (or the per-batch list) and their concatenation, float32
-    if getattr(knobs, "knn_backend", "torch") != "torch":  # faiss searches on the CPU
+    if backend != "torch":  # faiss searches on the CPU
         return persistent + encode
-    return persistent + max(encode, knn_peak(n, d, knobs.k))
+    return persistent + max(encode, knn_peak(n, d, k))
 
 
 def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: int | None = None) -> int:

@@ -12,7 +12,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from semcl.data.neighbours import knn_table
 from semcl.methods.base import Batch
 from semcl.preflight.check import CONTEXT_GB, _fake_estimate
-from semcl.preflight.fake import _tracker, _tracker_peak, _warm_optimizer, knn_peak, step_peak
+from semcl.preflight.fake import _tracker, _tracker_peak, _warm_optimizer, knn_peak, mining_peak, step_peak
 from semcl.preflight.report import RowCheck, render
 
 
@@ -125,3 +125,24 @@ def test_report_lines_name_the_memory_source():
                         "       41.0 / 40 GiB  memory: formula from the small real step; fake step failed "
                         "(DataDependentOutputException: aten._local_scalar_dense.default)")
     assert lines[3] == "# 2 row(s): 1 ready, 1 with an error or too big"
+
+
+class _Miner:
+    """A method that mines: D 16, k 5 (Method.mining_search)."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def mining_search(self) -> tuple[int, int, str]:
+        return 16, 5, self.backend
+
+
+def test_mining_peak_holds_the_features_of_every_image():
+    n, resident = 100_000, 10_000
+    # faiss searches on the CPU: on the GPU, the encoded shards and their concatenation, 2 x N x D float32
+    assert mining_peak(_Miner("faiss"), n, resident) == resident + 2 * n * 16 * 4
+    # the torch search: features, normalised copy, the [N, k] table and one [N, 65536] block (N < 2 key blocks)
+    got = mining_peak(_Miner("torch"), n, resident)
+    assert got == resident + knn_peak(n, 16, 5)
+    assert got >= resident + 2 * n * 16 * 4 + n * 5 * 8 + 4096 * 65536 * 4
+    assert mining_peak(_Tiny(), n, resident) is None

@@ -61,6 +61,14 @@ def box_from_lam(
     return torch.stack([y1, y2, x1, x2], dim=1)
 
 
+def _host():
+    """The box draws are CPU tensors from the CPU generator in a real run; under the preflight's fake tensors
+    (semcl.preflight.fake) they stay real (their values steer Python: numpy's seed), so fake mode is lifted here."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()
+
+
 def kept_fraction(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """lambda = (H*W - box area) / (H*W) as float64 [n]: the share of anchor pixels after clipping."""
     area = (boxes[:, 1] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 2])
@@ -88,14 +96,16 @@ def cutmix(
         raise ValueError(f"unknown CutMix mode {mode!r}; known: {', '.join(MODES)}")
     batch, _, height, width = anchor.shape
     n = 1 if mode == "batch" else batch
-    lam0 = sample_beta(alpha, n, generator)
-    cy = torch.randint(height, (n,), generator=generator)
-    cx = torch.randint(width, (n,), generator=generator)
-    boxes = box_from_lam(height, width, lam0, cy, cx).expand(batch, 4).contiguous()   # one box -> all rows
-    ys = torch.arange(height)[None, :, None]
-    xs = torch.arange(width)[None, None, :]
-    b = boxes[:, :, None, None]
-    inside = (ys >= b[:, 0]) & (ys < b[:, 1]) & (xs >= b[:, 2]) & (xs < b[:, 3])   # [B, H, W]
+    with _host():
+        lam0 = sample_beta(alpha, n, generator)
+        cy = torch.randint(height, (n,), generator=generator)
+        cx = torch.randint(width, (n,), generator=generator)
+        boxes = box_from_lam(height, width, lam0, cy, cx).expand(batch, 4).contiguous()   # one box -> all rows
+        ys = torch.arange(height)[None, :, None]
+        xs = torch.arange(width)[None, None, :]
+        b = boxes[:, :, None, None]
+        inside = (ys >= b[:, 0]) & (ys < b[:, 1]) & (xs >= b[:, 2]) & (xs < b[:, 3])   # [B, H, W]
+        lam = kept_fraction(boxes, height, width)
     inside = inside[:, None].to(anchor.device)
     images = torch.where(inside, neighbour, anchor)
-    return Mixed(images, kept_fraction(boxes, height, width), boxes)
+    return Mixed(images, lam, boxes)

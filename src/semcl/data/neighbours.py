@@ -94,7 +94,9 @@ def knn_rows(v: torch.Tensor, q0: int, q1: int, k: int, key_chunk: int = KEY_CHU
         cols = torch.arange(c0, c0 + s.shape[1], device=v.device)
         # self, by index: the rows of this query chunk whose own column falls in this key block (an
         # indexed write, not an [R, C] comparison, which cost as much as the top-k)
-        own = rows[(rows >= c0) & (rows < c0 + s.shape[1])]
+        # (the overlap of two index ranges, computed in Python: no value-dependent shape, so the preflight
+        # runs this search on fake tensors, semcl.preflight.fake)
+        own = rows[max(q0, c0) - q0:max(min(q0 + q.shape[0], c0 + s.shape[1]), max(q0, c0)) - q0]
         s[own - q0, own - c0] = float("-inf")
         # merge this block's candidates with the running best k (top-k of a union = top-k of the
         # per-part top-ks), so memory stays one block whatever N is

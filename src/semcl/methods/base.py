@@ -157,6 +157,11 @@ class Method(nn.Module):
         preflight's synthetic stand-in set then holds more than that. 0: no such search."""
         return 0
 
+    def mining_search(self) -> tuple[int, int, str] | None:
+        """(D, k, backend) of the kNN search this method runs over the features of every training image at each
+        refresh (HSA), for the preflight's memory figure (semcl.preflight.fake); None: no such search."""
+        return None
+
     @classmethod
     def stand_in_per_class(cls, cfg: Any, classes: int) -> int | None:
         """Training images per class of the preflight's synthetic stand-in (`classes` classes) for the row's run

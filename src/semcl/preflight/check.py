@@ -13,6 +13,11 @@ for one epoch). Nothing of the step is written twice: what is kept here is the m
 Rows of one shape share a check, checks run in parallel processes and passed ones are cached
 (semcl.preflight.shapes, semcl.preflight.pool).
 
+GPU memory, full-size checks: one more step of a fake-tensor copy of the checked method at the row's real batch
+per GPU, its peak followed by torch's MemTracker (parameters, gradients, the row's optimiser state, activations,
+temporaries; HSA's kNN mining at the real training-set size), plus CONTEXT_GB (semcl.preflight.fake). A method
+that cannot run faked keeps the formula below, and the report says why. The formula (also the reduced check's):
+
 Activation memory per sample is measured, not guessed: the bytes of the tensors autograd saves for
 backward during the training step (torch.autograd.graph.saved_tensors_hooks, storages counted once),
 divided by the batch. The GPU memory estimate for the batch per GPU the entry asks for:
@@ -165,27 +170,32 @@ def _data_info(train_set, real_classes: int):
 
 
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
-              batch: int = 4, for_dependents: bool = True) -> RowCheck:
+              batch: int = 4, for_dependents: bool = True, fake: bool | None = None) -> RowCheck:
     """Run one config through the pipeline (module docstring); never raises: the first error is in
     the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
     A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
     the small batch; it is checked again at the entry's batch, on enough stand-in images. `for_dependents`
     False (no row of the check builds on this one): the BN-calibrated checkpoint and the test logits, which only
-    dependents read, are not written again; the engine's own checkpoint and its read-back are."""
+    dependents read, are not written again; the engine's own checkpoint and its read-back are. `fake` (default:
+    a full-size check, `reduce` None): the GPU memory is measured by a fake-tensor step at the real batch per GPU
+    (semcl.preflight.fake), the formula being the fallback."""
     from semcl.runtime.checkpoint import scratch_writes
 
     with scratch_writes():
-        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents)
+        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents,
+                                 reduce is None if fake is None else fake)
 
 
-def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool) -> RowCheck:
-    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents)
+def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool,
+                      fake: bool) -> RowCheck:
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
+                     fake)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
-        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents)
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake)
     return out
 
 
@@ -249,6 +259,7 @@ class _StepMeter:
         self.bytes: int | None = None
         self.batch = 0
         self.views = None
+        self.first = None  # the first step's Batch (the fake step's structure and image size)
 
     @contextmanager
     def __call__(self, batch):
@@ -259,11 +270,11 @@ class _StepMeter:
         hooks, saved = _saved_bytes()
         with hooks, _cpu_half_as_bf16():
             yield
-        self.bytes, self.batch, self.views = sum(saved.values()), len(batch.labels), batch.views
+        self.bytes, self.batch, self.views, self.first = sum(saved.values()), len(batch.labels), batch.views, batch
 
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
-               for_dependents: bool = True) -> RowCheck:
+               for_dependents: bool = True, fake: bool = False) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -275,6 +286,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     from semcl.engine.build import build_method, method_class
     from semcl.engine.evaluate import evaluate
     from semcl.engine.train import train
+    from semcl.estimate.workload import train_samples
     from semcl.runtime.checkpoint import load as load_ckpt
     from semcl.runtime.checkpoint import restore, save_atomic, seed_everything
     from semcl.runtime.precision import effective_config
@@ -317,6 +329,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             state = load_ckpt(ckpt)  # the engine's checkpoint, read back as a resume reads it
             restore(method, state["method"], ckpt)
             restore(opt, state["optimizer"], ckpt)
+            if fake:
+                _fake_estimate(out, method, cfg, opt, meter.first, train_samples(run.config))
             # rows that build on this one (a KD teacher in eval mode) read these statistics from the checkpoint
             _calibrate_norm(method, meter.views)
             if for_dependents:
@@ -328,7 +342,10 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         metrics = evaluate(method, cfg, few, test_set, root, run.seed,
                            logits_path=folder.logits if for_dependents else None)
         store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
-        out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
+        if out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
+            out.est_gpu_gb = out.fake_gpu_gb
+        else:
+            out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
         if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
             from semcl.evals.stage_probe import stage_probe_gpu_gb
 
@@ -338,6 +355,23 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     finally:
         out.seconds = time.time() - t0
     return out
+
+
+def _fake_estimate(out: RowCheck, method, cfg, opt, batch, n_train: int) -> None:
+    """The step's (and mining's) peak at the row's real batch per GPU under fake tensors (semcl.preflight.fake)
+    into `out`; where the method cannot run faked, the reason, and `out` keeps the formula's estimate."""
+    from semcl.preflight.fake import fake_peak
+
+    size = max(1, math.ceil(out.batch_per_gpu or 1))
+    try:
+        peak = fake_peak(method, cfg, opt, batch, size, n_train)
+    except Exception as err:  # noqa: BLE001 - any op fake tensors cannot run: this row falls back
+        out.fake_note = f"fake step failed ({type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''})"
+        return
+    out.fake_gpu_gb = peak.peak_bytes / 2**30 + CONTEXT_GB
+    out.fake_seconds = peak.seconds
+    if peak.mining_bytes is not None:
+        out.mining_gpu_gb = peak.mining_bytes / 2**30 + CONTEXT_GB
 
 
 def estimate_gpu_gb(method, cfg, opt, act_per_sample: float, batch_per_gpu: float) -> float:

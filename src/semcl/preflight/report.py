@@ -28,6 +28,10 @@ class RowCheck:
     seconds: float = 0.0
     same_shape_as: str | None = None  # "table / row" whose check of the same shape (semcl.preflight.shapes) this is
     cached: bool = False  # read from the preflight cache (a passed check of this shape and code version)
+    fake_gpu_gb: float | None = None  # the fake-tensor step's peak at the real batch per GPU (semcl.preflight.fake)
+    mining_gpu_gb: float | None = None  # of it, the peak during HSA's kNN mining; None: the row does not mine
+    fake_note: str | None = None  # why the fake step could not run (the estimate is then the formula's)
+    fake_seconds: float | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -80,11 +84,25 @@ def render(results: list[RowCheck]) -> str:
 
 
 def _note(r: RowCheck) -> str:
+    return "; ".join(n for n in (_origin(r), _memory(r)) if n)
+
+
+def _origin(r: RowCheck) -> str:
     if r.same_as:
         return f"same config as {r.same_as}"
     if r.same_shape_as:
         return f"same shape as {r.same_shape_as} (differs in loss scalars, lr or schedule)"
     return "cached: same shape passed with this code" if r.cached else ""
+
+
+def _memory(r: RowCheck) -> str:
+    """Where the GPU memory figure comes from: the fake-tensor step at the real batch, or the formula and why."""
+    if r.fake_gpu_gb is not None:
+        mining = f", kNN mining {r.mining_gpu_gb:.1f} GiB" if r.mining_gpu_gb is not None else ""
+        return f"memory: fake-tensor step at batch {r.batch_per_gpu:g}{mining}"
+    if r.fake_note:
+        return f"memory: formula from the small real step; {r.fake_note}"
+    return ""
 
 
 def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:

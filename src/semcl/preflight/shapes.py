@@ -28,7 +28,8 @@ SCALAR_SECTIONS = ("optim", "schedule", "method", "probe")
 # integers that are schedule numbers, not sizes
 SCHEDULE_INTS = {"optim.warmup_epochs", "optim.step_milestones", "optim.plateau_patience", "probe.epochs",
                  "probe.milestones", "schedule.epochs"}
-CACHED_FIELDS = ("params", "trainable", "act_bytes_per_sample", "est_gpu_gb")
+CACHED_FIELDS = ("params", "trainable", "act_bytes_per_sample", "est_gpu_gb", "fake_gpu_gb", "mining_gpu_gb",
+                 "fake_note")
 
 
 def _scalar(value):

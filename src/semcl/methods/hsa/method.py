@@ -170,6 +170,10 @@ class HSA(Method):
             self.mine(epoch)
 
     @torch.no_grad()
+    def mining_search(self) -> tuple[int, int, str]:
+        encoder = self.backbone if self.knobs.features == "query" else self.key_backbone
+        return int(encoder.out_dim), self.knobs.k, self.knobs.knn_backend
+
     def mining_features(self) -> torch.Tensor:
         """[N, D] float32 backbone features of every training image (test transform), on the method's device;
         under DDP each rank encodes a contiguous shard and the shards are gathered into one buffer."""

@@ -1,0 +1,189 @@
+"""The training step's peak memory at the row's real per-GPU batch, measured under fake tensors.
+
+A copy of the checked method (its weights, buffers, queues) is made of fake tensors
+(torch._subclasses.fake_tensor: shapes and dtypes, no storage, no arithmetic) and runs one step at the batch
+per GPU of the entry: forward under the row's autocast, backward, the row's optimiser step. torch's own tracker
+(torch.distributed._tools.mem_tracker.MemTracker) follows every allocation and free of that step, so the peak
+holds parameters, gradients, optimiser state, activations and temporaries as the real step allocates them.
+
+The fakes live on the CPU: on a machine without a GPU, fake CUDA tensors run forward but not backward (the
+autograd engine asks for a CUDA context). Bytes per element are the same on both devices; the CUDA autocast's
+op list is not the CPU's, so fp16 rows run under the CPU's bf16 autocast (2 bytes an element either way).
+The optimiser's state is made before the measured step (a step on zero gradients), as it is at any step but
+the first. Not counted: the CUDA context, cuDNN workspaces and allocator fragmentation (the check's
+CONTEXT_GB), the DDP gradient buckets of a multi-GPU job, the next batch already on the GPU.
+
+HSA's kNN mining (at each refresh) holds the features of every training image on every rank: while they are
+encoded and gathered, the shards and their concatenation (2 * N * D float32), then during the search the
+features, their normalised copy and one similarity block at a time. The search runs faked at the real N and D
+(its chunk loop allocates as the real one does); the encoding phase is the formula above, since a fake forward
+over a million images is too slow for a preflight.
+
+What cannot run faked (an op whose output shape depends on values: nonzero, unique, boolean masks; a `.item()`
+that steers Python) raises here; the check then reports the row's estimate from its small real step (the
+formula of semcl.preflight.check) and says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class FakePeak:
+    step_bytes: int  # the training step's peak (weights, grads, optimiser state, activations, temporaries)
+    mining_bytes: int | None = None  # peak during HSA's kNN mining (the persistent state included); None: no mining
+    seconds: float = 0.0
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.step_bytes, self.mining_bytes or 0)
+
+
+def _resized(t, size0: int):
+    """A tensor like `t` with `size0` rows (a batch dimension), made in the active mode (under fake mode: a
+    fake); anything else passes through."""
+    if isinstance(t, torch.Tensor):
+        return torch.empty((size0, *t.shape[1:]), dtype=t.dtype)
+    if isinstance(t, (list, tuple)):
+        return type(t)(_resized(x, size0) for x in t)
+    return t
+
+
+def fake_batch(batch, size: int, indices: torch.Tensor):
+    """The step's batch at `size` samples per GPU (call under fake mode): views, labels and partner views of
+    that many rows; `indices` (real CPU positions, read by some methods' banks; not on the GPU)."""
+    def copy_of(g):  # the real step's generators stay where that step left them
+        return None if g is None else torch.Generator().set_state(g.get_state())
+
+    return dataclasses.replace(
+        batch, views=_resized(batch.views, size), labels=_resized(batch.labels, size), indices=indices,
+        generator=copy_of(batch.generator), rank_generator=copy_of(batch.rank_generator),
+        partner_views=_resized(batch.partner_views, size) if batch.partner_views else batch.partner_views)
+
+
+def _tracker():
+    """torch's MemTracker for the total only. Its per-module statistics fail on what methods do: a module called
+    twice in one forward (two views through one backbone: "multiple iterative calls") and a frozen parameter
+    (a momentum encoder: it hooks every parameter's gradient). Those module hooks are left out; every
+    allocation and free is still seen by its dispatch mode, and the parameters, buffers and optimiser state are
+    registered by track_external."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    class _Tracker(MemTracker):
+        def _pre_fw_hook(self, module, inputs) -> None:
+            pass
+
+        def _post_fw_hook(self, module, inputs, outputs) -> None:
+            pass
+
+        def _pre_bw_hook(self, module, args) -> None:
+            pass
+
+        def _post_bw_hook(self, module, args) -> None:
+            pass
+
+    return _Tracker()
+
+
+def _tracker_peak(tracker) -> int:
+    snap = tracker.get_tracker_snapshot("peak")
+    return int(max((s.get("Total", 0) for s in snap.values()), default=0))
+
+
+def step_peak(method, cfg, batch, size: int) -> int:
+    """Peak bytes of one training step of a fake copy of `method` at `size` samples per GPU (module docstring).
+    `batch`: a real batch of the row (its views' image size and structure)."""
+    from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with FakeCopyMode(mode):
+        fake = copy.deepcopy(method)
+    with mode:
+        opt = fake.configure_optimizer(cfg.optim)
+        if opt is None:
+            return 0
+        _warm_optimizer(opt)
+    amp = getattr(cfg.optim, "amp", None)
+    tracker = _tracker()
+    tracker.track_external(fake, opt)
+    fake.train()
+    indices = batch.indices.repeat(-(-size // max(1, len(batch.indices))))[:size]  # the real ones, repeated
+    with mode, tracker:
+        big = fake_batch(batch, size, indices)  # allocated inside the tracked step: the batch's bytes are on the GPU too
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
+            loss = fake.training_step(big)["loss"]
+        loss.backward()
+        fake.after_backward()
+        opt.step()
+    return _tracker_peak(tracker)
+
+
+def _warm_optimizer(opt) -> None:
+    """The optimiser's state as at any step after the first: one step on zero gradients (under fake mode)."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def mining_peak(method, n: int, persistent: int) -> int | None:
+    """Peak bytes during a kNN mining over `n` training images (module docstring; Method.mining_search), with
+    `persistent` bytes (weights, grads, optimiser state) resident; None where the method does not mine."""
+    search = method.mining_search()
+    if search is None:
+        return None
+    d, k, backend = search
+    encode = 2 * n * d * 4  # the shards (or the per-batch list) and their concatenation, float32
+    if backend != "torch":  # faiss searches on the CPU
+        return persistent + encode
+    return persistent + max(encode, knn_peak(n, d, k))
+
+
+def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: int | None = None) -> int:
+    """Peak bytes of semcl.data.neighbours.knn_table on [n, d] float32 features (the features included; chunks:
+    the search's defaults unless given). Only the features, their normalised copy and the [n, k] table grow with n;
+    the blocks do not once n holds two key blocks. So the search runs faked at min(n, 2 key blocks) (a faked
+    pass at ImageNet's 1.28 M took minutes of Python on 2 cores) and the rest is added at 2 * d * 4 + k * 8 bytes
+    a row."""
+    import inspect
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from semcl.data.neighbours import knn_table
+
+    defaults = inspect.signature(knn_table).parameters
+    qc = query_chunk or defaults["query_chunk"].default
+    kc = key_chunk or defaults["key_chunk"].default
+    m = min(n, 2 * max(kc, qc))
+    tracker = _tracker()
+    with FakeTensorMode(), tracker:
+        knn_table(torch.empty(m, d), k, query_chunk=qc, key_chunk=kc)
+    return _tracker_peak(tracker) + (n - m) * (2 * d * 4 + k * 8)
+
+
+def fake_peak(method, cfg, opt, batch, size: int, n_train: int) -> FakePeak:
+    """The step's peak and, for a mining method, the mining's (FakePeak); `opt`: the real optimiser after a step
+    (its state's bytes are the slots the mining finds resident)."""
+    t0 = time.time()
+    step = step_peak(method, cfg, batch, size)
+    persistent = _persistent_bytes(method, opt)
+    mining = mining_peak(method, n_train, persistent)
+    return FakePeak(step, mining, time.time() - t0)
+
+
+def _persistent_bytes(method, opt) -> int:
+    """What stays on the GPU between steps: the state (weights, buffers, queues), the trainable parameters'
+    gradients (set to None only at the next step) and the optimiser's state."""
+    state = sum(t.numel() * t.element_size() for t in method.state_dict().values() if hasattr(t, "numel"))
+    grads = sum(p.numel() * p.element_size() for p in method.parameters() if p.requires_grad)
+    slots = sum(t.numel() * t.element_size() for s in (opt.state.values() if opt is not None else ())
+                for t in s.values() if isinstance(t, torch.Tensor))
+    return state + grads + slots

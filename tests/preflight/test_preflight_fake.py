@@ -1,0 +1,148 @@
+"""The preflight's fake-tensor memory (semcl.preflight.fake): the step's peak under fake tensors is the peak torch's
+tracker sees on a real CPU run of the same step, the kNN mining's likewise, a row that cannot run faked falls back
+to the formula and says why, and the report's lines."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed._tools.mem_tracker import MemTracker
+
+from semcl.data.neighbours import knn_table
+from semcl.methods.base import Batch
+from semcl.preflight.check import CONTEXT_GB, _fake_estimate
+from semcl.preflight.fake import _tracker, _tracker_peak, _warm_optimizer, knn_peak, mining_peak, step_peak
+from semcl.preflight.report import RowCheck, render
+
+
+class _Optim:
+    amp = None
+
+
+class _Cfg:
+    optim = _Optim
+
+
+class _Tiny(nn.Module):
+    """A two-layer classifier with the Method calls the step makes (configure_optimizer, training_step,
+    after_backward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(48, 64), nn.ReLU(), nn.Linear(64, 10))
+        self.frozen = nn.Linear(48, 48)  # a frozen module (a momentum encoder's place): no grad, no slots
+        self.frozen.requires_grad_(False)
+
+    def configure_optimizer(self, optim):
+        return torch.optim.Adam(self.net.parameters(), lr=1e-3)
+
+    def training_step(self, batch: Batch) -> dict:
+        with torch.no_grad():
+            target = self.frozen(batch.views[0])
+        return {"loss": F.cross_entropy(self.net(batch.views[0] + target), batch.labels)}
+
+    def after_backward(self) -> None:
+        pass
+
+    def mining_search(self) -> None:
+        return None
+
+
+class _ValueSteered(_Tiny):
+    """A step whose Python branches on a tensor's value: fake tensors have none."""
+
+    def training_step(self, batch: Batch) -> dict:
+        if batch.labels.max().item() > 5:
+            return {"loss": self.net(batch.views[0]).sum()}
+        return super().training_step(batch)
+
+
+def _batch(n: int, seed: int = 0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    return Batch([torch.randn(n, 48, generator=g)], torch.randint(0, 10, (n,), generator=g), torch.arange(n))
+
+
+def _real_peak(method: _Tiny, batch: Batch) -> int:
+    """The same step as step_peak, on real CPU tensors, under the same tracker."""
+    opt = method.configure_optimizer(None)
+    _warm_optimizer(opt)
+    tracker = _tracker()
+    tracker.track_external(method, opt)
+    with tracker:
+        x, y = batch.views[0].clone(), batch.labels.clone()  # the batch is allocated inside the step, as there
+        loss = method.training_step(Batch([x], y, batch.indices))["loss"]
+        loss.backward()
+        opt.step()
+    return _tracker_peak(tracker)
+
+
+def test_fake_step_peak_is_the_real_runs_peak():
+    torch.manual_seed(0)
+    method = _Tiny()
+    fake = step_peak(method, _Cfg, _batch(4), 256)  # measured from a batch of 4, at 256
+    real = _real_peak(_Tiny(), _batch(256))
+    assert fake == real
+    # the floor by hand: trainable weights, gradients, Adam's two slots (4 x 4 x 3786 parameters), the frozen
+    # weights and the input [256, 48]
+    params = 48 * 64 + 64 + 64 * 10 + 10
+    assert fake >= 4 * 4 * params + 4 * (48 * 48 + 48) + 256 * 48 * 4
+    # the step did not touch the real method
+    assert all(not type(p).__name__.startswith("Fake") for p in method.parameters())
+
+
+def test_fake_knn_peak_is_the_real_searchs_peak():
+    n, d, k = 700, 16, 5
+    tracker = MemTracker()
+    with tracker:
+        knn_table(torch.randn(n, d), k, query_chunk=4096, key_chunk=65536)
+    # features and their normalised copy, the [N, k] table, and the [N, N] block with its top-k: at least
+    assert knn_peak(n, d, k) == _tracker_peak(tracker)
+    assert knn_peak(n, d, k) >= 2 * n * d * 4 + n * n * 4 + n * k * 8
+
+
+def test_a_step_that_cannot_run_faked_falls_back_and_says_why():
+    out = RowCheck("t", "r", "id", batch_per_gpu=64.0, gpus=8)
+    method = _ValueSteered()
+    _fake_estimate(out, method, _Cfg, method.configure_optimizer(None), _batch(4), 1000)
+    assert out.fake_gpu_gb is None
+    assert out.fake_note.startswith("fake step failed (DataDependentOutputException")
+    ok = RowCheck("t", "r", "id", batch_per_gpu=64.0, gpus=8)
+    _fake_estimate(ok, _Tiny(), _Cfg, None, _batch(4), 1000)
+    assert ok.fake_note is None and ok.fake_gpu_gb > CONTEXT_GB and ok.mining_gpu_gb is None
+
+
+def test_report_lines_name_the_memory_source():
+    rows = [RowCheck("hsa/abl-k", "k=10", "a", params=30_000_000, trainable=25_000_000, act_bytes_per_sample=2**20 * 80,
+                     batch_per_gpu=32, gpus=8, est_gpu_gb=23.4, gpu_mem_gb=40, fake_gpu_gb=23.4, mining_gpu_gb=23.4),
+            RowCheck("hsa/abl-k", "k=20", "b", params=30_000_000, trainable=25_000_000, act_bytes_per_sample=2**20 * 80,
+                     batch_per_gpu=32, gpus=8, est_gpu_gb=41.0, gpu_mem_gb=40,
+                     fake_note="fake step failed (DataDependentOutputException: aten._local_scalar_dense.default)")]
+    lines = render(rows).splitlines()
+    assert lines[1] == ("hsa/abl-k                k=10                             ready       30.00M    80.0 MiB        32 "
+                        "       23.4 / 40 GiB  memory: fake-tensor step at batch 32, kNN mining 23.4 GiB")
+    assert lines[2] == ("hsa/abl-k                k=20                             TOO BIG     30.00M    80.0 MiB        32 "
+                        "       41.0 / 40 GiB  memory: formula from the small real step; fake step failed "
+                        "(DataDependentOutputException: aten._local_scalar_dense.default)")
+    assert lines[3] == "# 2 row(s): 1 ready, 1 with an error or too big"
+
+
+class _Miner:
+    """A method that mines: D 16, k 5 (Method.mining_search)."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def mining_search(self) -> tuple[int, int, str]:
+        return 16, 5, self.backend
+
+
+def test_mining_peak_holds_the_features_of_every_image():
+    n, resident = 100_000, 10_000
+    # faiss searches on the CPU: on the GPU, the encoded shards and their concatenation, 2 x N x D float32
+    assert mining_peak(_Miner("faiss"), n, resident) == resident + 2 * n * 16 * 4
+    # the torch search: features, normalised copy, the [N, k] table and one [N, 65536] block (N < 2 key blocks)
+    got = mining_peak(_Miner("torch"), n, resident)
+    assert got == resident + knn_peak(n, 16, 5)
+    assert got >= resident + 2 * n * 16 * 4 + n * 5 * 8 + 4096 * 65536 * 4
+    assert mining_peak(_Tiny(), n, resident) is None

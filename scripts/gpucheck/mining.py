@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import torch
-
 from gpucheck.rows import IMAGENET_N, Sizes, paper_run, sync
 
 SAMPLED_ROWS = 16

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-
 from gpucheck.rows import Sizes, build, paper_run, per_gpu_batch, row_config, sync
 
 MEMORY_SLACK = 1.10  # the preflight treats "fits" within ~10% as marginal: a peak beyond that is an underestimate

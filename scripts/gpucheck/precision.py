@@ -10,8 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-
-from gpucheck.rows import FAMILIES, Sizes, build, paper_run, row_config
+from gpucheck.rows import Sizes, build, paper_run, row_config
 
 DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_TOL, COS_MIN = 0.05, 0.95  # half precision of one step: a few 1e-3 expected; beyond these a real problem
@@ -35,11 +34,11 @@ def one_family(family: str, sizes: Sizes, device: torch.device, work: Path) -> d
     run, _ = paper_run(family)
     cfg, per_class = row_config(run, sizes, sizes.precision_batch, 2, {"optim.amp": None})
     method, train_set, root = build(run, cfg, per_class, work, device)
-    start = {k: v.detach().clone() for k, v in method.state_dict().items()}
     seen = {}
 
     @contextmanager
-    def capture(batch):
+    def capture(batch):  # the state right before the first forward (after the epoch's start: HSA's mined table)
+        seen.setdefault("state", {k: v.detach().clone() for k, v in method.state_dict().items()})
         seen.setdefault("batch", batch)
         seen.setdefault("g", batch.generator.get_state())
         yield
@@ -52,7 +51,7 @@ def one_family(family: str, sizes: Sizes, device: torch.device, work: Path) -> d
         if dtype is torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
             out[name] = {"skipped": "no bf16 on this GPU"}
             continue
-        method.load_state_dict(start)  # the same weights and buffers (queues, banks) for every precision
+        method.load_state_dict(seen["state"])  # the same weights and buffers (queues, banks) for every precision
         method.train()
         loss, grad = _step(method, seen["batch"], seen["g"], device, dtype)
         if base is None:
@@ -69,5 +68,10 @@ def one_family(family: str, sizes: Sizes, device: torch.device, work: Path) -> d
 
 
 def section(sizes: Sizes, device: torch.device, work: Path, families: list[str]) -> dict:
-    rows = [one_family(f, sizes, device, work) for f in families if f in FAMILIES]
+    rows = []
+    for family in families:
+        try:
+            rows.append(one_family(family, sizes, device, work))
+        except Exception as err:  # one family's failure is a row, the others still run
+            rows.append({"family": family, "ok": False, "error": f"{type(err).__name__}: {err}"})
     return {"rows": rows, "loss_tol": LOSS_TOL, "cos_min": COS_MIN, "ok": all(r["ok"] for r in rows)}

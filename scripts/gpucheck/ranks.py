@@ -100,7 +100,9 @@ def two_ranks(run, store: Path, device: torch.device, work: Path, stop: int | No
     work.mkdir(parents=True, exist_ok=True)
     init = f"file://{work / 'init'}"
     (work / "init").unlink(missing_ok=True)
-    mp.spawn(_worker, args=(run, str(store), str(device), init, str(work), stop), nprocs=2, join=True)
+    # CUDA cannot be forked; on the CPU a fork skips each rank's ~20 s first DDP construction (torch's lazy imports)
+    mp.start_processes(_worker, args=(run, str(store), str(device), init, str(work), stop), nprocs=2, join=True,
+                       start_method="spawn" if device.type == "cuda" else "fork")
     return [json.loads((work / f"rank{r}.json").read_text()) for r in range(2)]
 
 
@@ -109,6 +111,7 @@ def smoke_run(epochs: int):
     import copy
 
     from gpucheck.rows import with_config
+
     from semcl.registry.tables import get_table
     from semcl.runs import plan_runs
 

@@ -43,8 +43,8 @@ def render(doc: dict) -> str:
             lines += _table(sec["rows"], ["row", "amp", "loader_workers", "stopped_at", "params_equal",
                                           "loss_equal", "ok"])
         elif name == "f_precision":
-            flat = [{"family": r["family"], "batch": r["batch"], "fp32 loss": r["fp32"].get("loss"),
-                     **{f"{d} {k}": r[d].get(k) for d in ("fp16", "bf16")
+            flat = [{"family": r["family"], "batch": r.get("batch"), "fp32 loss": r.get("fp32", {}).get("loss"),
+                     **{f"{d} {k}": r.get(d, {}).get(k) for d in ("fp16", "bf16")
                         for k in ("loss_rel_diff", "grad_cosine", "grad_norm_ratio")}, "ok": r["ok"]}
                     for r in sec["rows"]]
             lines += _table(flat, list(flat[0]) if flat else ["family"])

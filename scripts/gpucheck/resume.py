@@ -12,7 +12,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
-
 from gpucheck.ranks import Preempted, final_state, stop_at_call, two_ranks
 from gpucheck.rows import Sizes, build, paper_run, row_config
 

@@ -99,7 +99,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device):
     from semcl.engine.build import build_method, method_class
     from semcl.preflight.check import _data_info
     from semcl.runs import Store
-    from semcl.runtime.checkpoint import seed_everything
+    from semcl.runtime.checkpoint import rng_state, seed_everything, set_rng_state
 
     d = cfg.data
     root = ensure_synthetic(work / "data" / f"{d.name}-{per_class}", [d.name], train_per_class=per_class,
@@ -108,7 +108,10 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device):
     train_set = load(d.name, root, "train", d.image_size)
     cls, deps = method_class(run, Store(work / "store"), cfg)
     method = build_method(cls, cfg, _data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+    # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
+    state = rng_state()
     method.write_stand_in_files(root)
+    set_rng_state(state)
     return method, train_set, root
 
 

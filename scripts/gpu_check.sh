@@ -6,6 +6,8 @@
 #   scripts/gpu_check.sh --dry-run    # every section on the CPU at tiny sizes (CI runs this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=$(command -v python3 || command -v python); fi
+# $PYTHON (an interpreter to use) first, then the .venv, then PATH
+if [ -n "${PYTHON:-}" ]; then py=$PYTHON; elif [ -x .venv/bin/python ]; then py=.venv/bin/python
+else py=$(command -v python3 || command -v python); fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" exec "$py" scripts/gpu_check.py "$@"

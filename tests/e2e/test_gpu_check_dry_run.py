@@ -5,7 +5,9 @@ must carry the numbers the Markdown page shows."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ def test_gpu_check_dry_run_passes_every_section(tmp_path):
     cmd = [str(REPO / "scripts" / "gpu_check.sh"), "--dry-run", "--families", ",".join(sorted(FAMILIES)),
            "--out", str(tmp_path)]
     proc = subprocess.run(cmd,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=BUDGET_S)
+                          cwd=tmp_path, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=BUDGET_S)
     took = time.time() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     doc = json.loads((tmp_path / "gpu_check.json").read_text())

@@ -26,8 +26,8 @@ def test_gpu_check_dry_run_passes_every_section(tmp_path):
     t0 = time.time()
     cmd = [str(REPO / "scripts" / "gpu_check.sh"), "--dry-run", "--families", ",".join(sorted(FAMILIES)),
            "--out", str(tmp_path)]
-    proc = subprocess.run(cmd,
-                          cwd=tmp_path, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=BUDGET_S)
+    proc = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHON": sys.executable}, capture_output=True,
+                          text=True, timeout=BUDGET_S)
     took = time.time() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     doc = json.loads((tmp_path / "gpu_check.json").read_text())

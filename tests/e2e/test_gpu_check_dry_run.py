@@ -51,7 +51,8 @@ def test_gpu_check_dry_run_passes_every_section(tmp_path):
         assert row["fp16"]["loss_rel_diff"] < s["f_precision"]["loss_tol"] and row["bf16"]["grad_cosine"] > 0.9
     g = s["g_mining"]
     assert g["table_shape"] == [sizes["mine_n"], sizes["mine_k"]] and g["max_similarity_error"] < 1e-3
-    assert g["imagenet_seconds_estimate"] == round(g["seconds"] * (1_281_167 / sizes["mine_n"]) ** 2, 1)
+    scale = (1_281_167 / sizes["mine_n"]) ** 2  # N^2; "seconds" is rounded to 1 ms
+    assert abs(g["imagenet_seconds_estimate"] - g["seconds"] * scale) <= 0.0005 * scale + 0.05
     md = (tmp_path / "gpu_check.md").read_text()
     assert md.count("PASS") >= 14 and "FAIL" not in md
     assert took < BUDGET_S

@@ -1,21 +1,24 @@
-"""The GPU check (scripts/gpu_check.sh; never in CI): what only a GPU can show.
+"""The GPU check (scripts/gpu_check.sh; about 10 minutes on one GPU; never in CI): what only a GPU can show.
 
-1. Pace: one paper-profile row per method family trains through the engine's own loop (train(): the
-   loader, autocast, the optimiser) on stand-in data written in the real format at the real image size,
-   at the row's per-GPU batch, for two short epochs on one GPU; images/s is read from the second epoch
-   (the first pays cuDNN's autotuning and the workers' start).
-2. Exact resume on CUDA: a smoke run stopped after its first epoch-end checkpoint and resumed ends with
-   the metrics and loss history of the uninterrupted run, bit for bit (deterministic kernels on).
-The numbers go into bench/results.md (its GPU section, which `make bench` keeps) and to stdout.
+Sections, each PASS or FAIL in <out>/gpu_check.json and <out>/gpu_check.md:
+  a_versions   torch, CUDA, cuDNN, NCCL, the GPU, its memory, bf16; a 1-rank NCCL group (device_id) with a DDP step
+  b_pace       one paper row per family through train() at the row's per-GPU batch, production settings: images/s
+               over the timed steps, and the same step fed from a device-resident batch (the GPU-bound ceiling)
+  c_memory     peak allocated/reserved memory of those steps against semcl check's estimate for the row
+  d_two_ranks  2 ranks on one GPU over gloo through execute_run, every collective's tensor asserted on the GPU
+  e_resume     exact mid-epoch resume: a file-backed row with loader workers, a ViT row (drop-path, fp16), 2 ranks
+  f_precision  one step per family in fp32 / fp16 / bf16: loss and gradient differences
+  g_mining     HSA's kNN mining at 200k images: time, memory, the ImageNet extrapolation
 
-    .venv/bin/python scripts/gpu_check.py                       # on a GPU machine
-    .venv/bin/python scripts/gpu_check.py --device cpu --batch 4 --families ce --per-class 2   # a dry run
+--dry-run runs every section on the CPU at tiny sizes (reduced models, gloo) and must pass; CI runs it.
+
+    scripts/gpu_check.sh                 # on a GPU machine
+    scripts/gpu_check.sh --dry-run       # anywhere
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -24,185 +27,106 @@ import time
 import traceback
 from pathlib import Path
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the resume check
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for the resume comparisons
 
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the gpucheck package beside this file
 
-# family -> (table, row): one paper-profile row each, without runs it builds on
-FAMILIES = {
-    "ce": ("rince/tab2", "Cross-entropy"),
-    "scl": ("rince/tab2", "SCL-in"),
-    "rince": ("rince/tab2", "RINCE-in"),
-    "supcon": ("gpaco/tab5", "SupCon ResNet-50"),
-    "paco": ("gpaco/tab5", "PaCo ResNet-50 (RandAugment)"),
-    "gpaco": ("gpaco/tab5", "GPaCo ResNet-50"),
-    "gpaco_vit": ("gpaco/tab13-vit", "GPaCo ViT-B"),
-    "hsa": ("hsa/linear", "CsMl, 800 ep, multi-crop (v2 best configuration)"),
-    "video_rince": ("rince/tab4", "RINCE"),
-    "scns": ("scns/sup-cifar10", None),  # the table's first row
-}
+from gpucheck import env, mining, pace, precision, ranks, report, resume  # noqa: E402
+from gpucheck.rows import DRY, FAMILIES, GPU  # noqa: E402
+
+SECTIONS = ("a_versions", "b_pace", "c_memory", "d_two_ranks", "e_resume", "f_precision", "g_mining")
 
 
-def _paper_run(table_id: str, row: str | None):
-    from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
-
-    table = get_table(table_id)
-    runs = [r for r in plan_runs(table, "paper") if r.row_label == (row or table.rows[0].label)]
-    run = runs[0]
-    return run, table.resources_for(run.row_label, "paper")
+def _error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-4)}"
 
 
-def pace(family: str, device: torch.device, work: Path, batch: int | None, per_class: int, epochs: int) -> dict:
-    """Images/s of one family's paper row on one GPU through the engine's loop."""
-    from semcl.data import load
-    from semcl.data.registry import DATASETS
-    from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.train import train
-    from semcl.methods.base import DataInfo
-    from semcl.methods.registry import method_spec
-    from semcl.models.layout import apply_memory_format
-    from semcl.runtime.checkpoint import seed_everything
+def run_sections(sizes, device: torch.device, work: Path, families: list[str], wanted: set[str]) -> dict:
+    out: dict[str, dict] = {}
 
-    table_id, row = FAMILIES[family]
-    run, res = _paper_run(table_id, row)
-    cfg = copy.deepcopy(run.config)
-    gpus = max(1, res.gpus)
-    per_gpu = batch or max(1, cfg.optim.batch_size // gpus)
-    cfg.optim.batch_size, cfg.optim.accum_steps, cfg.schedule.epochs = per_gpu, None, epochs
-    d = cfg.data
-    # one stand-in per dataset, shared by the families that train on it
-    root = ensure_synthetic(work.parent / "data" / d.name, [d.name], train_per_class=per_class, test_per_class=1)
-    seed_everything(run.seed)
-    train_set = load(d.name, root, "train", d.image_size)
-    counts = torch.bincount(train_set.labels, minlength=train_set.num_classes)
-    info = DataInfo(DATASETS[d.name].num_classes, train_set.images.shape[1], train_set.fine_to_coarse, counts,
-                    tuple(train_set.class_names))
-    method = apply_memory_format(method_spec(cfg.method.name).load()(cfg, info).to(device), cfg.model.memory_format)
-    folder = work / "runs" / run.run_id
-    torch.cuda.reset_peak_memory_stats() if device.type == "cuda" else None
-    history = train(method, train_set, cfg, run.seed, folder / "checkpoints" / "last.pt", device, data_root=root)
-    last = history[-1]
-    steps = len(train_set.labels) // per_gpu
-    out = {"family": family, "table": table_id, "row": run.row_label, "batch_per_gpu": per_gpu,
-           "paper_gpus": gpus, "image_size": d.image_size, "amp": cfg.optim.amp, "steps": steps,
-           "epoch_s": round(last["seconds"], 3), "images_per_s": round(steps * per_gpu / last["seconds"], 1)}
-    from semcl.estimate.gpu_hours import training_pace
-
-    out["estimate_images_per_s"] = round(training_pace(run.config), 1)  # semcl plan's one-A100 pace for this row
-    if device.type == "cuda":
-        out["peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    return out
-
-
-def exact_resume(device: torch.device, work: Path) -> list[dict]:
-    """Smoke runs on `device`: uninterrupted vs. stopped after the first epoch and resumed."""
-    import semcl.engine.train as train_mod
-    from semcl.engine.job import execute_run
-    from semcl.registry.tables import get_table
-    from semcl.runs import Run, Store, make_run_id, plan_runs
-
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    results = []
-    for row in ("Cross-entropy", "RINCE-in"):
-        base = next(r for r in plan_runs(get_table("rince/tab2"), "smoke") if r.row_label == row)
-        cfg = copy.deepcopy(base.config)
-        cfg.schedule.epochs = 3
-        run = Run(base.table_id, base.row_label, base.seed, "smoke", cfg, make_run_id(cfg, base.seed))
-        want = execute_run(run, Store(work / "a"), work, device)
-        real_save, saves = train_mod.save_atomic, []
-
-        def stop_after_first(state, path, real_save=real_save, saves=saves):
-            real_save(state, path)
-            saves.append(state["epoch"])
-            if state["epoch"] == 1 and state.get("step", 0) == 0:
-                raise KeyboardInterrupt("stopped after the first epoch (gpu_check)")
-
-        train_mod.save_atomic = stop_after_first
-        store = Store(work / "b")
+    def timed(name: str, fn) -> dict | None:
+        if name not in wanted:
+            return None
+        t0 = time.time()
         try:
-            execute_run(run, store, work, device)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            train_mod.save_atomic = real_save
-        got = execute_run(run, store, work, device)
-        results.append({"row": row, "epochs": 3, "metrics_equal": got["metrics"] == want["metrics"],
-                        "loss_history_equal": [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]})
-    torch.use_deterministic_algorithms(False)
-    return results
+            result = fn()
+        except Exception as err:  # one section's failure is a line of the report, not the end of the check
+            traceback.print_exc()
+            result = {"ok": False, "error": _error(err)}
+        result["status"] = "PASS" if result.get("ok") else "FAIL"
+        result["seconds"] = round(time.time() - t0, 2)
+        out[name] = result
+        print(f"gpu_check: {name} {result['status']} ({result['seconds']} s)", file=sys.stderr, flush=True)
+        return result
 
+    timed("a_versions", lambda: env.section(device, work / "a"))
+    paces: list[dict] = []
 
-def _versus(p: dict) -> str:
-    est = p.get("estimate_images_per_s")
-    return f"{est} ({p['images_per_s'] / est:.2f}x)" if est else ""
+    def run_pace() -> dict:
+        for fam in families:
+            try:
+                paces.append(pace.pace(fam, sizes, work / "b", device))
+            except Exception as err:
+                traceback.print_exc()
+                paces.append({"pace": {"family": fam, "ok": False, "error": _error(err)},
+                              "memory": {"family": fam, "ok": False, "error": _error(err)}})
+        rows = [p["pace"] for p in paces]
+        return {"warmup": sizes.warmup, "steps": sizes.steps, "rows": rows, "ok": all(r["ok"] for r in rows)}
 
-
-def render(device: torch.device, paces: list[dict], resumes: list[dict], seconds: float) -> str:
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    lines = [f"## GPU check ({name}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-             f"{seconds:.0f} s)", "",
-             "One GPU; each family's paper row through the engine's loop (loader included) on stand-in data in the real "
-             "format and size, at the row's per-GPU batch; images/s of the second epoch.", "",
-             "| family | table / row | per-GPU batch | amp | images/s | plan's A100 estimate (measured / estimate) | peak GB "
-             "| note |", "|---|---|---|---|---|---|---|---|"]
-    for p in paces:
-        if "error" in p:
-            lines.append(f"| {p['family']} | {p['table']} / {p['row']} | | | | | | FAILED: {p['error']} |")
-        else:
-            lines.append(f"| {p['family']} | {p['table']} / {p['row']} | {p['batch_per_gpu']} | {p['amp'] or 'fp32'} | "
-                         f"{p['images_per_s']} | {_versus(p)} | {p.get('peak_gb', '')} | {p['steps']} steps, {p['epoch_s']} s |")
-    lines += ["", "Exact resume on this device (smoke rows, 3 epochs, stopped after epoch 1, deterministic kernels):", ""]
-    lines += [f"- {r['row']}: metrics {'identical' if r['metrics_equal'] else 'DIFFER'}, loss history "
-              f"{'identical' if r['loss_history_equal'] else 'DIFFERS'}" for r in resumes]
-    return "\n".join(lines)
+    timed("b_pace", run_pace)
+    if "c_memory" in wanted and "b_pace" not in wanted:
+        timed("b_pace", run_pace)  # the memory is read from the pace runs
+    timed("c_memory", lambda: {"rows": [p["memory"] for p in paces],
+                               "ok": bool(paces) and all(p["memory"]["ok"] for p in paces)})
+    two = timed("d_two_ranks", lambda: ranks.section(device, work / "d"))
+    timed("e_resume", lambda: resume.section(sizes, device, work / "e", two))
+    if two is not None:  # the Run and the store folder were for section (e) only
+        two.pop("run", None)
+        two.pop("store", None)
+    timed("f_precision", lambda: precision.section(sizes, device, work / "f", families))
+    timed("g_mining", lambda: mining.section(sizes, device))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dry-run", action="store_true", help="every section on the CPU at tiny sizes (gloo)")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "gpu_check", help="folder of the JSON and Markdown")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of: " + ", ".join(FAMILIES))
-    ap.add_argument("--batch", type=int, default=None, help="per-GPU batch (default: the row's)")
-    ap.add_argument("--per-class", type=int, default=None, help="stand-in images per class (default: 2 epochs of "
-                    "~20 steps where the class count allows)")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results.md")
-    ap.add_argument("--json", type=Path, default=None, help="also write the numbers as JSON here")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated, of: " + ", ".join(SECTIONS))
     args = ap.parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: no CUDA device here (run it on a GPU machine, or --device cpu for a dry run)", file=sys.stderr)
+    families = [f for f in args.families.split(",") if f]
+    unknown = [f for f in families if f not in FAMILIES] + [s for s in args.sections.split(",") if s not in SECTIONS]
+    if unknown:
+        print(f"gpu_check: unknown family or section: {', '.join(unknown)}", file=sys.stderr)
         return 2
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
-    t0 = time.time()
-    paces = []
-    with tempfile.TemporaryDirectory(prefix="semcl-gpu-check-") as tmp:
-        for family in args.families.split(","):
-            table_id, row = FAMILIES[family]
-            per_class = args.per_class or 2
-            try:
-                paces.append(pace(family, device, Path(tmp) / family, args.batch, per_class, args.epochs))
-            except Exception as err:  # one family's failure is a row of the report, not the end of the check
-                traceback.print_exc()
-                paces.append({"family": family, "table": table_id, "row": row or "(first)",
-                              "error": f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"})
-            print(json.dumps(paces[-1]), flush=True)
-        resumes = exact_resume(device, Path(tmp) / "resume")
-        print(json.dumps(resumes), flush=True)
-    from gpu_section import write_gpu_section
+    if not args.dry_run and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here (run it on a GPU machine, or --dry-run)", file=sys.stderr)
+        return 2
+    device = torch.device("cpu" if args.dry_run else "cuda", None if args.dry_run else 0)
+    if not args.dry_run:
+        from semcl.launch.slurm.profile import ClusterProfile
 
-    body = render(device, paces, resumes, time.time() - t0)
-    write_gpu_section(args.out, body)
-    if args.json:
-        args.json.write_text(json.dumps({"pace": paces, "resume": resumes}, indent=2))
-    print(body)
-    return 0 if all("error" not in p for p in paces) and all(r["metrics_equal"] and r["loss_history_equal"]
-                                                           for r in resumes) else 1
+        # production's loader: a job holds cpus_per_gpu CPUs per GPU, one of which trains
+        os.environ.setdefault("SEMCL_LOADER_WORKERS", str(ClusterProfile.__dataclass_fields__["cpus_per_gpu"].default - 1))
+        torch.cuda.set_device(device)
+    sizes = DRY if args.dry_run else GPU
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="semcl-gpu-check-") as tmp:
+        sections = run_sections(sizes, device, Path(tmp), families, set(args.sections.split(",")))
+    doc = {"mode": "dry-run" if args.dry_run else "gpu", "device": str(device), "sizes": sizes.__dict__,
+           "loader_workers": os.environ.get("SEMCL_LOADER_WORKERS"), "seconds": round(time.time() - t0, 1),
+           "finished_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sections": sections,
+           "passed": all(s["status"] == "PASS" for s in sections.values())}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu_check.json").write_text(json.dumps(doc, indent=2, default=str))
+    (args.out / "gpu_check.md").write_text(report.render(doc))
+    print(f"gpu_check: {'PASS' if doc['passed'] else 'FAIL'} in {doc['seconds']} s; {args.out}/gpu_check.{{json,md}}",
+          flush=True)
+    return 0 if doc["passed"] else 1
 
 
 if __name__ == "__main__":

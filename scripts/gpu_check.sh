@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The GPU check (never in CI): on a machine with a CUDA GPU, one paper-profile row per method family
-# through the engine on one GPU (images/s), and a checkpoint/resume on CUDA compared bit for bit.
-# Writes the GPU section of bench/results.md; copies the numbers to $OUT when that is set.
+# The GPU check (about 10 minutes on one GPU; never in CI): scripts/gpu_check.py's sections, results in
+# results/gpu_check/ (or --out). Installs nothing: it runs the project's .venv if there is one, else the python on
+# PATH, with this checkout's src/ on PYTHONPATH (GPU machines and compute nodes often cannot reach a package index).
+#   scripts/gpu_check.sh              # on a GPU machine
+#   scripts/gpu_check.sh --dry-run    # every section on the CPU at tiny sizes (CI runs this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-make setup >/dev/null
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-out=${OUT:-/tmp}
-.venv/bin/python scripts/gpu_check.py --json "$out/gpu_check.json" "$@"
-cp bench/results.md "$out/results.md" 2>/dev/null || true
+# $PYTHON (an interpreter to use) first, then the .venv, then PATH
+if [ -n "${PYTHON:-}" ]; then py=$PYTHON; elif [ -x .venv/bin/python ]; then py=.venv/bin/python
+else py=$(command -v python3 || command -v python); fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" exec "$py" scripts/gpu_check.py "$@"

@@ -1,0 +1,127 @@
+"""The rows the GPU check trains and how big it makes them.
+
+One paper-profile row per method family, built the way the engine builds a run (semcl.engine.build) on the
+synthetic stand-in written in the real on-disk layout. On a GPU the row keeps its real model, image size, precision
+and per-GPU batch; a dry run (CPU) shrinks model and images as `semcl check --reduced` does, so every section runs
+the same code in seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+# family -> (table, row); rows that build on no other run (no teacher or base run to train first)
+FAMILIES = {
+    "ce": ("rince/tab2", "Cross-entropy"),
+    "supcon": ("gpaco/tab5", "SupCon ResNet-50"),
+    "rince": ("rince/tab2", "RINCE-in"),
+    "paco": ("gpaco/tab5", "PaCo ResNet-50 (RandAugment)"),
+    "hsa": ("hsa/linear", "CsMl, 800 ep, multi-crop (v2 best configuration)"),
+    "scns": ("scns/sup-cifar10", "uniform negatives resnet18_cifar"),
+    "vit": ("gpaco/tab13-vit", "GPaCo ViT-B"),
+}
+IMAGENET_N = 1_281_167  # the HSA mining's real N, for the N^2 extrapolation
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one mode of the check runs: the real thing on a GPU, tiny on the CPU (--dry-run)."""
+
+    dry: bool
+    warmup: int  # steps before the pace clock starts (cuDNN autotuning, the loader's ramp)
+    steps: int  # timed steps
+    ceiling_steps: int  # device-resident steps
+    batch: int | None  # per-GPU batch; None: the row's
+    precision_batch: int  # the fp32/fp16/bf16 comparison's batch
+    mine_n: int
+    mine_dim: int
+    mine_k: int
+    resume_per_class: int  # stand-in images per class of the resume rows
+
+    def reduce(self):
+        from semcl.preflight.check import Reduce
+
+        if not self.dry:
+            return None
+        return Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
+                      method={"arch": "vit_tiny_test", "checkpoint": None})
+
+
+GPU = Sizes(dry=False, warmup=5, steps=40, ceiling_steps=20, batch=None, precision_batch=32, mine_n=200_000,
+            mine_dim=2048, mine_k=10, resume_per_class=8)
+DRY = Sizes(dry=True, warmup=1, steps=3, ceiling_steps=2, batch=4, precision_batch=4, mine_n=2_000, mine_dim=64,
+            mine_k=10, resume_per_class=2)
+
+
+def paper_run(family: str):
+    """(run, resources) of the family's paper row (its first seed)."""
+    from semcl.registry.tables import get_table
+    from semcl.runs import plan_runs
+
+    table_id, row = FAMILIES[family]
+    table = get_table(table_id)
+    run = next(r for r in plan_runs(table, "paper") if r.row_label == row)
+    return run, table.resources_for(row, "paper")
+
+
+def per_gpu_batch(run, resources) -> int:
+    """The batch one GPU sees in the paper run (semcl check's batch_per_gpu)."""
+    return max(1, run.config.optim.batch_size // max(1, resources.gpus))
+
+
+def row_config(run, sizes: Sizes, batch: int, batches: int, overrides: dict | None = None):
+    """The run's config on a stand-in of at least `batches` batches of `batch` (preflight's check_config: synthetic
+    data, the batch; reduced in a dry run), then precision as the engine trains it (`fast`: bf16)."""
+    from semcl.data.registry import DATASETS
+    from semcl.preflight.check import _stand_in_per_class, check_config
+    from semcl.runtime.precision import effective_config
+
+    classes = DATASETS[run.config.data.name].synthetic_classes
+    per_class = max(_stand_in_per_class(run), -(-batches * batch // classes) + 1)
+    cfg = copy.deepcopy(effective_config(check_config(run, sizes.reduce(), batch, per_class)))
+    for key, value in (overrides or {}).items():
+        section, name = key.split(".", 1)
+        setattr(getattr(cfg, section), name, value)
+    return cfg, per_class
+
+
+def build(run, cfg, per_class: int, work: Path, device: torch.device):
+    """(method, train set, data root) as the job builds them, on the row's stand-in; the model has the real
+    dataset's class count (preflight's _data_info)."""
+    from semcl.data import load
+    from semcl.data.registry import DATASETS
+    from semcl.data.synthetic import ensure_synthetic
+    from semcl.engine.build import build_method, method_class
+    from semcl.preflight.check import _data_info
+    from semcl.runs import Store
+    from semcl.runtime.checkpoint import rng_state, seed_everything, set_rng_state
+
+    d = cfg.data
+    root = ensure_synthetic(work / "data" / f"{d.name}-{per_class}", [d.name], train_per_class=per_class,
+                            test_per_class=1)
+    seed_everything(run.seed)
+    train_set = load(d.name, root, "train", d.image_size)
+    cls, deps = method_class(run, Store(work / "store"), cfg)
+    method = build_method(cls, cfg, _data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+    # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
+    state = rng_state()
+    method.write_stand_in_files(root)
+    set_rng_state(state)
+    return method, train_set, root
+
+
+def with_config(run, cfg):
+    """The Run with `cfg` (and its id)."""
+    from semcl.runs import make_run_id
+
+    return dataclasses.replace(run, config=cfg, run_id=make_run_id(cfg, run.seed))
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -65,7 +65,8 @@ def test_an_entry_declaring_more_bytes_than_the_file_is_refused(tmp_path):
     ({"step": -2}, "key 'step' = -2: expected a whole number >= 0"),
 ])
 def test_a_checkpoint_a_resume_cannot_read_is_one_line(tmp_path, change, message):
-    from semcl.runtime.checkpoint import load, rng_state
+    from semcl.runtime.checkpoint import load_resumable as load
+    from semcl.runtime.checkpoint import rng_state
 
     state = {"method": {"w": torch.zeros(2)}, "optimizer": {"state": {}, "param_groups": []}, "epoch": 1, "step": 0,
              "rng": rng_state(), "history": []}

@@ -40,7 +40,7 @@ from semcl.engine.view_source import view_source
 from semcl.methods.base import Batch, Method, TrainContext
 from semcl.run_folder import is_checkpoint_folder
 from semcl.runtime import distributed, interrupt
-from semcl.runtime.checkpoint import load, restore, rng_state, save_atomic, set_rng_state
+from semcl.runtime.checkpoint import load_resumable, restore, rng_state, save_atomic, set_rng_state
 from semcl.runtime.history import EpochLog
 from semcl.runtime.runlock import heartbeat
 
@@ -85,7 +85,7 @@ class Checkpointer:
     history: list[dict] = field(default_factory=list)
 
     def resume(self, epochs: int) -> Position:
-        state = load(self.path)
+        state = load_resumable(self.path)
         if state is None:
             return Position(history=self.history)
         restore(self.method, state["method"], self.path)  # before the optimiser: its state follows the params
@@ -173,6 +173,32 @@ def _start_epoch(method: Method, epoch: int) -> bool:
     return True
 
 
+def _require_final(at, ckpt: Path, epochs: int) -> None:
+    """An evaluation of a finished training: a checkpoint short of the last epoch (or none) is a ResultsError."""
+    if at.epoch < epochs or at.step:
+        from semcl.errors import ResultsError
+
+        state = "missing" if not ckpt.exists() else f"at epoch {at.epoch} step {at.step} of {epochs} epochs"
+        raise ResultsError(f"{ckpt}: the final checkpoint is {state}; an evaluation does not train: rerun the "
+                           "training stage (semcl run <table> --retry-failed)")
+
+
+def _augmentations(cfg: RunConfig, train_set: ImageSet) -> list:
+    mean, std = stats(cfg.data.name)
+    aug = build_augment(cfg.data.augment, size=train_set.images.shape[-1], mean=mean, std=std)
+    return aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
+
+
+def _start_or_checkpoint(method: Method, epoch: int, saver: Checkpointer, resumed_inside: bool) -> None:
+    """The epoch's start; a stop signal during it (HSA's mining gives way) saves the epoch's start and acts on
+    the signal (a resume inside the epoch keeps its later checkpoint)."""
+    while not _start_epoch(method, epoch):
+        if not resumed_inside:
+            saver.save(epoch, 0, None, 0.0)
+        log.info("requeue signal: checkpoint at the start of epoch %d", epoch)
+        interrupt.fire_if_pending()  # normally requeues and exits; else the start is run again
+
+
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
           step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
@@ -192,15 +218,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.optim.amp == "fp16")
     saver = Checkpointer(method, opt, scaler, ckpt)
     at = saver.resume(cfg.schedule.epochs)
-    if restore_only and (at.epoch < cfg.schedule.epochs or at.step):
-        from semcl.errors import ResultsError
-
-        state = "missing" if not ckpt.exists() else f"at epoch {at.epoch} step {at.step} of {cfg.schedule.epochs} epochs"
-        raise ResultsError(f"{ckpt}: the final checkpoint is {state}; an evaluation does not train: rerun the "
-                           "training stage (semcl run <table> --retry-failed)")
-    mean, std = stats(cfg.data.name)
-    aug = build_augment(cfg.data.augment, size=train_set.images.shape[-1], mean=mean, std=std)
-    augs = aug.views if hasattr(aug, "views") else [aug]  # "a+b" recipes: one per view
+    if restore_only:
+        _require_final(at, ckpt, cfg.schedule.epochs)
+    augs = _augmentations(cfg, train_set)
     method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, data_root))
     bs, accum, steps = steps_per_epoch(cfg, method.epoch_size(len(train_set.labels)))
     epochs = cfg.schedule.epochs
@@ -217,11 +237,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     with interrupt.training(), live:
         for epoch in range(at.epoch, last_epoch):
             method.train()
-            while not _start_epoch(method, epoch):  # a stop signal came during the epoch's start (HSA's mining)
-                if not (epoch == at.epoch and at.step):  # (a resume inside the epoch: its checkpoint is later)
-                    saver.save(epoch, 0, None, 0.0)
-                log.info("requeue signal: checkpoint at the start of epoch %d", epoch)
-                interrupt.fire_if_pending()  # normally requeues and exits; else the start is run again
+            _start_or_checkpoint(method, epoch, saver, resumed_inside=epoch == at.epoch and at.step > 0)
             g = epoch_generator(seed, epoch)
             losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
             perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)

@@ -101,7 +101,13 @@ def load(path: Path) -> dict[str, Any] | None:
     state = safe_load(path)
     if not isinstance(state, dict) or "method" not in state:
         raise ResultsError(f"{path}: not a training checkpoint (no 'method' key); {RESTART}")
-    problem = _state_problem(state)
+    return state
+
+
+def load_resumable(path: Path) -> dict[str, Any] | None:
+    """`load`, and every key a resume reads present and of its kind (one line naming the key otherwise)."""
+    state = load(path)
+    problem = None if state is None else _state_problem(state)
     if problem:
         raise ResultsError(f"{path}: {problem}; {RESTART}")
     return state

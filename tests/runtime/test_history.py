@@ -85,7 +85,9 @@ def test_killed_and_resumed_run_has_one_line_per_epoch_equal_to_the_record(tmp_p
     if tb:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-        acc = EventAccumulator(str(folder / "tb"))
+        from semcl.runtime.tracking import run_label, tensorboard_dir
+
+        acc = EventAccumulator(str(tensorboard_dir(store.root, run_label(folder))))
         acc.Reload()
         assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [
             (1, pytest.approx(lines[0]["loss"], rel=1e-6)), (2, pytest.approx(lines[1]["loss"], rel=1e-6))]

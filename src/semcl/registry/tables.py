@@ -231,17 +231,15 @@ def _validate(table: Table, row: Row, profile: str) -> None:
         cfg = build_config(tree, where=where)
         check_dataset(cfg, where)
         _VALIDATED[key] = cfg.optim.batch_size
-    check_batch_split({"optim": {"batch_size": _VALIDATED[key]}}, table.resources_for(row.label, profile), where)
+    check_batch_split(_VALIDATED[key], table.resources_for(row.label, profile), where)
 
 
-def check_batch_split(cfg: Any, res: Resources, where: str) -> None:
-    """The global batch splits evenly over the row's processes (its GPUs, or its CPU tasks): every rank trains
-    on its equal slice (semcl.runtime.distributed.local_slice), so a batch that does not split would pass the
-    queue and fail at the job's first step. `cfg`: a RunConfig or its tree."""
+def check_batch_split(batch: int, res: Resources, where: str) -> None:
+    """The global batch (`optim.batch_size`) splits evenly over the row's processes (its GPUs, or its CPU tasks):
+    every rank trains on its equal slice (semcl.runtime.distributed.local_slice), so a batch that does not split
+    would pass the queue and fail at the job's first step."""
     ranks = res.gpus or res.tasks
-    optim = cfg.get("optim", {}) if isinstance(cfg, dict) else cfg.optim
-    batch = optim.get("batch_size") if isinstance(optim, dict) else optim.batch_size
-    if ranks > 1 and isinstance(batch, int) and batch % ranks:
+    if ranks > 1 and batch % ranks:
         raise ConfigError(f"{where}: 'optim.batch_size' = {batch} does not split over the row's {ranks} "
                           f"{'GPUs' if res.gpus else 'tasks'} (each rank trains on an equal slice)")
 

@@ -107,7 +107,7 @@ def vary_table(table, sets: dict[str, Any], rows: list[str] | None, profile: str
                  f"profile {profile!r}")
         cfg = build_config(varied.config_tree(row, profile), where=where)
         check_dataset(cfg, where)
-        check_batch_split(cfg, varied.resources_for(row.label, profile), where)
+        check_batch_split(cfg.optim.batch_size, varied.resources_for(row.label, profile), where)
         if label in own and row.depends_on == table.row(label).depends_on and \
                 hashable_config(cfg) == hashable_config(table.resolve(table.row(label), profile)):
             notes.append(f"semcl: --set {settings_text(own[label])}: row {label!r} of {table.id} already has these "

@@ -27,12 +27,15 @@ LOG=/var/log/slurm
 DB_PASS=${SLURM_DB_PASS:-slurmci}
 
 log() { printf '[start-slurm %(%H:%M:%S)T] %s\n' -1 "$*"; }
-die() { log "ERROR: $*"; for f in $LOG/*.log /var/log/mariadb-ci.log; do [ -f "$f" ] && { echo "== $f"; tail -n 30 "$f"; }; done; exit 1; }
+die() { log "ERROR: $*"; sinfo -N -o '%N %T %E' 2>/dev/null || true; squeue 2>/dev/null || true; for f in $LOG/*.log /var/log/mariadb-ci.log; do [ -f "$f" ] && { echo "== $f"; tail -n 30 "$f"; }; done; exit 1; }
 # wait_for <seconds> <description> <command...>
 wait_for() { local t=$1 what=$2; shift 2; local end=$((SECONDS + t));
   until "$@" >/dev/null 2>&1; do [ $SECONDS -ge $end ] && die "timeout waiting for $what"; sleep 0.2; done; }
 # start_daemon <name> <pidfile> <command...> : run (daemonizing) command, record its PID in $STATE
-record_pid() { local name=$1 pidfile=$2; wait_for 20 "$pidfile" test -s "$pidfile"; cp "$pidfile" "$STATE/$name.pid"; log "$name pid $(cat "$STATE/$name.pid")"; }
+# the daemon truncates then writes its pid file: wait for a pid that is alive, not just a non-empty file (callers remove
+# a stale pid file before starting the daemon, so an old pid is never recorded)
+live_pid() { local pid; pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+record_pid() { local name=$1 pidfile=$2; wait_for 20 "$pidfile" live_pid "$pidfile"; cp "$pidfile" "$STATE/$name.pid"; log "$name pid $(cat "$STATE/$name.pid")"; }
 
 # ---------------------------------------------------------------------------------- stop
 if [ "${1:-}" = "stop" ]; then
@@ -166,7 +169,7 @@ chmod 0700 /etc/munge; chmod 0400 /etc/munge/munge.key; chmod 0755 /run/munge
 if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   log "munged already running, reusing it"
 else
-  runuser -u munge -- /usr/sbin/munged
+  rm -f /run/munge/munged.pid; runuser -u munge -- /usr/sbin/munged
   wait_for 20 munged sh -c 'munge -n | unmunge'
   record_pid munged /run/munge/munged.pid
 fi
@@ -180,6 +183,7 @@ if [ "$ACCT" = 1 ]; then
   if mariadb-admin ping >/dev/null 2>&1; then
     log "MariaDB already running, reusing it"
   else
+    rm -f /run/mysqld/mysqld.pid
     setsid /usr/sbin/mariadbd --user=mysql --bind-address=127.0.0.1 --pid-file=/run/mysqld/mysqld.pid \
       --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 >/var/log/mariadb-ci.log 2>&1 < /dev/null &
     wait_for 60 mariadb mariadb-admin ping
@@ -207,7 +211,7 @@ EOF
   if [ -s /run/slurmdbd.pid ] && kill -0 "$(cat /run/slurmdbd.pid)" 2>/dev/null; then
     log "slurmdbd already running, reusing it"
   else
-    /usr/sbin/slurmdbd
+    rm -f /run/slurmdbd.pid; /usr/sbin/slurmdbd
     wait_for 60 slurmdbd sacctmgr -n list cluster
     record_pid slurmdbd /run/slurmdbd.pid
   fi
@@ -218,27 +222,39 @@ if [ -s /run/slurmctld.pid ] && kill -0 "$(cat /run/slurmctld.pid)" 2>/dev/null 
   log "slurm.conf changed: restarting slurmctld"   # new nodes need a restart, not a reconfigure
   pid=$(cat /run/slurmctld.pid); kill "$pid"; for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 fi
+stop_pid() { local pid; pid=$(cat "$1" 2>/dev/null) || return 0; kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done; kill -KILL "$pid" 2>/dev/null || true; }
+CTLD_STARTED=0
 if [ -s /run/slurmctld.pid ] && kill -0 "$(cat /run/slurmctld.pid)" 2>/dev/null; then
   log "slurmctld already running: scontrol reconfigure"; scontrol reconfigure
 else
-  /usr/sbin/slurmctld
+  rm -f /run/slurmctld.pid; /usr/sbin/slurmctld
   wait_for 30 slurmctld sh -c 'scontrol ping | grep -q UP'
   record_pid slurmctld /run/slurmctld.pid
+  CTLD_STARTED=1
 fi
 # slurmd of the other layout (one node <-> two) are stopped first
 if [ "$NODES" = 1 ]; then stale=$(ls /run/slurmd-*.pid 2>/dev/null || true); else stale=$(ls /run/slurmd.pid 2>/dev/null || true); fi
-for f in $stale; do kill "$(cat "$f")" 2>/dev/null || true; rm -f "$f" "$STATE/$(basename "$f")"; done
+for f in $stale; do stop_pid "$f"; rm -f "$f" "$STATE/$(basename "$f")"; done
 for n in $NODE_NAMES; do
   pidfile=${PID_FILE//%n/$n}
   if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-    log "slurmd $n already running"
-  else
-    if [ "$NODES" = 1 ]; then /usr/sbin/slurmd; record_pid slurmd "$pidfile"
-    else /usr/sbin/slurmd -N "$n"; record_pid "slurmd-$n" "$pidfile"; fi
+    # a slurmd left by a stopped controller registers with the new one only at its next ping (minutes): restart it
+    if [ $CTLD_STARTED = 1 ]; then log "restarting slurmd $n for the new slurmctld"; stop_pid "$pidfile"
+    else log "slurmd $n already running"; continue; fi
   fi
+  rm -f "$pidfile"
+  if [ "$NODES" = 1 ]; then /usr/sbin/slurmd; record_pid slurmd "$pidfile"
+  else /usr/sbin/slurmd -N "$n"; record_pid "slurmd-$n" "$pidfile"; fi
 done
+if [ $CTLD_STARTED = 1 ]; then
+  # a controller stopped while jobs ran recovers them as running, and their nodes stay allocated until each job's time
+  # limit; this cluster is CI's own, so jobs left by an earlier run are cancelled
+  leftover=$(squeue -h -o %A 2>/dev/null | tr '\n' ' ')
+  if [ -n "${leftover// /}" ]; then log "cancelling jobs left by an earlier run: $leftover"; scancel $leftover || true; fi
+fi
 for n in $NODE_NAMES; do
-  wait_for 60 "node $n idle" sh -c "sinfo -h -n $n -o %T | grep -qx idle"
+  wait_for 120 "node $n idle" sh -c "sinfo -h -n $n -o %T | grep -qx idle"
 done
 log "cluster ready in $((SECONDS - T0))s"
 sinfo

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 
 ENV = "SEMCL_PROGRESS"
 MIN_INTERVAL_S = 0.5  # <= 2 lines per second
@@ -44,7 +45,8 @@ class Progress:
         speed = f" {rate:.1f} it/s" if rate is not None else ""
         return f"epoch {epoch + 1}/{self.epochs} step {step}/{steps} loss {loss:.4f}{speed}"
 
-    def update(self, epoch: int, step: int, steps: int, loss: float) -> None:
+    def update(self, epoch: int, step: int, steps: int, loss: float | Callable[[], float]) -> None:
+        """`loss`: the mean so far, or a function giving it, called only when a line is written."""
         if not self.enabled:
             return
         now = self.clock()
@@ -54,7 +56,7 @@ class Progress:
             return
         elapsed, done = now - self.mark[0], step - self.mark[2]
         rate = done / elapsed if elapsed > 0 and done > 0 else None
-        text = self.line(epoch, step, steps, loss, rate)
+        text = self.line(epoch, step, steps, loss() if callable(loss) else loss, rate)
         # a terminal: one line rewritten in place; a log file: one line each
         self.stream.write(f"\r{text}\x1b[K" if self.tty else f"{text}\n")
         self.stream.flush()

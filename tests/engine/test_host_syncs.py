@@ -61,12 +61,8 @@ NO_STEP = {
 # methods still reading values back on the host each step: method -> the sites. Each is a defect to fix, not a pass;
 # the test fails once a method is down to <= 1 read (then delete its line).
 KNOWN = {
-    "fastap": "losses/metric.py fastap_loss: bool(has_pos.any()) and ap[has_pos] (a mask-sized selection)",
-    "triplet": "losses/metric.py rank_codes: codes[mask] = value (twice); batch_hard_triplet_loss: int(active_total)",
     "hierarchical_triplet": "losses/hierarchical_triplet.py (two reads, one more per call) and "
                             "methods/hierarchical_triplet/method.py (two reads and a bincount) per step",
-    "crd": "methods/distill/contrast.py contrast_scores: the NCE normaliser Z read with .item() (six reads)",
-    "crd_kd": "methods/distill/contrast.py contrast_scores: the NCE normaliser Z read with .item() (six reads)",
     "gpaco_seg": "losses/gpaco_seg.py (three reads, a mask-sized selection) and methods/segmentation/method.py: "
                  "the ignored pixels selected by a bool mask",
     "seg_baseline": "methods/segmentation/method.py: the ignored pixels selected by a bool mask (index and index_put)",

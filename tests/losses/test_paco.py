@@ -277,3 +277,28 @@ def test_supcon_registry_and_bad_arguments():
         supcon_loss(anchors, contrast, contrast_labels, anchor_labels, tau=0.0, self_mask=self_mask)
     with pytest.raises(ValueError, match="integer"):
         supcon_loss(anchors, contrast, contrast_labels.double(), anchor_labels, tau=0.1, self_mask=self_mask)
+
+
+def test_the_accelerator_path_checks_labels_and_prior_and_masks_rows_without_a_read():
+    """Under like_an_accelerator (no host read): bad labels and priors still raise, and SupCon's anchors without a
+    positive are masked out of the mean, giving what the rows with positives alone give."""
+    from semcl.runtime.host_sync import like_an_accelerator
+
+    g = torch.Generator().manual_seed(5)
+    a, c = torch.randn(4, 3, generator=g, dtype=F64), torch.randn(6, 3, generator=g, dtype=F64)
+    c_labels, a_labels = torch.tensor([0, 1, 1, 2, 2, 0]), torch.tensor([0, 1, 2, 3])  # label 3: no positive
+    self_mask = torch.zeros(4, 6, dtype=torch.bool)
+    with like_an_accelerator():
+        with pytest.raises(ValueError, match=r"\[0, 3\)"):
+            paco_loss(a, c, c_labels, a_labels, torch.zeros(4, 3, dtype=F64), alpha=1.0, tau=0.2, self_mask=self_mask)
+        with pytest.raises(ValueError, match="class_prior"):
+            paco_loss(a, c, c_labels, a_labels.clamp(max=2), torch.zeros(4, 3, dtype=F64), alpha=1.0, tau=0.2,
+                      self_mask=self_mask, class_prior=torch.tensor([0.5, 0.5, 0.0], dtype=F64))
+        leaf = a.clone().requires_grad_()
+        got = supcon_loss(leaf, c, c_labels, a_labels, tau=0.2, self_mask=self_mask)
+        got.backward()
+    kept = a[:3].clone().requires_grad_()
+    want = supcon_loss(kept, c, c_labels, a_labels[:3], tau=0.2, self_mask=self_mask[:3])
+    want.backward()
+    assert torch.allclose(got, want, rtol=1e-14) and torch.equal(leaf.grad[3], torch.zeros(3, dtype=F64))
+    assert torch.allclose(leaf.grad[:3], kept.grad, rtol=1e-13)

@@ -1,4 +1,5 @@
-"""ranked_info_nce against brute-force float64 references written straight from the formulas."""
+"""ranked_info_nce against brute-force float64 references written straight from the formulas, on both of its
+paths: the fused one the CPU takes and the read-free one an accelerator takes (semcl.runtime.host_sync)."""
 
 import importlib
 import itertools
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from semcl.losses import key_first_rank_only, ranked_info_nce, tau_from_similarity, taus_for_levels
+from semcl.runtime.host_sync import like_an_accelerator
 
 # The package re-exports the function under the module's own name, so fetch the module itself.
 impl = importlib.import_module("semcl.losses.ranked")
@@ -65,6 +67,17 @@ def taus_for(n_ranks: int) -> list[float]:
 CASES = [(1, None), (2, None), (3, None), (3, 2)]
 
 
+@pytest.fixture(params=["cpu", "accelerator"])
+def path(request):
+    """Each test using it runs on both paths: CPU tensors, then CPU tensors taking the accelerator's path."""
+    if request.param == "accelerator":
+        with like_an_accelerator():
+            yield request.param
+    else:
+        yield request.param
+
+
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize("form,positives,reduction", list(itertools.product(FORMS, POSITIVES, ["sum", "mean"])))
 @pytest.mark.parametrize("n_ranks,empty_rank", CASES)
 def test_values_match_reference(form, positives, reduction, n_ranks, empty_rank):
@@ -85,6 +98,7 @@ def test_values_match_reference(form, positives, reduction, n_ranks, empty_rank)
     assert torch.allclose(got32.double(), ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize("form,positives", list(itertools.product(FORMS, POSITIVES)))
 @pytest.mark.parametrize("n_ranks,empty_rank", CASES)
 def test_gradients_match_reference(form, positives, n_ranks, empty_rank):
@@ -136,6 +150,7 @@ def test_row_blocks_agree_with_reference(monkeypatch, form, positives):
     assert torch.allclose(mine.grad, theirs.grad, rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.usefixtures("path")
 def test_hand_computed_case():
     # One anchor, candidates s = [0.5, 0.2, -0.1] with ranks [1, 2, 0], taus [0.5, 1.0].
     # "in", rank positives:
@@ -163,6 +178,7 @@ def test_hand_computed_case():
     assert math.isclose(out[0].item(), 0.6151888001696851, rel_tol=1e-12)
 
 
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize("form", FORMS)
 def test_infonce_is_cross_entropy(form):
     # R = 1 with one positive per row (column 0) and all else negative is plain InfoNCE.
@@ -174,6 +190,7 @@ def test_infonce_is_cross_entropy(form):
     assert torch.allclose(ranked_info_nce(sim, ranks, [0.07], form=form), expected, rtol=1e-12)
 
 
+@pytest.mark.usefixtures("path")
 def test_edge_cases_are_finite():
     sim = torch.tensor([[0.3, -0.2, 0.9], [0.1, 0.4, -0.5]], dtype=F64, requires_grad=True)
     # No positives anywhere: every term is 0 and so is the gradient.
@@ -190,6 +207,7 @@ def test_edge_cases_are_finite():
     assert ranked_info_nce(sim, torch.full((2, 3), -1), [0.1], form="out").item() == 0.0
 
 
+@pytest.mark.usefixtures("path")
 def test_inf_and_nan_in_ignored_entries_take_no_part():
     sim, ranks = make_case(21, 6, 8, 2)
     ranks[4, :2] = -1
@@ -201,6 +219,7 @@ def test_inf_and_nan_in_ignored_entries_take_no_part():
         assert torch.allclose(got, ref, rtol=1e-10)
 
 
+@pytest.mark.usefixtures("path")
 def test_large_logits_stay_stable():
     # s / τ up to 500: exp would overflow without the row shift.
     sim = torch.tensor([[1.0, 0.2, -1.0, 0.9]], dtype=torch.float32)
@@ -211,6 +230,7 @@ def test_large_logits_stay_stable():
         assert torch.isfinite(got) and torch.allclose(got.double(), ref, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("path")
 def test_no_grad_and_second_backward():
     sim, ranks = make_case(8, 6, 7, 2)
     ref = reference_terms(sim, ranks, [0.1, 0.3], "out_in", "rank").sum()
@@ -232,6 +252,7 @@ def reference_key_first(sim, ranks, taus, key_col, form, positives):
     return torch.cat([first.view(1), rest])
 
 
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize("form", FORMS)
 def test_key_first_rank_only(form):
     sim, ranks = make_case(31, 7, 9, 3)
@@ -296,3 +317,35 @@ def test_bad_arguments():
         key_first_rank_only(sim, ranks, [0.1, 0.2], key_col=0, form="in", positives="rank", rank_reduction="sum")
     with pytest.raises(ValueError, match="out of range"):
         key_first_rank_only(sim, ranks, [0.1, 0.2], key_col=3, form="in", positives="rank", rank_reduction="sum")
+
+
+def test_the_accelerator_path_checks_ranks_and_key_column_without_a_read():
+    sim = torch.zeros(2, 3)
+    ranks = torch.tensor([[1, 0, 2], [0, 1, 0]])
+    with like_an_accelerator():
+        with pytest.raises(ValueError, match=r"ranks must lie in \[-1, 1\]"):
+            ranked_info_nce(sim, ranks, [0.1], form="in")
+        with pytest.raises(ValueError, match=r"ranks must lie in \[-1, 2\]"):
+            ranked_info_nce(sim, ranks - 2, [0.1, 0.2], form="out")
+        with pytest.raises(ValueError, match="rank 1 in every row"):
+            key_first_rank_only(sim, ranks, [0.1, 0.2], key_col=0, form="in", positives="rank", rank_reduction="sum")
+
+
+@pytest.mark.parametrize("form,positives", list(itertools.product(FORMS, POSITIVES)))
+def test_both_paths_agree_to_rounding_in_float64(form, positives):
+    """The accelerator's path (plain autograd, per-set logsumexp) against the fused CPU path of before."""
+    sim, ranks = make_case(41, 12, 15, 3)
+    taus = taus_for(3)
+    results = []
+    for accelerator in (False, True):
+        leaf = sim.clone().requires_grad_()
+        if accelerator:
+            with like_an_accelerator():
+                loss = ranked_info_nce(leaf, ranks, taus, form=form, positives=positives, rank_reduction="mean")
+        else:
+            loss = ranked_info_nce(leaf, ranks, taus, form=form, positives=positives, rank_reduction="mean")
+        loss.backward()
+        results.append((loss.detach(), leaf.grad))
+    (fused, fused_grad), (plain, plain_grad) = results
+    assert torch.allclose(plain, fused, rtol=1e-13, atol=0) and torch.allclose(plain_grad, fused_grad, rtol=1e-12,
+                                                                                atol=1e-15)

@@ -1,7 +1,7 @@
 """Data-parallel pieces on 2 CPU processes with the gloo backend: DistributedDataParallel's averaged
 gradient equals the full-batch gradient (and stays local under no_sync), every rank's memory bank
-receives the keys and labels of both ranks (also PaCo's queue), and shuffle-BN computes each key's
-BatchNorm statistics on a shuffled shard."""
+receives the keys and labels of both ranks (also PaCo's queue), shuffle-BN computes each key's
+BatchNorm statistics on a shuffled shard, and the ranks' stop vote agrees on one boundary, read one vote late."""
 
 from __future__ import annotations
 
@@ -160,3 +160,36 @@ def test_shuffle_bn_and_gathered_paco_queue(tmp_path):
         shuffled, direct = got["plain"]
         torch.testing.assert_close(shuffled, direct, rtol=1e-12, atol=1e-12)  # no BN: the shuffle is invisible
         assert got["bank_labels"][:8].tolist() == [0, 1, 2, 3, 0, 1, 0, 1] and got["ptr"] == 8
+
+
+def _vote_worker(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    cpu = torch.device("cpu")
+    vote, asked, agreed = distributed.StopVote(cpu, accum=1, every=4), [], []
+    for done in range(1, 20):  # rank 1 wants a checkpoint from batch 5 on, rank 0 never
+        if vote.agree(done, lambda d=done: asked.append(d) or (rank == 1 and d >= 5)):
+            agreed.append(done)
+    # accumulation cycles of 3: a vote every 6 batches; reset (an epoch's end) drops the vote in flight
+    cycles = distributed.StopVote(cpu, accum=3, every=4)
+    dropped = [cycles.agree(6, lambda: True)]
+    cycles.reset()
+    dropped += [cycles.agree(12, lambda: False), cycles.agree(18, lambda: False)]
+    torch.save({"asked": asked, "agreed": agreed, "every": cycles.every, "dropped": dropped}, f"{out}/vote{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_the_stop_vote_agrees_on_one_boundary_one_vote_late(tmp_path):
+    """Votes every 4 batches: at 4 nobody asks, at 8 rank 1 does (its signal came at batch 5), and at 12 both
+    ranks read that vote and checkpoint; the flag is asked only when a vote is cast (4, 8, 16: 12 acted)."""
+    mp.spawn(_vote_worker, args=(f"file://{tmp_path}/init", str(tmp_path)), nprocs=2, join=True)
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"vote{rank}.pt")
+        assert got["agreed"] == [12] and got["asked"] == [4, 8, 16]
+        assert got["every"] == 6 and got["dropped"] == [False, False, False]
+
+
+def test_one_process_stops_at_once():
+    vote, asked = distributed.StopVote(torch.device("cpu"), accum=1, every=4), []
+    assert [vote.agree(d, lambda d=d: asked.append(d) or d == 3) for d in range(1, 6)] == [False, False, True,
+                                                                                              False, False]
+    assert asked == [1, 2, 3, 4, 5]

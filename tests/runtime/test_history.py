@@ -110,6 +110,26 @@ def test_progress_line_is_throttled_to_two_a_second():
     assert off.getvalue() == ""
 
 
+def test_a_loss_given_as_a_function_is_read_only_for_the_lines_written():
+    """The training loop's loss sum stays on the device: the line asks for it only when it is written."""
+    out, now, asked = io.StringIO(), [0.0], []
+
+    def mean_so_far(step: int):
+        def read() -> float:
+            asked.append(step)
+            return 4.0 + step / 100
+        return read
+
+    p = Progress(6, stream=out, clock=lambda: now[0], enabled=True)
+    for step in range(1, 11):  # as above: lines at steps 1, 6 and 10
+        now[0] = step * 0.1
+        p.update(2, step, 10, mean_so_far(step))
+    assert asked == [1, 6, 10]
+    assert [line.split(" loss ")[1][:6] for line in out.getvalue().splitlines()] == ["4.0100", "4.0600", "4.1000"]
+    Progress(6, stream=io.StringIO(), enabled=False).update(0, 1, 10, mean_so_far(99))
+    assert asked == [1, 6, 10]
+
+
 def test_tracking_backends_are_checked_and_a_missing_package_names_the_extra(tmp_path, monkeypatch):
     assert chosen_backends(" tensorboard, MLflow ") == ["tensorboard", "mlflow"]
     with pytest.raises(ConfigError, match=r"unknown backend 'neptune'"):

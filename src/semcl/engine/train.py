@@ -4,11 +4,15 @@ Data order and augmentation of epoch e come from a generator seeded by (seed, e)
 exactly the batches the uninterrupted run would have seen; where the views come from (memory, loader workers
 over files, clip plans) is chosen once per run (semcl.engine.view_source). Checkpoints are written at every
 epoch end, every $SEMCL_CHECKPOINT_EVERY_MIN minutes (set from the cluster profile on SLURM) and, on a requeue
-signal, at the next step boundary (with the generator's position inside the epoch). With several ranks the step
-goes through DistributedDataParallel (semcl.runtime.distributed), all ranks agree on when to checkpoint, and the
-checkpoint holds every rank's RNG states. Long work at an epoch's start (HSA's kNN mining) checks for a requeue
-signal too and gives way to it (interrupt.Abandoned): the epoch's start is checkpointed, and the resumed run
-redoes that work.
+signal, at the next step boundary (with several ranks: within a few batches), with the generator's position inside
+the epoch. With several ranks the step goes through DistributedDataParallel (semcl.runtime.distributed), all ranks
+agree on when to checkpoint, and the checkpoint holds every rank's RNG states. Long work at an epoch's start (HSA's
+kNN mining) checks for a requeue signal too and gives way to it (interrupt.Abandoned): the epoch's start is
+checkpointed, and the resumed run redoes that work.
+
+No host read of a value per step (semcl.runtime.host_sync): the epoch's loss sum stays on the device until the
+progress line, a checkpoint or the history line reads it, and with several ranks the checkpoint decision is a
+vote every few batches read one vote late (semcl.runtime.distributed.StopVote).
 
 Gradient accumulation (optim.accum_steps = k > 1, MAE's --accum_iter): each batch's loss / k is back-propagated,
 the optimiser steps after every k-th batch, and the lr is set at the first batch of each cycle (as MAE). An epoch
@@ -234,6 +238,7 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     live = EpochLog(ckpt.parent.parent, saver.history, epochs,
                     enabled=distributed.rank() == 0 and max_steps is None and is_checkpoint_folder(ckpt.parent)
                     and log_history)
+    vote = distributed.StopVote(device, accum)
     with interrupt.training(), live:
         for epoch in range(at.epoch, last_epoch):
             method.train()
@@ -241,10 +246,13 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             g = epoch_generator(seed, epoch)
             losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
             perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)
-            first, total = 0, 0.0
+            first, loss_sum = 0, 0.0
             if epoch == at.epoch and at.step:
                 g.set_state(at.generator)  # continue the epoch's random stream where it stopped
-                first, total = at.step, at.loss_sum
+                first, loss_sum = at.step, at.loss_sum
+            # the epoch's loss sum stays on the device, in float64 (the same sums a Python float made): it is read
+            # back for the progress line, a checkpoint and the epoch's history line, not at every step
+            total = torch.full((), loss_sum, dtype=torch.float64, device=device)
             t0 = time.time()
             source.epoch(epoch, g, perm, bs, range(first, stop))
             for step in range(first, stop):
@@ -254,21 +262,27 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 idx = perm[step * bs:(step + 1) * bs]
                 part = distributed.local_slice(len(idx))
                 views, partner_views, step_g = source.step(step, idx)
-                batch = Batch(views, train_set.labels[idx][part].to(device), idx[part], epoch, step, step_g,
-                              partner_views, rank_generator=distributed.rank_generator(seed, epoch, step))
-                total += float(step_once(batch, first_of_cycle, last_of_cycle).detach())
-                live.step(epoch, step + 1, stop, total / (step + 1))
+                # from pageable memory: a blocking copy would wait for the device's queue
+                labels = train_set.labels[idx][part].to(device, non_blocking=True)
+                batch = Batch(views, labels, idx[part], epoch, step, step_g, partner_views,
+                              rank_generator=distributed.rank_generator(seed, epoch, step))
+                total += step_once(batch, first_of_cycle, last_of_cycle).detach().to(torch.float64)
+                live.step(epoch, step + 1, stop, lambda t=total, done=step + 1: float(t) / done)  # read when shown
                 heartbeat()  # the run's lock: its owner is alive and progressing
                 requeue = interrupt.pending()
                 if step + 1 < stop and last_of_cycle:
-                    timed = every_s is not None and distributed.rank() == 0 and time.monotonic() - last_save >= every_s
-                    if distributed.any_rank(requeue or timed, device):  # the same step on every rank
-                        saver.save(epoch, step + 1, step_g, total)
+                    def wish(requeue=requeue, since=last_save) -> bool:  # a requeue signal, or rank 0's timer
+                        return requeue or (every_s is not None and distributed.rank() == 0
+                                           and time.monotonic() - since >= every_s)
+
+                    if vote.agree(step + 1, wish):  # the same step on every rank
+                        saver.save(epoch, step + 1, step_g, float(total))
                         last_save = time.monotonic()
                         log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
                                  epoch, step + 1)
                         interrupt.fire_if_pending()
-            saver.history.append({"epoch": epoch + 1, "loss": total / max(stop, 1),
+            vote.reset()  # a vote still in flight: the epoch-end checkpoint below covers it
+            saver.history.append({"epoch": epoch + 1, "loss": float(total) / max(stop, 1),
                                   "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
                                   "seconds": time.time() - t0})
             log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, saver.history[-1]["loss"],

@@ -38,14 +38,14 @@ def pixel_paco_image(z: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor
     sim = sim.masked_fill(eye, float("-inf"))  # an anchor is not its own contrast sample
     row = torch.cat([logits, sim], dim=1)
     safe = torch.where(valid, labels, torch.zeros_like(labels))
-    centre = F.one_hot(safe, num_classes).to(z.dtype) * valid[:, None]
+    # scatter, not F.one_hot (which reads the labels' range back on the CPU path, semcl.runtime.host_sync)
+    centre = torch.zeros(k, num_classes, dtype=z.dtype, device=z.device).scatter_(1, safe[:, None], 1.0) * valid[:, None]
     same = (labels[:, None] == labels[None, :]) & valid[:, None] & valid[None, :] & ~eye
     weight = torch.cat([centre, alpha * same.to(z.dtype)], dim=1)
     logp = torch.log_softmax(row, dim=1).masked_fill(weight == 0, 0.0)  # -inf * 0 on the diagonal
     per_anchor = -(weight * logp).sum(1) / (1 + alpha * same.sum(1).to(z.dtype))
-    if not bool(valid.any()):
-        return per_anchor.sum() * 0.0
-    return per_anchor[valid].mean()
+    # the mean over valid anchors, masked rather than selected (no host read); none valid: 0, still attached
+    return torch.where(valid, per_anchor, 0.0).sum() / valid.sum().clamp_min(1)
 
 
 def gpaco_pixel_loss(features: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, *, alpha: float,
@@ -56,7 +56,7 @@ def gpaco_pixel_loss(features: torch.Tensor, logits: torch.Tensor, labels: torch
     c = logits.shape[1]
     losses = []
     for i in range(b):
-        idx = sample_pixels(h * w, num_samples, generator).to(features.device)
+        idx = sample_pixels(h * w, num_samples, generator).to(features.device, non_blocking=True)  # no queue wait
         z = features[i].reshape(d, -1).T[idx]
         s = logits[i].reshape(c, -1).T[idx]
         y = labels[i].reshape(-1)[idx]

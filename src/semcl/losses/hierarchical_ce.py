@@ -46,7 +46,8 @@ def superclass_smoothed_targets(labels: torch.Tensor, fine_to_coarse: torch.Tens
     sib = superclass_siblings(f2c)[labels].to(dtype)  # [B, C]
     n_sib = sib.sum(dim=1, keepdim=True)  # [B, 1]
     has_sib = (n_sib > 0).to(dtype)
-    one_hot = F.one_hot(labels, num_classes=len(f2c)).to(dtype)
+    # scatter, not F.one_hot: that reads the labels' range back on the CPU path (semcl.runtime.host_sync)
+    one_hot = torch.zeros(labels.shape[0], len(f2c), dtype=dtype, device=labels.device).scatter_(1, labels[:, None], 1.0)
     return one_hot * (1.0 - alpha * has_sib) + sib * (alpha / n_sib.clamp(min=1))
 
 

@@ -84,7 +84,8 @@ def class_statistics(sums: torch.Tensor, counts: torch.Tensor, fine_to_coarse: t
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum() if bool(mask.any()) else x.new_zeros(())
+    """Mean of x over mask; 0 for an empty mask. The count stays a tensor: no host read (semcl.runtime.host_sync)."""
+    return (x * mask).sum() / mask.sum().clamp_min(1)
 
 
 def nearest_classes(distance: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -125,10 +126,9 @@ def hierarchical_triplet_loss(z: torch.Tensor, labels: torch.Tensor, margins: to
     same = labels[:, None] == labels[None, :]
     pos = same & ~torch.eye(len(labels), dtype=torch.bool, device=z.device)
     neg = ~same
-    triplets = pos.sum(1) * neg.sum(1)
-    num = int(triplets.sum())
-    if num == 0:
-        return (z * 0).sum()
+    # Z stays a tensor (no host read); without a triplet every pair term below is 0 (no positive, or no negative:
+    # k = 0 and an empty prefix), so the loss is 0 with a zero gradient
+    num = (pos.sum(1) * neg.sum(1)).sum()
     y = (dist - margins).masked_fill(~neg, float("inf"))  # non-negatives sort last and are never counted
     y_sorted, _ = y.sort(dim=1)
     beyond = torch.arange(len(y), device=z.device)[None, :] >= neg.sum(1, keepdim=True)
@@ -136,4 +136,4 @@ def hierarchical_triplet_loss(z: torch.Tensor, labels: torch.Tensor, margins: to
     x = dist.contiguous()
     k = torch.searchsorted(y_sorted.detach().contiguous(), x.detach(), right=False)  # #{n : y_n < x}
     per_pair = k.to(z.dtype) * x - prefix.gather(1, k)
-    return (per_pair * pos).sum() / (2 * num)
+    return (per_pair * pos).sum() / (2 * num).clamp_min(1)

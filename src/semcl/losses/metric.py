@@ -55,10 +55,8 @@ def rank_codes(labels: torch.Tensor, fine_to_coarse: torch.Tensor) -> torch.Tens
     coarse = fine_to_coarse.to(device=labels.device, dtype=torch.int64)[labels]
     same_class = labels[:, None] == labels[None, :]
     same_super = (coarse[:, None] == coarse[None, :]) & (coarse[:, None] >= 0)
-    codes = torch.full(same_class.shape, 2, dtype=torch.int64, device=labels.device)
-    codes[same_super] = 1
-    codes[same_class] = 0
-    return codes
+    # `where`, not mask assignment: a bool-mask index reads the mask back on an accelerator (semcl.runtime.host_sync)
+    return torch.where(same_class, 0, torch.where(same_super, 1, 2))
 
 
 def pairwise_distances(z: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
@@ -81,8 +79,9 @@ def rank_margin_triplet_loss(z: torch.Tensor, labels: torch.Tensor, fine_to_coar
     d = pairwise_distances(z)
     codes = rank_codes(labels, fine_to_coarse)
     # margin by the negative's code: code 1 (same superclass) -> m1, code 2 (other superclass) -> m2
-    by_code = torch.tensor([0.0, float(margins[0]), float(margins[1])], dtype=d.dtype, device=d.device)
-    m_an = by_code[codes]  # [B, B]
+    # by fills, not a tensor of the margins: one built from host numbers is a blocking copy to an accelerator
+    zero = torch.zeros((), dtype=d.dtype, device=d.device)
+    m_an = torch.where(codes == 1, float(margins[0]), torch.where(codes == 2, float(margins[1]), zero))
     not_self = ~torch.eye(b, dtype=torch.bool, device=z.device)
     pos_count = torch.zeros_like(d)
     neg_count = torch.zeros_like(d)
@@ -102,10 +101,9 @@ def rank_margin_triplet_loss(z: torch.Tensor, labels: torch.Tensor, fine_to_coar
             neg_count[a] = act.sum(1)
             margin_sum += (neg_count[a] * m_an[a]).sum()
             active_total += active.sum()
-    n_active = int(active_total)
-    if n_active == 0:
-        return (d * 0.0).sum()  # keeps the graph (zero gradient) so the step still runs
-    return ((pos_count * d).sum() - (neg_count * d).sum() + margin_sum) / n_active
+    # no active triplet: every count and the margin sum are 0, so this is 0 with a zero gradient (the step still
+    # runs); the count stays a tensor (no host read)
+    return ((pos_count * d).sum() - (neg_count * d).sum() + margin_sum) / active_total.clamp_min(1)
 
 
 def fastap_per_query(z: torch.Tensor, labels: torch.Tensor, num_bins: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,6 +137,8 @@ def fastap_per_query(z: torch.Tensor, labels: torch.Tensor, num_bins: int = 5) -
 def fastap_loss(z: torch.Tensor, labels: torch.Tensor, num_bins: int = 5) -> torch.Tensor:
     """1 − mean FastAP over the queries with at least one relevant item (same fine label); 0 if none."""
     ap, has_pos = fastap_per_query(z, labels, num_bins)
-    if not bool(has_pos.any()):
-        return (z * 0.0).sum()
-    return 1.0 - ap[has_pos].mean()
+    # masked, not selected (no host read): ap is finite on every row; no query with a relevant item gives 0, still
+    # attached to the graph
+    n = has_pos.sum()
+    mean_ap = torch.where(has_pos, ap, 0.0).sum() / n.clamp_min(1)
+    return torch.where(n > 0, 1.0 - mean_ap, (z * 0.0).sum())

@@ -29,6 +29,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from semcl.runtime.host_sync import check
+
 _LOG2E = 1.4426950408889634  # exp2 is several times faster than exp on CPU: keep logits in base 2
 _LN2 = 0.6931471805599453
 
@@ -130,15 +132,16 @@ def supcon_loss(
     positive = (anchor_labels[:, None] == contrast_labels[None, :]) & ~self_mask
     n_pos = positive.sum(1)
     has = n_pos > 0
-    if not bool(has.all()):  # keep only rows with an L_i (also avoids an all -inf logsumexp)
-        logits, positive, n_pos, self_mask = logits[has], positive[has], n_pos[has], self_mask[has]
-        anchor_weights = None if anchor_weights is None else anchor_weights[has]
-    if logits.shape[0] == 0:
-        return logits.sum()  # 0, still attached to the graph
-    lse = logits.masked_fill(self_mask, float("-inf")).logsumexp(1)
-    mean_pos = torch.where(positive, logits, 0.0).sum(1) / n_pos
-    per_anchor = lse - mean_pos
-    return (per_anchor if anchor_weights is None else per_anchor * anchor_weights).mean()
+    # Rows without an L_i are masked out, not selected (a selection's size is data: a host read). The self
+    # columns get a finite "-inf", which exp turns into exactly 0, so a row of self columns only stays finite;
+    # its n_pos floor of 1 keeps its (unused) mean finite, and so the gradient through `where`.
+    low = torch.finfo(logits.dtype).min / 4
+    lse = logits.masked_fill(self_mask, low).logsumexp(1)
+    mean_pos = torch.where(positive, logits, 0.0).sum(1) / n_pos.clamp_min(1)
+    per_anchor = torch.where(has, lse - mean_pos, 0.0)
+    if anchor_weights is not None:
+        per_anchor = per_anchor * anchor_weights
+    return per_anchor.sum() / has.sum().clamp_min(1)  # the mean over rows with an L_i; none: 0, still attached
 
 
 def _check_samples(anchors, contrast, contrast_labels, anchor_labels, tau, self_mask):
@@ -169,10 +172,13 @@ def _check(anchors, contrast, contrast_labels, anchor_labels, center_logits, alp
         raise ValueError(f"center_logits must be a floating [B={n_rows}, C] tensor, got {center_logits.dtype} "
                          f"{tuple(center_logits.shape)}")
     n_classes = center_logits.shape[1]
-    if n_rows and not 0 <= int(anchor_labels.min()) <= int(anchor_labels.max()) < n_classes:
-        raise ValueError(f"anchor_labels must lie in [0, {n_classes}) to pick a class centre")
-    if prior is not None and (prior.shape != (n_classes,) or not bool((prior > 0).all())):
-        raise ValueError(f"class_prior must be [C={n_classes}] with positive entries")
+    if n_rows:
+        low, high = torch.aminmax(anchor_labels)
+        check((low >= 0) & (high < n_classes), f"anchor_labels must lie in [0, {n_classes}) to pick a class centre")
+    if prior is not None:
+        if prior.shape != (n_classes,):
+            raise ValueError(f"class_prior must be [C={n_classes}] with positive entries")
+        check((prior > 0).all(), f"class_prior must be [C={n_classes}] with positive entries")
     if not alpha >= 0.0 or not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"need alpha >= 0 and 0 <= smoothing <= 1, got alpha={alpha}, smoothing={smoothing}")
     if smoothing > 0.0 and n_classes < 2:

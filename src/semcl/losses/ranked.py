@@ -31,6 +31,11 @@ softmax-like weights, see _in_term / _out_term) that is accumulated into one [B,
 the forward pass has the exponentials at hand, in row blocks (cache-sized temporaries), so that
 no [B, N] tensor is kept per rank. Logits use a shared row shift m (max over non-ignored entries); the few rows
 where that underflows (s/τ ranges beyond ~87 in float32) are redone exactly by _exact_rows.
+
+That path reads values on the host (the ranks' range, the normalisers, which rows to redo, the backward's
+weights), which is free on the CPU only (semcl.runtime.host_sync). On an accelerator the terms come from the
+plain-autograd form of semcl.losses.ranked_variants instead (per-set logsumexp: exact on every row, static
+shapes, no host read); the two agree to float rounding (tests/losses/test_ranked_variants.py).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from semcl.losses.ranked_variants import variant_terms
+from semcl.runtime.host_sync import check, reads_are_free
 
 FORMS = ("in", "out", "out_in", "khosla_out")
 _FUSED_FORMS = ("in", "out", "out_in")  # served by _RankedTerms when prob_floor == 0
@@ -112,8 +118,7 @@ def key_first_rank_only(
     taus_t = _check(sim, ranks, taus, form, positives, rank_reduction, prob_floor)
     if not -sim.shape[1] <= key_col < sim.shape[1]:
         raise ValueError(f"key_col {key_col} is out of range for {sim.shape[1]} columns")
-    if not bool((ranks[:, key_col] == 1).all()):
-        raise ValueError(f"key column {key_col} must have rank 1 in every row")
+    check((ranks[:, key_col] == 1).all(), f"key column {key_col} must have rank 1 in every row")
     later = (False,) + (True,) * (len(taus_t) - 1)
     terms = _terms(sim, ranks, taus_t, form, positives, (True,) + (False,) * (len(taus_t) - 1), prob_floor)
     if any(later):
@@ -125,15 +130,22 @@ def key_first_rank_only(
 
 
 def _terms(sim, ranks, taus, form, positives, active, prob_floor) -> Tensor:
-    """Per-rank terms [R]: the fused path for the default forms, else the plain-autograd variants."""
-    if prob_floor == 0.0 and form in _FUSED_FORMS:
+    """Per-rank terms [R]: the fused path for the default forms on the CPU, else the plain-autograd variants
+    (module docstring: no host read on an accelerator)."""
+    if prob_floor == 0.0 and form in _FUSED_FORMS and reads_are_free(sim):
         return _RankedTerms.apply(sim, ranks, taus, form, positives, active)
     if ranks.numel() > 0:
-        _check_rank_range(ranks, len(taus))
+        if reads_are_free(ranks):
+            _check_rank_range(ranks, len(taus))
+        else:
+            low, high = torch.aminmax(ranks)
+            check((low >= -1) & (high <= len(taus)),
+                  f"ranks must lie in [-1, {len(taus)}] (-1 = ignored, at most one rank per temperature)")
     return variant_terms(sim, ranks, taus, form, positives, active, prob_floor)
 
 
 def _check_rank_range(ranks: Tensor, n_ranks: int) -> tuple[int, int]:
+    """(lowest, highest) rank, read on the host (the CPU path, which branches on them)."""
     low, high = (int(v) for v in torch.aminmax(ranks))
     if low < -1:
         raise ValueError(f"ranks must be >= -1 (-1 = ignored), found {low}")

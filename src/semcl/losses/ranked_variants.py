@@ -18,7 +18,8 @@ positive is dropped. The decision compares the probability itself (as the offici
 computed with a row shift so it is exact for equal logits); the loss value is taken in log space.
 
 Plain autograd on [B, N] tensors: slower and hungrier than the fused path of ranked.py, which
-serves the default forms at f = 0.
+serves the default forms at f = 0 on the CPU. Static shapes and no host read of a value: on an accelerator this
+module serves every form (semcl.runtime.host_sync).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def variant_terms(
 def _term(z: Tensor, pos: Tensor, neg: Tensor, kind: str, prob_floor: float, low: float) -> Tensor:
     lse_pos = torch.where(pos, z, low).logsumexp(1, keepdim=True)
     lse_neg = torch.where(neg, z, low).logsumexp(1, keepdim=True)
-    probs = _probabilities(z.detach(), pos, neg, kind, low)
+    probs = _probabilities(z.detach(), pos, neg, kind, low) if prob_floor > 0 else None  # only the floor reads it
     has_pos = pos.any(1, keepdim=True)
     zero = z.new_zeros(())
     if kind == "in":
@@ -90,5 +91,6 @@ def _probabilities(z: Tensor, pos: Tensor, neg: Tensor, kind: str, low: float) -
 
 
 def _mean(values: Tensor, keep: Tensor) -> Tensor:
-    count = int(keep.sum())
-    return values.sum() / count if count > 0 else values.sum() * 0.0
+    """Σ values / #kept (values are 0 where not kept); 0, with a zero gradient, when nothing is kept. The count
+    stays a tensor: no host read (semcl.runtime.host_sync)."""
+    return values.sum() / keep.sum().clamp_min(1)

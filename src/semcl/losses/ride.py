@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from semcl.runtime.host_sync import check
+
 
 def ldam_margins(class_counts: Tensor, max_margin: float = 0.5) -> Tensor:
     """m_j ∝ n_j^(-1/4), the largest = max_margin (float64 [C]). An empty class counts as 1 image
@@ -83,10 +85,21 @@ def ride_loss(
     if not expert_logits:
         raise ValueError("ride_loss needs at least one expert")
     ref = expert_logits[0]
-    t = torch.as_tensor(temperature, dtype=ref.dtype, device=ref.device)
-    if t.dim() not in (0, 1) or (t.dim() == 1 and t.shape[0] != ref.shape[1]) or not bool((t > 0).all()):
-        raise ValueError(f"temperature must be a positive scalar or [C={ref.shape[1]}] tensor, got {tuple(t.shape)}")
-    factor = diversity_weight * float(t.mean()) ** 2
+    # No host read of a value (semcl.runtime.host_sync): a float temperature stays a Python number (a tensor
+    # made from it on an accelerator is a blocking copy), a tensor one is checked and averaged on its device.
+    bad = f"temperature must be a positive scalar or [C={ref.shape[1]}] tensor"
+    if isinstance(temperature, Tensor):
+        t = temperature.to(ref.dtype)
+        if t.dim() not in (0, 1) or (t.dim() == 1 and t.shape[0] != ref.shape[1]):
+            raise ValueError(f"{bad}, got {tuple(t.shape)}")
+        check((t > 0).all(), f"{bad}, got a value <= 0")
+        # T̄ in the logits' dtype, squared and scaled in float64 (as a Python float was), used in the logits' dtype
+        factor = (diversity_weight * t.mean().to(torch.float64) ** 2).to(ref.dtype)
+    else:
+        t = float(temperature)
+        if not t > 0:
+            raise ValueError(f"{bad}, got {t}")
+        factor = diversity_weight * t**2
     with torch.no_grad():  # the ensemble is the target only (official: no gradient through it)
         log_target = F.log_softmax(torch.stack(expert_logits).mean(0) / t, dim=1)
         target = log_target.exp()

@@ -33,13 +33,16 @@ def video_ranks(kind: str, gap_ok: torch.Tensor, bank_size: int,
     if kind not in ROW_KINDS:
         raise ValueError(f"unknown video row kind {kind!r} (known: {', '.join(ROW_KINDS)})")
     b = gap_ok.shape[0]
-    own = torch.tensor(ROW_KINDS[kind], dtype=torch.int64).repeat(b, 1)
-    own[~gap_ok.bool().cpu(), 2] = -1
-    bank = torch.zeros(b, bank_size, dtype=torch.int64)
-    if own_in_bank is not None:
-        if own_in_bank.shape != (b, bank_size):
-            raise ValueError(f"own_in_bank must be [{b}, {bank_size}], got {tuple(own_in_bank.shape)}")
-        bank[own_in_bank.bool().cpu()] = -1
+    if own_in_bank is not None and own_in_bank.shape != (b, bank_size):
+        raise ValueError(f"own_in_bank must be [{b}, {bank_size}], got {tuple(own_in_bank.shape)}")
+    # built where the bank mask lives, by fills and `where` (no host copy, no mask-sized selection)
+    device = own_in_bank.device if own_in_bank is not None else gap_ok.device
+    first, second, third = ROW_KINDS[kind]
+    gap = gap_ok.to(device, non_blocking=True).bool()
+    column = torch.full((b,), first, dtype=torch.int64, device=device)
+    own = torch.stack([column, column.new_full((b,), second), torch.where(gap, third, -1)], dim=1)
+    bank = (-own_in_bank.to(torch.int64) if own_in_bank is not None
+            else torch.zeros(b, bank_size, dtype=torch.int64, device=device))
     return torch.cat([own, bank], dim=1)
 
 

@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -221,6 +222,62 @@ def gather_rows(t: torch.Tensor) -> torch.Tensor:
     out = torch.empty((world_size() * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
     dist.all_gather_single(out, t.contiguous())
     return out
+
+
+# Batches between two stop votes of several ranks (StopVote). A signal is acted on within 2 * VOTE_EVERY batches
+# (rounded up to whole accumulation cycles): a few seconds for the slowest rows' steps, well inside the 120 s
+# between SLURM's requeue signal and the time limit (cluster profile signal_delay_s). Fewer batches would leave
+# the host less room to run ahead of the device before it waits on a vote's event.
+VOTE_EVERY = 4
+
+
+class StopVote:
+    """Whether every rank checkpoints at this cycle boundary (a requeue signal, or rank 0's timer, on any rank),
+    agreed without a host read per step.
+
+    One process: its own flag, at every boundary (nothing to agree with). Several: a vote every `every` batches of
+    the epoch (the same boundaries on every rank): each rank's flag is all-reduced (max) on the device and copied
+    to host memory behind an event, without waiting; the next vote reads that copy (by then the device finished it
+    long ago) and, when any rank's flag was set, every rank checkpoints there, and nothing new is cast until the
+    vote after. `reset` at an epoch's end drops a vote in flight: the epoch-end checkpoint covers it, and each
+    rank acts on its own pending signal there."""
+
+    def __init__(self, device: torch.device, accum: int = 1, every: int = VOTE_EVERY) -> None:
+        self.device = device
+        self.every = accum * -(-every // accum)  # whole accumulation cycles
+        self._flag: torch.Tensor | None = None  # the vote in flight: its host copy ...
+        self._event = None  # ... and, on a GPU, the event after which that copy is complete
+
+    def agree(self, batches_done: int, flag: Callable[[], bool]) -> bool:
+        """At the cycle boundary after `batches_done` batches of the epoch: True on every rank, at the same
+        boundary, when this is where to checkpoint. `flag()` is this rank's wish, asked only when a vote is cast."""
+        if not is_distributed():
+            return flag()
+        if batches_done % self.every:
+            return False
+        if self._flag is not None:
+            if self._event is not None:
+                self._event.synchronize()
+            agreed = bool(self._flag.item())  # a host tensor: no device read
+            self._flag = self._event = None
+            if agreed:
+                return True
+        self._cast(flag())
+        return False
+
+    def _cast(self, flag: bool) -> None:
+        t = torch.full((1,), 1.0 if flag else 0.0, device=self.device)  # a fill: no copy from the host
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if t.device.type == "cuda":
+            self._flag = torch.empty(1, pin_memory=True)
+            self._flag.copy_(t, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._flag = t
+
+    def reset(self) -> None:
+        self._flag = self._event = None
 
 
 def gather_rng_states(state: dict) -> list[dict] | None:

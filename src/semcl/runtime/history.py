@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from semcl.errors import ResultsError
@@ -90,8 +91,9 @@ class EpochLog:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def step(self, epoch: int, step: int, steps: int, loss: float) -> None:
-        """After each training step: `epoch` 0-based, `step` the steps done in it, `loss` their mean."""
+    def step(self, epoch: int, step: int, steps: int, loss: float | Callable[[], float]) -> None:
+        """After each training step: `epoch` 0-based, `step` the steps done in it, `loss` their mean (or a function
+        giving it, called only when a line is written: reading a loss held on a GPU waits for the device)."""
         if self.progress is not None:
             self.progress.update(epoch, step, steps, loss)
         if self.live is not None:

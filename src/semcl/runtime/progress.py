@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "SEMCL_PROGRESS"
@@ -99,14 +100,16 @@ class Progress:
         timing = f" {speed(rate)} ETA {duration(eta)}" if rate else ""
         return f"epoch {epoch + 1}/{self.epochs} step {step}/{steps} loss {loss:.4f}{timing}"
 
-    def update(self, epoch: int, step: int, steps: int, loss: float) -> None:
+    def update(self, epoch: int, step: int, steps: int, loss: float | Callable[[], float]) -> None:
+        """`loss`: the mean so far, or a function giving it, called only when a line is written."""
         if not self.enabled:
             return
         rate, eta = self.meter.update(epoch, step, steps)
         now = self.clock()
         if self.last is not None and now - self.last < MIN_INTERVAL_S and step < steps:
             return
-        text = self.line(epoch, step, steps, loss, rate, eta)
+        # a terminal: one line rewritten in place; a log file: one line each
+        text = self.line(epoch, step, steps, loss() if callable(loss) else loss, rate, eta)
         self.stream.write(f"\r{text}\x1b[K" if self.tty else f"{text}\n")
         self.stream.flush()
         self.last, self.shown = now, True
@@ -151,11 +154,13 @@ class ProgressFile:
         self.last = None
         self.since = time.time()
 
-    def update(self, epoch: int, step: int, steps: int, loss: float) -> None:
+    def update(self, epoch: int, step: int, steps: int, loss: float | Callable[[], float]) -> None:
+        """`loss` as Progress.update: read only when the file is written."""
         rate, eta = self.meter.update(epoch, step, steps)
         now = self.clock()
         if self.last is not None and now - self.last < FILE_INTERVAL_S and step < steps:
             return
         write_progress(self.path, {"phase": "train", "since": self.since, "epoch": epoch + 1, "epochs": self.epochs,
-                                   "step": step, "steps": steps, "loss": loss, "rate": rate, "eta_s": eta})
+                                   "step": step, "steps": steps, "loss": loss() if callable(loss) else loss,
+                                   "rate": rate, "eta_s": eta})
         self.last = now

@@ -14,6 +14,7 @@ from semcl.losses.distill.crd import (
     LinearEmbed,
     infonce_loss,
     nce_loss,
+    normalised,
     sample_uniform_negatives,
 )
 from semcl.losses.distill.feature_maps import (
@@ -35,7 +36,7 @@ from semcl.losses.distill.weights import HINT_LAYER, INIT_EPOCHS, REPDISTILLER_W
 __all__ = ["DISTILL_LOSSES", "DISTILL_MODULES", "HINT_LAYER", "INIT_EPOCHS", "REPDISTILLER_WEIGHTS", "CRDLoss",
            "ContrastMemory", "ConvRegressor", "DistillWeights", "Embed", "LinearEmbed", "Paraphraser", "Translator", "VIDHead",
            "ab_loss", "at_loss", "attention_map", "cc_kernel", "cc_loss", "fsp_loss", "fsp_matrix", "ft_loss",
-           "ft_reconstruction_loss", "hint_loss", "infonce_loss", "kd_loss", "nce_loss", "nst_loss", "pkt_loss",
+           "ft_reconstruction_loss", "hint_loss", "infonce_loss", "kd_loss", "nce_loss", "normalised", "nst_loss", "pkt_loss",
            "pool_to_match", "rkd_loss", "sample_uniform_negatives", "sp_loss", "vid_loss"]
 
 DISTILL_LOSSES = {"kd": kd_loss, "fitnet": hint_loss, "at": at_loss, "sp": sp_loss, "cc": cc_loss,

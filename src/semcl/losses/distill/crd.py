@@ -139,6 +139,14 @@ def infonce_loss(logits: Tensor) -> Tensor:
     return F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
 
 
+def normalised(exp: Tensor, z: Tensor, n: int) -> Tensor:
+    """exp / Z with the NCE normaliser Z (a float64 buffer, < 0: not estimated yet) set on the first batch to
+    N · mean score, then fixed. Set and applied on the device: no host read (semcl.runtime.host_sync); the same
+    float64 product the host made, the same division in exp's dtype."""
+    z.copy_(torch.where(z < 0, exp.detach().mean().to(z.dtype) * n, z))
+    return exp / z
+
+
 class CRDLoss(nn.Module):
     """Embeddings + memory banks + fixed normalisers Z (buffers); forward returns L_S + L_T.
 
@@ -168,10 +176,6 @@ class CRDLoss(nn.Module):
         else:
             exp_s, exp_t = logit_s.exp(), logit_t.exp()
             n = self.memory.n_data
-            if self.z_s < 0:  # first batch: Z = N · mean score, then fixed
-                self.z_s.fill_(exp_s.detach().mean().item() * n)
-            if self.z_t < 0:
-                self.z_t.fill_(exp_t.detach().mean().item() * n)
-            loss = nce_loss(exp_s / self.z_s.item(), n) + nce_loss(exp_t / self.z_t.item(), n)
+            loss = nce_loss(normalised(exp_s, self.z_s, n), n) + nce_loss(normalised(exp_t, self.z_t, n), n)
         self.memory.update_(v_s, v_t, index)
         return loss

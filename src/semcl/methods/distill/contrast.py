@@ -32,7 +32,7 @@ import torch
 from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
 from semcl.files import write_atomic, write_text_atomic
-from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss
+from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss, normalised
 from semcl.losses.latent_mixup import (
     latent_mixup_negatives,
     lm_distance_loss,
@@ -59,11 +59,7 @@ def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: t
     else:
         exp_s, exp_t = logit_s.exp(), logit_t.exp()
         n = crd.memory.n_data
-        if crd.z_s < 0:
-            crd.z_s.fill_(exp_s.detach().mean().item() * n)
-        if crd.z_t < 0:
-            crd.z_t.fill_(exp_t.detach().mean().item() * n)
-        loss = nce_loss(exp_s / crd.z_s.item(), n) + nce_loss(exp_t / crd.z_t.item(), n)
+        loss = nce_loss(normalised(exp_s, crd.z_s, n), n) + nce_loss(normalised(exp_t, crd.z_t, n), n)
     crd.memory.update_(v_s, v_t, index)
     return loss
 

@@ -127,9 +127,11 @@ class HierarchicalTriplet(Method):
     @torch.no_grad()
     def _accumulate(self, z: torch.Tensor, labels: torch.Tensor) -> None:
         z, labels = gather_from_all_ranks(z), gather_from_all_ranks(labels)
-        onehot = F.one_hot(labels, len(self.epoch_count)).to(torch.float64)
+        # scatter and a column sum, not F.one_hot and bincount: those read the labels back on the host
+        onehot = torch.zeros(len(labels), len(self.epoch_count), dtype=torch.float64, device=z.device)
+        onehot.scatter_(1, labels[:, None], 1.0)
         self.epoch_sum += onehot.T @ z.to(torch.float64)  # a matmul, not index_add_: no atomics on the GPU
-        self.epoch_count += torch.bincount(labels, minlength=len(self.epoch_count))
+        self.epoch_count += onehot.sum(0).to(self.epoch_count.dtype)  # exact: whole numbers in float64
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels

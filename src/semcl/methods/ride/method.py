@@ -44,15 +44,24 @@ class Ride(Method):
         self.register_buffer("drw_temperatures",
                              diversity_temperatures(counts, p.diversity_temperature, p.diversity_reweight).float())
         self.register_buffer("epoch", torch.zeros((), dtype=torch.long))
+        # the buffer's value on the host: reading the buffer each step would wait for the device
+        # (semcl.runtime.host_sync); None after a state dict was loaded, until it is read once
+        self._epoch_now: int | None = 0
+        self.register_load_state_dict_post_hook(_forget_epoch)
 
     def on_epoch_start(self, epoch: int) -> None:
         """The 0-based epoch about to run (DRW switches on at ``method.drw_epoch``)."""
         self.epoch.fill_(int(epoch))
+        self._epoch_now = int(epoch)
 
     @property
     def drw_active(self) -> bool:
         # official: `epoch > reweight_epoch` with 1-based epochs == 0-based epoch >= drw_epoch
-        return self.cfg.method.drw_epoch is not None and int(self.epoch) >= self.cfg.method.drw_epoch
+        if self.cfg.method.drw_epoch is None:
+            return False
+        if self._epoch_now is None:
+            self._epoch_now = int(self.epoch)
+        return self._epoch_now >= self.cfg.method.drw_epoch
 
     def expert_logits(self, x: torch.Tensor) -> list[torch.Tensor]:
         s = self.cfg.method.scale
@@ -69,3 +78,8 @@ class Ride(Method):
     def classify(self, x: torch.Tensor) -> torch.Tensor:
         """Mean of the experts' scaled cosine logits (official inference without the router)."""
         return torch.stack(self.expert_logits(x)).mean(0)
+
+
+def _forget_epoch(module: Ride, incompatible_keys) -> None:
+    """After a state dict was loaded: the epoch is read from the buffer again."""
+    module._epoch_now = None

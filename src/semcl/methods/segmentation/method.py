@@ -92,8 +92,8 @@ class Segmenter(Method):
         if self.cfg.method.flip:
             flip = torch.rand(len(idx), generator=batch.generator) < 0.5
             images[flip], masks[flip] = images[flip].flip(-1), masks[flip].flip(-1)
-        device = self.mean.device
-        return (images.to(device) - self.mean) / self.std, masks.to(device)
+        device = self.mean.device  # made on the host; copied without waiting for the device's queue
+        return (images.to(device, non_blocking=True) - self.mean) / self.std, masks.to(device, non_blocking=True)
 
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         x, y = self.batch_data(batch)

@@ -83,13 +83,14 @@ class VideoContrastive(_VideoMethod):
         self.bank = self.keys.bank(m.bank_size, m.head_dim)
         self.taus = list(m.taus)
         self.exclude_own = m.own_video_keys == "exclude"
-        self._gap_ok: dict[int, bool] = {}
+        # x_v placement per video of the batch about to train: a bool table over video indices (True beyond it)
+        self._gap_ok = torch.ones(0, dtype=torch.bool)
 
     def make_views(self, train_set, idx, generator, augs) -> list[torch.Tensor]:
         """anchor, x_f, x_s, x_v clips of videos `idx`: positions first, then four augmentations."""
         plan = self.clip_sampler.sample(train_set.frame_counts[idx], generator)
         clips = train_set.clips(idx, plan.frames)  # uint8 [B, 3 views, C, T, H, W]
-        self._gap_ok = dict(zip(idx.tolist(), plan.gap_ok.tolist(), strict=True))
+        self._remember_gaps(idx, plan.gap_ok)
         aug = self._augment(train_set)
         return [aug(clips[:, v], generator) for v in (0, 0, 1, 2)]
 
@@ -102,8 +103,14 @@ class VideoContrastive(_VideoMethod):
 
     def finish_views(self, decoded: torch.Tensor, plan: ClipViews, device: torch.device) -> list[torch.Tensor]:
         # the step about to train: its x_v placements (make_views sets them as it draws)
-        self._gap_ok = dict(zip(plan.videos.tolist(), plan.gap_ok.tolist(), strict=True))
+        self._remember_gaps(plan.videos, plan.gap_ok)
         return super().finish_views(decoded, plan, device)
+
+    def _remember_gaps(self, videos: torch.Tensor, gap_ok: torch.Tensor) -> None:
+        """Set with the views (on the host, with the data): the step then looks its batch up without a read."""
+        table = torch.ones(int(videos.max()) + 1 if len(videos) else 0, dtype=torch.bool)
+        table[videos] = gap_ok.bool().cpu()
+        self._gap_ok = table
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.head(self.backbone(x)), dim=1)
@@ -116,13 +123,17 @@ class VideoContrastive(_VideoMethod):
             k = nn.functional.normalize(self.key_head(self.key_backbone(torch.cat([xf, xs, xv]))), dim=1)
             kf, ks, kv = k[:b], k[b:2 * b], k[2 * b:]
         sim = video_similarities(q, kf, ks, kv, self.bank.features)
-        gap_ok = torch.tensor([self._gap_ok.get(i, True) for i in batch.indices.tolist()])
+        table, videos = self._gap_ok, batch.indices  # host tensors (the engine's): looking up reads nothing back
+        gap_ok = (torch.where(videos < len(table), table[videos.clamp(max=len(table) - 1)], True) if len(table)
+                  else torch.ones(len(videos), dtype=torch.bool))
+        # non-blocking copies: a blocking one from the host waits for the device's queue
+        indices = batch.indices.to(sim.device, non_blocking=True)
         # bank "labels" are video indices: keys of the anchor's own video (earlier epochs) take no part
-        own = self.bank.labels[None, :] == batch.indices.to(self.bank.labels.device)[:, None] if self.exclude_own else None
+        own = self.bank.labels[None, :] == indices.to(self.bank.labels.device)[:, None] if self.exclude_own else None
         ranks = video_ranks(self.kind, gap_ok, self.bank.size, own).to(sim.device)
         loss = ranked_info_nce(sim, ranks, self.taus, form="in", positives="rank", rank_reduction="sum")
         self.keys.update()
-        self.keys.stage(batch.indices.to(sim.device), keys=kf)  # bank "labels": video indices
+        self.keys.stage(indices, keys=kf)  # bank "labels": video indices
         return {"loss": loss}
 
     def after_backward(self) -> None:

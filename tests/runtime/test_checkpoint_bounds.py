@@ -63,13 +63,16 @@ def test_an_entry_declaring_more_bytes_than_the_file_is_refused(tmp_path):
     ({"epoch": "1"}, "key 'epoch' = str '1': expected a whole number >= 0"),
     ({"epoch": True}, "key 'epoch' = bool 'True': expected a whole number >= 0"),
     ({"step": -2}, "key 'step' = -2: expected a whole number >= 0"),
+    ({"epoch": 10**6}, "key 'epoch' = 1000000 but 'history' holds 1 finished epochs"),
+    ({"history": [{"epoch": 1, "loss": float("nan")}]}, "key 'history' entry 0 has loss nan: expected a finite number"),
+    ({"history": [{"epoch": 1}]}, "key 'history' entry 0 has loss None: expected a finite number"),
 ])
 def test_a_checkpoint_a_resume_cannot_read_is_one_line(tmp_path, change, message):
     from semcl.runtime.checkpoint import load_resumable as load
     from semcl.runtime.checkpoint import rng_state
 
     state = {"method": {"w": torch.zeros(2)}, "optimizer": {"state": {}, "param_groups": []}, "epoch": 1, "step": 0,
-             "rng": rng_state(), "history": []}
+             "rng": rng_state(), "history": [{"epoch": 1, "loss": 2.5}]}
     path = tmp_path / "last.pt"
     torch.save(state, path)
     assert load(path)["epoch"] == 1
@@ -114,3 +117,21 @@ def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, m
     assert note.startswith(f"the disk holding {store.root} is full or over quota (0.0 MiB free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 0, 10**9))
     assert files.low_space_note(store.root) is None
+
+
+def test_a_checkpoint_past_the_runs_last_epoch_is_refused(tmp_path):
+    """Epoch and history agree, but the run has fewer epochs: training would be skipped and recorded as done."""
+    from semcl.engine.train import Checkpointer
+    from semcl.runtime.checkpoint import rng_state
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = tmp_path / "last.pt"
+    torch.save({"method": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3, "step": 0,
+                "rng": rng_state(), "history": [{"epoch": e, "loss": 1.0} for e in (1, 2, 3)]}, path)
+    saver = Checkpointer(model, opt, torch.amp.GradScaler("cpu", enabled=False), path)
+    assert saver.resume(3).epoch == 3  # the last epoch: a finished run, resumed to evaluate
+    with pytest.raises(ResultsError) as err:
+        saver.resume(2)
+    assert str(err.value) == (f"{path}: key 'epoch' = 3 beyond the run's 2 epochs; "
+                              "delete it to restart the run from scratch")

@@ -41,10 +41,11 @@ from semcl.config import RunConfig
 from semcl.data import ImageSet, build_augment, stats
 from semcl.engine.schedule import lr_at
 from semcl.engine.view_source import view_source
+from semcl.errors import ResultsError
 from semcl.methods.base import Batch, Method, TrainContext
 from semcl.run_folder import is_checkpoint_folder
 from semcl.runtime import distributed, interrupt
-from semcl.runtime.checkpoint import load_resumable, restore, rng_state, save_atomic, set_rng_state
+from semcl.runtime.checkpoint import RESTART, load_resumable, restore, rng_state, save_atomic, set_rng_state
 from semcl.runtime.history import EpochLog
 from semcl.runtime.runlock import heartbeat
 
@@ -92,6 +93,9 @@ class Checkpointer:
         state = load_resumable(self.path)
         if state is None:
             return Position(history=self.history)
+        if state["epoch"] > epochs:
+            raise ResultsError(f"{self.path}: key 'epoch' = {state['epoch']} beyond the run's {epochs} epochs; "
+                               f"{RESTART}")
         restore(self.method, state["method"], self.path)  # before the optimiser: its state follows the params
         restore(self.opt, state["optimizer"], self.path)
         if "scaler" in state:

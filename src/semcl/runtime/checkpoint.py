@@ -12,6 +12,7 @@ hand out.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import pickle
 import random
@@ -138,6 +139,14 @@ def _state_problem(state: dict[str, Any]) -> str | None:
             return f"key {key!r} = {type(state[key]).__name__} {str(state[key])[:40]!r}: expected {want}"
     if "step" in state and not _is_count(state["step"]):
         return f"key 'step' = {state['step']!r}: expected a whole number >= 0"
+    # one history entry per finished epoch is how a checkpoint is written: another count is a file that was edited
+    # (an epoch of 10**6 would skip the training and be recorded as done)
+    if len(state["history"]) != state["epoch"]:
+        return f"key 'epoch' = {state['epoch']} but 'history' holds {len(state['history'])} finished epochs"
+    for i, entry in enumerate(state["history"]):
+        loss = entry.get("loss") if isinstance(entry, dict) else None
+        if not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            return f"key 'history' entry {i} has loss {loss!r}: expected a finite number"
     return None
 
 

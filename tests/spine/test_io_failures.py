@@ -480,3 +480,19 @@ def test_the_dependency_file_table_names_what_each_kind_reads():
     files = {kind: getattr(folder, attr).as_posix() for kind, attr in DEPENDENCY_FILES.items()}
     assert files == {"init_from": "r/checkpoints/last.pt", "ensemble": "r/test_logits.pt",
                      "teacher": "r/checkpoints/last.pt"}
+
+
+def test_an_unreadable_store_file_is_said_as_cannot_read(tmp_path, monkeypatch):
+    """A store written with umask 077 by another user: the read-only commands fail on reading, not writing. Root
+    reads every file, so this process is made to see the file as another user would (os.access)."""
+    from semcl.cli import main as cli_main
+
+    path = tmp_path / "metrics.json"
+    path.write_text("{}")
+    path.chmod(0o600)
+    denied = PermissionError(errno.EACCES, "Permission denied", str(path))
+    monkeypatch.setattr(cli_main.os, "access", lambda p, mode: os.fspath(p) != str(path))
+    assert cli_main.os_error_line(denied) == (f"{path}: cannot read (Permission denied); fix the permissions of "
+                                              "the results folder (--results / $SEMCL_RESULTS)")
+    missing = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "new.json"))
+    assert cli_main.os_error_line(missing).startswith(f"{tmp_path / 'new.json'}: cannot write (Permission denied)")

@@ -123,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _unreadable(name: str | bytes) -> bool:
+    """The named file exists and may not be read by this process."""
+    path = os.fsdecode(name)
+    return os.path.lexists(path) and not os.access(path, os.R_OK)
+
+
 def os_error_line(err: OSError) -> str | None:
     """One line for a failed read or write of a named file (None: no file named, a bug to show whole)."""
     from semcl.files import DISK_FULL
@@ -133,7 +139,9 @@ def os_error_line(err: OSError) -> str | None:
         return (f"{where}cannot write: the disk is full or over quota ({why}); free space on it, or point "
                 "--results / $SEMCL_RESULTS at another disk")
     if err.errno in WRITE_ERRNOS:
-        return (f"{where}cannot write ({why}); fix the permissions of the results folder "
+        # a store written by someone with umask 077 refuses its reading too: say which way the access failed
+        verb = "cannot read" if err.filename and _unreadable(err.filename) else "cannot write"
+        return (f"{where}{verb} ({why}); fix the permissions of the results folder "
                 "(--results / $SEMCL_RESULTS)")
     if err.errno == errno.EFBIG:
         return f"{where}cannot write: the file would exceed this process's file-size limit (ulimit -f) ({why})"

@@ -87,9 +87,24 @@ def test_smoke_row_three_seeds_as_one_array_into_the_table(tmp_path):
     jobs = latest_jobs(store)
     assert len(jobs) == 3 and len({j["job_id"].split("_")[0] for j in jobs.values()}) == 1  # one array
     assert sorted(j["job_id"].split("_")[1] for j in jobs.values()) == ["0", "1", "2"]
+    # `status --watch` follows the cluster's jobs (piped: plain lines) and ends by itself once none is active
+    watch = subprocess.Popen([*SEMCL, "--results", str(store.root), "status", "rince/tab2", "--profile", "smoke",
+                              "--watch", "--poll", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     waited = subprocess.run([*SEMCL, "--results", str(store.root), "wait", "rince/tab2", "--profile", "smoke",
                              "--poll", "1", "--timeout", "300"], capture_output=True, text=True)
     assert waited.returncode == 0, waited.stderr
+    watched, _ = watch.communicate(timeout=60)
+    assert watch.returncode == 0
+    for run in (r for r in plan_runs(get_table("rince/tab2"), "smoke") if r.row_label == "SCL-in"):
+        label, epochs = f"rince/tab2  SCL-in  seed {run.seed}", run.config.schedule.epochs
+        history = [json.loads(ln) for ln in store.folder(run.run_id).history.read_text().splitlines()]
+        # every epoch as the run's history has it, then the run's end, in that order
+        # (the evaluation stage, a job of its own, is said when a poll catches it)
+        said = [ln[len(label) + 2:] for ln in watched.splitlines() if ln.startswith(label + "  ")]
+        lines = [ln for ln in said if ln.startswith("epoch ")]
+        assert said == [*lines, *(["evaluating"] if "evaluating" in said else []), "done"]
+        assert [ln.split(" loss ")[0] for ln in lines] == [f"epoch {k}/{epochs}" for k in range(1, epochs + 1)]
+        assert [float(ln.split(" loss ")[1].split()[0]) for ln in lines] == [round(h["loss"], 4) for h in history]
     csv = subprocess.run([*SEMCL, "--results", str(store.root), "table", "rince/tab2", "--profile", "smoke",
                           "--format", "csv"], capture_output=True, text=True).stdout
     scl = [ln for ln in csv.splitlines() if ln.startswith("SCL-in,top1,")]

@@ -145,3 +145,28 @@ def test_under_cpu_binding_each_task_of_a_two_task_job_gets_its_cpus_and_loader_
     job = ex.submit(submitit.helpers.CommandFunction([sys.executable, "-c", TASK_CPUS]))
     got = sorted((json.loads(out) for out in job.results()), key=lambda r: r["rank"])
     assert got == [{"rank": r, "affinity": 2, "cpus_per_task": "2", "workers": 1} for r in (0, 1)]
+
+
+def test_two_jobs_from_a_shell_exporting_master_port_run_at_once_on_their_own_rendezvous(tmp_path, monkeypatch):
+    """A submitting shell that exported MASTER_ADDR/MASTER_PORT (a login node's leftovers; sbatch passes the
+    environment on) must not make two two-task jobs share one rendezvous or look for an unknown host: both run
+    side by side on the cluster and each trains as its own 2-rank group."""
+    monkeypatch.setenv("MASTER_ADDR", "login1")  # resolves nowhere here
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    runs = [_run("RINCE-in", seed=seed, schedule__epochs=2) for seed in (123, 546)]
+    res = Resources(cpus=1, mem_gb=1, time_min=10, tasks=2)
+    store = Store(tmp_path / "results")
+    submit_slurm([(r, res) for r in runs], store, store.root / "data", load_cluster_profile("local"))
+    _wait_settled(store, [r.run_id for r in runs])
+    records = [json.loads(store.metrics_path(r.run_id).read_text()) for r in runs]
+    assert [(rec["world_size"], rec["seed"]) for rec in records] == [(2, 123), (2, 546)]
+    jobs = [latest_jobs(store)[r.run_id]["job_id"] for r in runs]
+
+    def spans():
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j", ",".join(jobs)],
+                             capture_output=True, text=True).stdout
+        got = {ln.split("|")[0]: ln.split("|")[1:] for ln in out.splitlines() if ln}
+        return got if set(jobs) <= set(got) and all(v[1] not in ("", "Unknown") for v in got.values()) else None
+
+    (start_a, end_a), (start_b, end_b) = (_wait_for(spans, 60, "sacct to record both jobs")[j] for j in jobs)
+    assert start_a < end_b and start_b < end_a  # the two rendezvous were up at the same time

@@ -96,6 +96,57 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
             "table equal to the float path bit for bit (tests/data/test_loader_handout.py); batched Augment "
             "recipes and MAE's transform still hand out float32"),
     ]
+    return rows + _colour_split_rows(paths_rounds=(rounds, n))
+
+
+def _colour_split_rows(paths_rounds: tuple[int, int]) -> list[Row]:
+    """The colour views split (semcl.data.colour_view, SEMCL_COLOUR_FINISH=device): a worker's part (draws +
+    resized crop, uint8 out) against today's whole view, per recipe, and the two-view pairs per worker."""
+    from bench_data import _images
+
+    from semcl.data import build_augment
+    from semcl.data.colour_view import SplitColourView
+
+    rounds, n = paths_rounds
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        whole = [torch.from_numpy(a).permute(2, 0, 1).contiguous() for a in _images(n, 375, 500, np.random.default_rng(1))]
+        g = torch.Generator().manual_seed(0)
+        timm, _ = build_augment("randcls_timm+sim", size=224, mean=MEAN, std=STD).views
+        rates, finish = {}, {}
+        for name in ("sim", "sim_cifar"):
+            view = build_augment(name, size=224, mean=MEAN, std=STD)
+            split = SplitColourView(view.transform, mean=MEAN, std=STD)
+            # interleaved, so the shared machine's drift hits both alike
+            for _ in range(2):
+                rates.setdefault((name, "whole"), []).append(_rate(lambda v=view: [v.uint8_views([im], g) for im in whole],
+                                                                   n, rounds))
+                rates.setdefault((name, "cpu"), []).append(_rate(lambda s=split: [s.handout_views([im], g) for im in whole],
+                                                                 n, rounds))
+            crops, records = split.handout_views(whole, g)
+            handout = split.handout_finish()
+            finish[name] = _rate(lambda h=handout, c=crops, r=records: h((c, r)), n, rounds)
+        r_timm = _rate(lambda: [timm.uint8_views([im], g) for im in whole], n, rounds)
+    finally:
+        torch.set_num_threads(threads)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    rows = []
+    for name in ("sim", "sim_cifar"):
+        w, c = med[(name, "whole")], med[(name, "cpu")]
+        rows.append(Row(f"Loader: {name} view 224px, worker part split off (draws + resized crop) vs whole view",
+                        f"{c:,.0f} img/s", f"{w:,.0f} img/s whole", c / w, "> 1×", c > w,
+                        f"CPU time on one thread, from decoded 500x375 images; SEMCL_COLOUR_FINISH=device; the "
+                        f"batched finish (jitter, grey, blur, flip, normalise) on this CPU at B={n}: {finish[name]:,.0f} "
+                        f"img/s (a stand-in: it runs on the training device, not timed on a GPU here)"))
+    pair_now = 1 / (1 / r_timm + 1 / med[("sim", "whole")])
+    pair_split = 1 / (1 / r_timm + 1 / med[("sim", "cpu")])
+    moco_now, moco_split = med[("sim_cifar", "whole")] / 2, med[("sim_cifar", "cpu")] / 2
+    rows.append(Row("Loader: two views per worker without decode, split / whole: randcls_timm+sim, sim_cifar pair",
+                    f"{pair_split:,.0f} / {moco_split:,.0f} img/s", f"{pair_now:,.0f} / {moco_now:,.0f} img/s whole",
+                    pair_split / pair_now, "> 1×", pair_split > pair_now,
+                    f"ratios {pair_split / pair_now:.2f}× (GPaCo pair; its floor becomes the randcls_timm view, "
+                    f"{r_timm:,.0f} img/s) and {moco_split / moco_now:.2f}× (sim_cifar pair, MoCo v2 / HSA rows)"))
     return rows
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from semcl.data.fileset import WholeImages, decode_whole
-from semcl.data.handout import UInt8Normalise, handout_of
+from semcl.data.handout import handout_of
 from semcl.errors import DataError
 
 _MASK = (1 << 64) - 1
@@ -54,15 +54,18 @@ def image_seed(seed: int, epoch: int, step: int, position: int, view: int) -> in
 def views_of_image(image: torch.Tensor, recipes: Sequence[Recipe], seeds: Sequence[int]) -> list[torch.Tensor]:
     """One view per recipe of one whole uint8 [C, h, w] image, recipe k under a generator seeded by `seeds[k]`
     (each recipe takes a list of whole images). A recipe that can (semcl.data.handout) gives its uint8 view,
-    to be normalised on the training device; the others their finished float view."""
-    out = []
+    to be normalised on the training device; a split colour view (semcl.data.colour_view) its (uint8 crop,
+    drawn parameters), to be finished there; the others their finished float view."""
+    out: list = []
     for recipe, s in zip(recipes, seeds, strict=True):
-        make = getattr(recipe, "uint8_views", recipe)
-        out.append(make([image], torch.Generator().manual_seed(s))[0])
+        make = getattr(recipe, "handout_views", None) or getattr(recipe, "uint8_views", recipe)
+        got = make([image], torch.Generator().manual_seed(s))
+        out.append(tuple(part[0] for part in got) if isinstance(got, tuple) else got[0])
     return out
 
 
 Partners = Callable[[int, torch.Generator], list[int]]
+Finish = Callable[..., torch.Tensor]  # a handed-out view -> its float view on the device (semcl.data.handout)
 Key = tuple[int, int, int, int, tuple[int, ...]]  # row, epoch, step, position, the partners' rows
 
 
@@ -116,8 +119,17 @@ class _EpochBatches:
         return self._len
 
 
-def _stack_views(items: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-    return [torch.stack(views) for views in zip(*items, strict=True)]
+def _stack_views(items: list[list]) -> list:
+    # a handed-out view is a tensor, or a tuple of tensors (crop, parameters) stacked part by part
+    return [torch.stack(views) if isinstance(views[0], torch.Tensor)
+            else tuple(torch.stack(part) for part in zip(*views, strict=True)) for views in zip(*items, strict=True)]
+
+
+def _to_device(view, device: torch.device):
+    # a (crop, parameters) pair: only the pixels move; the finish reads the parameters on the CPU
+    if isinstance(view, tuple):
+        return (view[0].to(device, non_blocking=True), *view[1:])
+    return view.to(device, non_blocking=True)
 
 
 def loader_workers(device: torch.device) -> int:
@@ -156,8 +168,8 @@ class ViewLoader:
         self._batches = _EpochBatches()
         self._loader: torch.utils.data.DataLoader | None = None
         self._built: tuple[int, list[Recipe], list[Recipe]] | None = None
-        self.finishers: list[UInt8Normalise | None] = []  # per handed-out view: its device-side finish
-        self._partner_finishers: list[UInt8Normalise | None] = []
+        self.finishers: list[Finish | None] = []  # per handed-out view: its device-side finish
+        self._partner_finishers: list[Finish | None] = []
         self.starts = 0  # how many times workers were (re)built: once per run unless the recipes change
 
     def loader(self, seed: int, recipes: Sequence[Recipe], partner_recipes: Sequence[Recipe]
@@ -179,7 +191,7 @@ class ViewLoader:
             self.starts += 1
         return self._loader, self._batches
 
-    def finish_of(self, views: int) -> list[UInt8Normalise | None]:
+    def finish_of(self, views: int) -> list[Finish | None]:
         """The finish of each of `views` handed-out tensors: the image's, then each partner's in turn."""
         t = max(1, len(self._partner_finishers))
         extra = views - len(self.finishers)
@@ -222,7 +234,7 @@ def step_views(images: WholeImages, recipes: Sequence[Recipe], *, seed: int, epo
     t = max(1, len(partner_recipes))
     try:
         for views in data:
-            views = [v.to(device, non_blocking=True) for v in views]
+            views = [_to_device(v, device) for v in views]
             views = [f(v) if f is not None else v for f, v in zip(loader.finish_of(len(views)), views, strict=True)]
             yield views[:n], [tuple(views[i:i + t]) for i in range(n, len(views), t)]
     except DataError as err:  # a worker's error arrives wrapped with its traceback: keep the one line

@@ -15,7 +15,8 @@ and MAE's transform, which erases after normalising) keep handing out their floa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -50,10 +51,14 @@ class UInt8Normalise:
         return flat.index_select(0, index.flatten()).view(x.shape)
 
 
-def handout_of(recipe: object) -> UInt8Normalise | None:
+def handout_of(recipe: object) -> Callable[[Any], torch.Tensor] | None:
     """The device-side finish of a recipe that can hand out uint8 views (it has `uint8_views` and the
     mean / std it normalises with), else None: the recipe hands out its finished float views. The caller
-    keeps it (one table per recipe, not per step); it is never attached to the recipe, which workers receive."""
+    keeps it (one table per recipe, not per step); it is never attached to the recipe, which workers receive.
+    A recipe with its own `handout_finish` (a split colour view, semcl.data.colour_view: it hands out crops
+    and drawn parameters) gives that."""
+    if hasattr(recipe, "handout_finish"):
+        return recipe.handout_finish()
     if not hasattr(recipe, "uint8_views"):
         return None
     return UInt8Normalise(recipe.mean, recipe.std)

@@ -212,17 +212,22 @@ class PerImageAugment:
     def uint8_views(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
         """The views before normalisation, uint8 [B, C, size, size] on the CPU: what a loader worker hands
         out (semcl.data.handout normalises it on the training device, to the same values)."""
-        whole = isinstance(images, list)
-        if (whole and (not images or any(im.dtype != torch.uint8 or im.dim() != 3 for im in images))) or (
-                not whole and (images.dtype != torch.uint8 or images.dim() != 4)):
-            got = "a list" if whole else f"{images.dtype} {tuple(images.shape)}"
-            raise ValueError(f"expected uint8 [B, C, H, W] or a list of uint8 [C, H, W], got {got}")
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+        seed = self._view_seed(images, generator)
         with torch.random.fork_rng(devices=[]):
             # the CPU stream only (torchvision draws there): torch.manual_seed would also reseed every CUDA
             # generator, outside what fork_rng restores, and costs ~15% of a view in lazy-init stack traces
             torch.default_generator.manual_seed(seed)
             return torch.stack([self.transform(img.cpu()) for img in images])
+
+    @staticmethod
+    def _view_seed(images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> int:
+        """The seed the batch's per-image draws run under, after checking `images`."""
+        whole = isinstance(images, list)
+        if (whole and (not images or any(im.dtype != torch.uint8 or im.dim() != 3 for im in images))) or (
+                not whole and (images.dtype != torch.uint8 or images.dim() != 4)):
+            got = "a list" if whole else f"{images.dtype} {tuple(images.shape)}"
+            raise ValueError(f"expected uint8 [B, C, H, W] or a list of uint8 [C, H, W], got {got}")
+        return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
 
 
 class ViewCycle:

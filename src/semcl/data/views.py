@@ -20,8 +20,12 @@ def build_augment(recipe: str, *, size: int, mean: Sequence[float],
         from semcl.data.tvaugment import build_named  # lazy: torchvision only when named
 
         try:
-            return build_named(recipe, size=size, mean=mean, std=std)
+            aug = build_named(recipe, size=size, mean=mean, std=std)
         except ValueError:
             raise ValueError(f"unknown augmentation recipe '{recipe}' (known: {', '.join(RECIPES)}, "
                              "and the names semcl.data.view_recipes.parse_augment accepts)") from None
+        from semcl.data.colour_view import colour_finish_setting, split_colour
+
+        # SEMCL_COLOUR_FINISH=device: the colour views' pixel work after the crop runs on the training device
+        return split_colour(aug) if colour_finish_setting() == "device" else aug
     return Augment(RECIPES[recipe], size=size, mean=mean, std=std)

@@ -132,3 +132,20 @@ def test_damaged_video_is_one_line(tmp_path, videos, fresh_codecs):
     with pytest.raises(DataError) as err:
         decode.read_frames_from_video(bad, [0])
     assert str(err.value).startswith(f"{bad}: cannot") and "\n" not in str(err.value)
+
+
+@needs_tc
+def test_torchcodec_without_loadable_ffmpeg_falls_back(tmp_path, videos, monkeypatch, fresh_codecs):
+    """Installed but its FFmpeg libraries missing: PyAV for video, PIL for JPEGs, no error."""
+    import torchcodec._internally_replaced_utils as utils
+
+    def broken():
+        raise RuntimeError("Could not load libtorchcodec")
+
+    monkeypatch.setattr(utils, "load_core_libraries", broken)
+    monkeypatch.setattr(codecs.torchcodec_decoders(), "decode_jpeg", lambda *a, **k: broken())
+    assert not codecs.video_decoder_loads() and codecs.jpeg_decoder() is None
+    assert np.array_equal(decode.read_frames_from_video(videos[0], [2], None), decode._read_pyav(videos[0], [2], None))
+    path = tmp_path / "a.jpg"
+    Image.fromarray(_clip(1, 45, 60)[0]).save(path, "JPEG", quality=90)
+    assert torch.equal(decode_whole(path), _decoded(path))

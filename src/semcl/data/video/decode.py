@@ -132,20 +132,21 @@ def _use_torchcodec() -> bool:
     return False
 
 
-def _tc_decoder(path: Path, **kw):
-    """TorchCodec's VideoDecoder on ``path`` (NHWC uint8 frames) on the configured device."""
+def _tc_decoder(path: Path, device: str | None = None, **kw):
+    """TorchCodec's VideoDecoder on ``path`` (NHWC uint8 frames) on ``device``, by default the configured one."""
     return codecs.require_torchcodec().VideoDecoder(str(path), dimension_order="NHWC",
-                                                    device=codecs.video_device(), **kw)
+                                                    device=device or codecs.video_device(), **kw)
 
 
 def count_video_frames(path: Path) -> int:
     """Frames of the first video stream: the header's count, else the number of demuxed packets."""
     if _use_torchcodec():
         try:
-            count = _tc_decoder(path, seek_mode="approximate").metadata.num_frames_from_header
+            # the count is metadata only: no GPU decoder for it
+            count = _tc_decoder(path, "cpu", seek_mode="approximate").metadata.num_frames_from_header
             if count:
                 return int(count)
-            return int(_tc_decoder(path).metadata.num_frames_from_content)  # exact mode scans the packets
+            return int(_tc_decoder(path, "cpu").metadata.num_frames_from_content)  # exact mode scans the packets
         except (RuntimeError, ValueError, OSError) as err:
             raise DataError(f"{path}: cannot read video ({type(err).__name__}: {_first_line(err)})") from None
     av = import_av()

@@ -1,4 +1,4 @@
-"""The training decode: JPEGs through torchvision's decode_jpeg, the same pixels as PIL's decode."""
+"""The training decode: JPEGs through TorchCodec's decode_jpeg where installed (else PIL), the same pixels as PIL's."""
 
 import numpy as np
 import pytest

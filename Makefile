@@ -48,7 +48,15 @@ $(VENV)/.tracking: $(BIN)/semcl
 	$(BIN)/pip install -q -e '.[tracking]'
 	touch $@
 
-test: setup data $(VENV)/.tracking
+# ... and decodes the tests' JPEGs and videos through TorchCodec (the `torchcodec` extra), which loads FFmpeg's shared
+# libraries from the system (tests/data/test_torchcodec_decode.py compares its pixels with PIL's and PyAV's)
+FFMPEG_LIBS := libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavdevice59 libavfilter8
+$(VENV)/.torchcodec: $(BIN)/semcl
+	dpkg -s $(FFMPEG_LIBS) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(FFMPEG_LIBS) >/dev/null; }
+	$(BIN)/pip install -q -e '.[torchcodec]'
+	touch $@
+
+test: setup data $(VENV)/.tracking $(VENV)/.torchcodec
 	$(BIN)/python -m pytest -q
 
 # rewrite tests/golden/run_ids.json (every table's run ids per profile) after a change that moves ids on purpose

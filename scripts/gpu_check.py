@@ -9,6 +9,7 @@ Sections, each PASS or FAIL in <out>/gpu_check.json and <out>/gpu_check.md:
   e_resume     exact mid-epoch resume: a file-backed row with loader workers, a ViT row (drop-path, fp16), 2 ranks
   f_precision  one step per family in fp32 / fp16 / bf16: loss and gradient differences
   g_mining     HSA's kNN mining at 200k images: time, memory, the ImageNet extrapolation
+  h_colour     the colour views' batched finish on the GPU: its pixels against the per-image CPU path, its time
 
 --dry-run runs every section on the CPU at tiny sizes (reduced models, gloo) and must pass; CI runs it.
 
@@ -34,10 +35,10 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the gpucheck package beside this file
 
-from gpucheck import env, mining, pace, precision, ranks, report, resume  # noqa: E402
+from gpucheck import colour, env, mining, pace, precision, ranks, report, resume  # noqa: E402
 from gpucheck.rows import DRY, FAMILIES, GPU  # noqa: E402
 
-SECTIONS = ("a_versions", "b_pace", "c_memory", "d_two_ranks", "e_resume", "f_precision", "g_mining")
+SECTIONS = ("a_versions", "b_pace", "c_memory", "d_two_ranks", "e_resume", "f_precision", "g_mining", "h_colour")
 
 
 def _error(err: BaseException) -> str:
@@ -88,6 +89,7 @@ def run_sections(sizes, device: torch.device, work: Path, families: list[str], w
         two.pop("store", None)
     timed("f_precision", lambda: precision.section(sizes, device, work / "f", families))
     timed("g_mining", lambda: mining.section(sizes, device))
+    timed("h_colour", lambda: colour.section(sizes, device))
     return out
 
 

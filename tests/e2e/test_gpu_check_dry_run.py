@@ -33,7 +33,8 @@ def test_gpu_check_dry_run_passes_every_section(tmp_path):
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     s = doc["sections"]
     assert doc["mode"] == "dry-run" and doc["device"] == "cpu" and doc["passed"] is True
-    assert list(s) == ["a_versions", "b_pace", "c_memory", "d_two_ranks", "e_resume", "f_precision", "g_mining"]
+    assert list(s) == ["a_versions", "b_pace", "c_memory", "d_two_ranks", "e_resume", "f_precision", "g_mining",
+                       "h_colour"]
     assert {name: sec["status"] for name, sec in s.items()} == dict.fromkeys(s, "PASS")
     assert s["a_versions"]["torch"] and s["a_versions"]["group"]["backend"] == "gloo"
     assert s["a_versions"]["group"]["ddp_grad_equal"] is True
@@ -53,6 +54,8 @@ def test_gpu_check_dry_run_passes_every_section(tmp_path):
     assert g["table_shape"] == [sizes["mine_n"], sizes["mine_k"]] and g["max_similarity_error"] < 1e-3
     scale = (1_281_167 / sizes["mine_n"]) ** 2  # N^2; "seconds" is rounded to 1 ms
     assert abs(g["imagenet_seconds_estimate"] - g["seconds"] * scale) <= 0.0005 * scale + 0.05
+    h = s["h_colour"]["rows"]  # on the CPU the device finish is the per-image view bit for bit
+    assert [(r["recipe"], r["max_levels"], r["fraction"]) for r in h] == [("sim", 0, 0.0), ("sim_cifar", 0, 0.0)]
     md = (tmp_path / "gpu_check.md").read_text()
     assert md.count("PASS") >= 14 and "FAIL" not in md
     assert took < BUDGET_S

@@ -212,8 +212,7 @@ def cmd_status(args) -> None:
             print(line)
 
 
-def _runs_with_resources(args) -> list:
-    tables = tables_named(args)
+def _runs_with_resources(args, tables: list) -> list:
     if args.row and not args.set:  # a misspelt label would select nothing and report "0 runs to submit"
         for label in args.row:
             if not any(label in (r.label for r in t.rows) for t in tables):
@@ -233,13 +232,14 @@ def cmd_run(args) -> None:
     be, store = backend(args.executor), open_store(args)
     if args.progress:  # read by each run's training loop (semcl.runtime.progress), inherited by local jobs
         os.environ["SEMCL_PROGRESS"] = "1"
-    pairs = _runs_with_resources(args)
+    named = tables_named(args)
+    pairs = _runs_with_resources(args, named)
     runs = [r for r, _ in pairs]
     if be.needs_preflight and not args.no_check:  # before anything is checked or written
         from semcl.preflight.check import distinct_runs
         from semcl.preflight.report import require_passed
 
-        for table in tables_named(args):
+        for table in named:
             why = require_passed(preflight_file(args), table, {r.run_id for r in distinct_runs(table, args.profile)})
             if why:
                 raise SemclError(f"refusing to submit: {why}")
@@ -249,7 +249,6 @@ def cmd_run(args) -> None:
     be.check(pairs, store, options)
     check_data_root(runs, root)
     be.submit(pairs, store, options)
-    named = tables_named(args)
     for table in named:  # rows that show another table's best row have no runs here: name the command that has
         selects = {r.label: r.select.table for r in table.rows if r.select}
         for line in selects_lines(selects, {t.id for t in named}, "run", args.profile):

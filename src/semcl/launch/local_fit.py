@@ -34,14 +34,15 @@ def refuse_unfit(runs, executor: str, allow_cpu: bool, devices=cuda_devices) -> 
     def own_processes(r) -> bool:
         return method_spec(r.config.method.name).builder is None
 
-    multi = [(r, res) for r, res in runs if res.gpus > 1 and not (own_processes(r) and devices() >= res.gpus)]
+    here = devices() if any(res.gpus >= 1 for _, res in runs) else 0  # asked once: CUDA's first call is slow
+    multi = [(r, res) for r, res in runs if res.gpus > 1 and not (own_processes(r) and here >= res.gpus)]
     if multi:
         gpus = sorted({res.gpus for _, res in multi})
         raise ConfigError(f"{len(multi)} run(s) ask for {'/'.join(map(str, gpus))} GPUs ({_rows(multi)}): the "
                           f"{executor} executor runs each run as one process on one device, which would train the "
                           "whole global batch on one GPU; submit them with --executor slurm")
     gpu = [(r, res) for r, res in runs if res.gpus >= 1]
-    if gpu and not allow_cpu and devices() == 0:
+    if gpu and not allow_cpu and here == 0:
         profiles = sorted({r.profile for r, _ in gpu})
         raise ConfigError(f"{len(gpu)} run(s) of profile {'/'.join(profiles)} ask for a GPU ({_rows(gpu)}) and this "
                           "machine has no CUDA device: use --profile mini for the small reproduction on the CPU, "

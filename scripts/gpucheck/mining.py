@@ -39,8 +39,9 @@ def section(sizes: Sizes, device: torch.device) -> dict:
     got = torch.gather(sims, 1, table[rows].to(device).long()).cpu()
     err = float((got - want).abs().max())
     scale = (IMAGENET_N / sizes.mine_n) ** 2
+    # "knn_seconds", not "seconds": the check's runner records each section's whole wall time as "seconds"
     return {"n": sizes.mine_n, "dim": sizes.mine_dim, "k": sizes.mine_k, "backend": backend,
-            "table_shape": list(table.shape), "seconds": round(seconds, 3),
+            "table_shape": list(table.shape), "knn_seconds": round(seconds, 3),
             "peak_extra_gb": None if peak is None else round(peak, 3),
             "imagenet_seconds_estimate": round(seconds * scale, 1), "max_similarity_error": err,
             "ok": list(table.shape) == [sizes.mine_n, sizes.mine_k] and err < SIM_TOL}

@@ -76,6 +76,7 @@ class Position:
     history: list[dict] = field(default_factory=list)
     generator: torch.Tensor | None = None
     loss_sum: float = 0.0
+    rng: dict | None = None  # this rank's global RNG states as checkpointed
 
 
 @dataclass
@@ -105,11 +106,12 @@ class Checkpointer:
             log.warning("checkpoint from %d ranks resumed on %d: RNG states of rank 0 for all", len(ranks),
                         distributed.world_size())
         exact = ranks is not None and len(ranks) == distributed.world_size()
-        set_rng_state(ranks[distributed.rank()] if exact else state["rng"])
+        rng = ranks[distributed.rank()] if exact else state["rng"]
+        set_rng_state(rng)
         self.history = state["history"]
         log.info("resumed from %s at epoch %d step %d", self.path, state["epoch"], state.get("step", 0))
         return Position(state["epoch"], state.get("step", 0), self.history, state.get("generator"),
-                        state.get("loss_sum", 0.0))
+                        state.get("loss_sum", 0.0), rng)
 
     def save(self, epoch: int, step: int, g: torch.Generator | None, loss_sum: float) -> None:
         rng = rng_state()
@@ -207,6 +209,15 @@ def _start_or_checkpoint(method: Method, epoch: int, saver: Checkpointer, resume
         interrupt.fire_if_pending()  # normally requeues and exits; else the start is run again
 
 
+def _reseat_rng(rng: dict) -> None:
+    """Put back the checkpoint's global RNG states (drop-path and dropout masks, shuffle-BN permutations) just
+    before the first step of a resume inside an epoch. Everything the resumed run redid since the restore
+    drew from the global stream before the uninterrupted run's checkpoint: the epoch's start and order, and
+    torch's DataLoader, which draws its base seed from the global generator when the epoch's first batch is
+    asked for (the views themselves come from seeded generators, so that seed changes nothing else)."""
+    set_rng_state(rng)
+
+
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
           step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
@@ -250,8 +261,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
             g = epoch_generator(seed, epoch)
             losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
             perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)
-            first, loss_sum = 0, 0.0
+            first, loss_sum, reseat = 0, 0.0, None
             if epoch == at.epoch and at.step:
+                reseat = at.rng
                 g.set_state(at.generator)  # continue the epoch's random stream where it stopped
                 first, loss_sum = at.step, at.loss_sum
             # the epoch's loss sum stays on the device, in float64 (the same sums a Python float made): it is read
@@ -266,6 +278,9 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
                 idx = perm[step * bs:(step + 1) * bs]
                 part = distributed.local_slice(len(idx))
                 views, partner_views, step_g = source.step(step, idx)
+                if reseat is not None:  # the first step of a resume inside the epoch: see _reseat_rng
+                    _reseat_rng(reseat)
+                    reseat = None
                 # from pageable memory: a blocking copy would wait for the device's queue
                 labels = train_set.labels[idx][part].to(device, non_blocking=True)
                 batch = Batch(views, labels, idx[part], epoch, step, step_g, partner_views,

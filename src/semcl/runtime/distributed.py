@@ -175,8 +175,11 @@ def wrap(method: nn.Module) -> nn.Module | None:
 
     broadcast_buffers=False keeps per-rank BN statistics (the official code's); find_unused_parameters
     lets a method leave a head or a stage out of a step (DDP then checks that the ranks agree instead of
-    hanging on buffers of different lengths). DDP broadcasts rank 0's parameters once here (buffers are not
-    broadcast with broadcast_buffers=False); both are equal already (same seed, same checkpoint)."""
+    hanging on buffers of different lengths); it also keeps the gradient buckets in their first layout (DDP
+    rebuilds them after the first step only without it), so a run resumed inside an epoch all-reduces in the
+    same layout as the uninterrupted one, bit for bit at any number of ranks. DDP broadcasts rank 0's
+    parameters once here (buffers are not broadcast with broadcast_buffers=False); both are equal already
+    (same seed, same checkpoint)."""
     if not is_distributed():
         return None
     device = next((p.device for p in method.parameters()), torch.device("cpu"))

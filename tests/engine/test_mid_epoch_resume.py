@@ -107,11 +107,12 @@ def _two_ranks(run: Run, store: Path, data: Path, stop: int | None = None) -> li
 
 
 def test_ddp_on_two_ranks_resumed_inside_an_epoch_is_bit_exact(tmp_path):
-    run = _smoke("gpaco/tab5", "PaCo", epochs=2)
+    run = _smoke("gpaco/tab5", "PaCo", epochs=2, batch_size=8)  # 12 steps an epoch
     assert _two_ranks(run, tmp_path / "a", tmp_path) == [False, False]
     reference = _checkpoint(tmp_path / "a", run)
-    assert _two_ranks(run, tmp_path / "b", tmp_path, stop=3) == [True, True]  # both ranks stop at one step
+    assert _two_ranks(run, tmp_path / "b", tmp_path, stop=1) == [True, True]  # both ranks stop at one step
     stopped = _checkpoint(tmp_path / "b", run)
-    assert (stopped["epoch"], stopped["step"]) == (0, 3) and len(stopped["rng_ranks"]) == 2
+    # the signal of step 1 is cast at the vote after step 4 and read at the next one, after step 8 (StopVote)
+    assert (stopped["epoch"], stopped["step"]) == (0, 8) and len(stopped["rng_ranks"]) == 2
     assert _two_ranks(run, tmp_path / "b", tmp_path) == [False, False]
     _assert_same_training(reference, _checkpoint(tmp_path / "b", run))

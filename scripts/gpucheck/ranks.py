@@ -118,6 +118,9 @@ def smoke_run(epochs: int):
     base = next(r for r in plan_runs(get_table("gpaco/tab5"), "smoke") if r.row_label.startswith("PaCo"))
     cfg = copy.deepcopy(base.config)
     cfg.schedule.epochs = epochs
+    # 12 steps an epoch: room for section (e)'s stop inside one (two ranks agree on it by StopVote, which casts a
+    # vote every 4 batches and reads it at the next: a signal during step 1 checkpoints after step 8)
+    cfg.optim.batch_size = 8
     return with_config(base, cfg)
 
 

@@ -85,7 +85,7 @@ def two_rank_row(ranks_result: dict, device: torch.device, work: Path) -> dict:
     run, ref_store = ranks_result["run"], ranks_result["store"]
     store = work / "store-b"
     with deterministic(device, {}):
-        first = two_ranks(run, store, device, work / "b1", stop=3)  # the 3rd step: mid-epoch 1
+        first = two_ranks(run, store, device, work / "b1", stop=1)  # during the 1st step: a checkpoint after step 8 of 12
     from semcl.runs import Store
 
     state = torch.load(Store(store).folder(run.run_id).checkpoint, map_location="cpu", weights_only=False)

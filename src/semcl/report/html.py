@@ -186,10 +186,11 @@ def render_report_html(data: ReportData) -> str:
     return page(html.escape(title), "\n".join(parts))
 
 
-def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None) -> tuple[Path, Path]:
+def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None, sets=None,
+                      rows=None) -> tuple[Path, Path]:
     """Write <out_dir>/<paper>.<profile>.html and, from the same data, the Markdown report beside it;
-    returns (html path, md path)."""
-    data = collect_report(paper, profile, store, out_dir, overlay)
+    returns (html path, md path). `sets` / `rows`: the variant tables (collect_report)."""
+    data = collect_report(paper, profile, store, out_dir, overlay, sets, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page_path = out_dir / f"{paper}.{profile}.md", out_dir / f"{paper}.{profile}.html"
     write_text_atomic(md, render_report_md(data))

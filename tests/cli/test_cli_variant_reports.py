@@ -129,6 +129,11 @@ def test_export_writes_the_variant_runs_weights(env, trained, capsys):
     backbone = {k.removeprefix("backbone."): v for k, v in ckpt.items() if k.startswith("backbone.")}
     assert exported.keys() == backbone.keys() and all(torch.equal(exported[k], backbone[k]) for k in backbone)
     assert json.loads(weights.with_name(weights.name + ".json").read_text())["source_run"] == variant
+    # without --set: the registered row's run, under the default name
+    assert main(["--results", str(trained), "export", "test/ce", "CE a", "--profile", "smoke", "--format",
+                 "state_dict"]) == 0
+    plain = trained / "exports" / run_id("test/ce", "CE a") / "resnet_tiny.state_dict.pth"
+    assert capsys.readouterr().out.splitlines()[0] == f"wrote {plain}"
 
 
 def test_figure_draws_the_variant_beside_the_registered_rows(env, trained):
@@ -153,6 +158,9 @@ def test_report_renders_the_variant_tables_in_a_folder_of_their_own(env, trained
     assert f"`semcl report gpaco --profile smoke --set {SET}`" in page and "Variant `--set optim.lr=0.1`" in page
     line = next(ln for ln in page.splitlines() if ln.startswith("| CE a [optim.lr=0.1] |"))
     assert f"{variant:.2f} (n=1)" in line
+    assert main(["--results", str(trained), "report", "gpaco", "--profile", "smoke", "--set", SET, "--html"]) == 0
+    html = (trained / "reports" / "variants" / slug([SET]) / "gpaco.smoke.html").read_text()
+    assert f"--profile smoke --set {SET} --html</code>" in html and "CE a [optim.lr=0.1]" in html
     assert not (trained / "reports" / "gpaco.smoke.md").exists()
 
 

@@ -8,6 +8,9 @@ pandas frame, a run's record and its per-epoch history. Each function is a thin 
     long.groupby(["row", "column"])["value"].agg(["mean", "std", "count"])
     api.history(long.run_id.iloc[0])             # epoch, loss, lr, seconds ...
 
+`sets` (a list of "key=value" texts, as `--set`; "key=a,b" a sweep) and `rows` (as `--row`: only these rows vary)
+give a table's variant rows beside its registered ones, with their own run ids, as `semcl table --set` shows them.
+
 `results` is a results folder (default: $SEMCL_RESULTS, else ./results); the registry is $SEMCL_REGISTRY, else the
 installed package's copy, else the clone's experiments/ (semcl.locations). Errors are semcl.errors.SemclError.
 """
@@ -27,6 +30,11 @@ def _store(results: str | Path | None):
     return Store(Path(results) if results else None)
 
 
+def _listed(texts) -> list[str] | None:
+    """`sets` / `rows` as a list (one text alone is one item, not its characters); None when empty."""
+    return ([texts] if isinstance(texts, str) else list(texts)) if texts else None
+
+
 def table_ids(paper: str | None = None) -> list[str]:
     """The registry's table ids (of one paper), sorted, as `semcl list` shows them."""
     from semcl.registry.tables import load_registry
@@ -34,27 +42,42 @@ def table_ids(paper: str | None = None) -> list[str]:
     return sorted(t.id for t in load_registry().values() if paper is None or t.paper == paper)
 
 
-def table(table_id: str):
-    """The registry entry (semcl.registry.tables.Table: rows, columns, profiles, reported numbers), as `semcl show` reads it."""
+def table(table_id: str, profile: str = "paper", sets: list[str] | None = None, rows: list[str] | None = None):
+    """The registry entry (semcl.registry.tables.Table: rows, columns, profiles, reported numbers), as `semcl show`
+    reads it; with `sets`: each varied row followed by its variant(s) under `profile` (semcl.registry.variant_rows)."""
     from semcl.registry.tables import get_table
 
-    return get_table(table_id)
+    entry = get_table(table_id)
+    sets, rows = _listed(sets), _listed(rows)
+    if not sets and not rows:
+        return entry
+    from semcl.registry.variant_rows import table_view
+
+    return table_view(entry, sets, rows, profile)
 
 
-def runs(table_id: str, profile: str = "paper") -> list:
-    """The planned runs (semcl.runs.Run: run_id, row_label, seed, the resolved config), in plan order."""
+def runs(table_id: str, profile: str = "paper", sets: list[str] | None = None, rows: list[str] | None = None) -> list:
+    """The planned runs (semcl.runs.Run: run_id, row_label, seed, the resolved config), in plan order; with
+    `sets`, the variants' runs beside the registered rows' (`table`)."""
     from semcl.runs import plan_runs
 
-    return plan_runs(table(table_id), profile)
+    return plan_runs(table(table_id, profile, sets, rows), profile)
 
 
-def plan(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
+def plan(table_id: str, profile: str = "paper", results: str | Path | None = None, sets: list[str] | None = None,
+         rows: list[str] | None = None) -> pd.DataFrame:
     """One line per planned run: id, row, seed, profile, cost (GPU-h for `paper`, else CPU-min), status, after
-    (the runs it waits for); what `semcl plan <table> --format json` lists."""
+    (the runs it waits for); what `semcl plan <table> --format json` lists (with `sets`: `plan --set`, the
+    variants' runs and the registered runs they build on)."""
     from semcl.cli.format import plan_json
     from semcl.registry.index import load_index
 
-    index = load_index(profile)
+    if sets or rows:
+        from semcl.registry.variant_rows import plan_index, variant_tables
+
+        index = plan_index(variant_tables([table(table_id)], _listed(sets), _listed(rows), profile), profile)
+    else:
+        index = load_index(profile)
     meta = [t for t in index["tables"] if t["id"] == table_id]
     if not meta:
         table(table_id)  # the registry's own error for an unknown id
@@ -67,19 +90,22 @@ def plan(table_id: str, profile: str = "paper", results: str | Path | None = Non
     return pd.DataFrame(planned) if planned else pd.DataFrame(columns=PLAN_COLUMNS)  # every key the CLI prints
 
 
-def long_frame(table_id: str, profile: str = "paper", results: str | Path | None = None) -> pd.DataFrame:
+def long_frame(table_id: str, profile: str = "paper", results: str | Path | None = None,
+               sets: list[str] | None = None, rows: list[str] | None = None) -> pd.DataFrame:
     """Every finished value of the table: one line per (row, column, seed) with table, row, column, seed, value,
-    run_id, source (semcl.report.tables.long_table, the frame `semcl table` renders)."""
+    run_id, source (semcl.report.tables.long_table, the frame `semcl table` renders; with `sets`, its variants too)."""
     from semcl.report.tables import long_table
 
-    return long_table(table(table_id), profile, _store(results))
+    return long_table(table(table_id, profile, sets, rows), profile, _store(results))
 
 
 def summary(table_id: str, profile: str = "paper", results: str | Path | None = None,
-            numbers: str | Path | None = None) -> pd.DataFrame:
+            numbers: str | Path | None = None, sets: list[str] | None = None,
+            rows: list[str] | None = None) -> pd.DataFrame:
     """Per row and column: ours (mean, sample std, n) beside the paper's value, as `semcl table` shows them,
     with the user's paper numbers (`numbers`: the overlay file; default $SEMCL_NUMBERS, else
-    <results>/numbers.yaml, as the CLI reads it); a number the overlay cannot show is a warning."""
+    <results>/numbers.yaml, as the CLI reads it); a number the overlay cannot show is a warning. With `sets`:
+    each varied row followed by its variant(s), as `semcl table --set`."""
     import warnings
 
     from semcl.report import tables as report
@@ -87,7 +113,7 @@ def summary(table_id: str, profile: str = "paper", results: str | Path | None = 
 
     store = _store(results)
     overlay = Overlay(overlay_path(str(numbers) if numbers else None, store.root))
-    entry = overlay.apply(table(table_id))
+    entry = overlay.apply(table(table_id, profile, sets, rows))
     for line in overlay.warnings:
         warnings.warn(line, stacklevel=2)
     return report.summary(entry, profile, report.long_table(entry, profile, store))

@@ -62,7 +62,7 @@ def add_profile(sp, default="paper") -> None:
                          f"(synthetic data, seconds); default: {default}")
 
 
-def add_set(sp, rows: str | None) -> None:
+def add_set(sp, rows: str | None, seeds: bool = True) -> None:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="a variant: this config key (dotted, as rows' overrides, e.g. optim.lr=0.1; value as YAML) "
                          "on the selected rows, after every registry layer; own run ids, labelled "
@@ -71,7 +71,8 @@ def add_set(sp, rows: str | None) -> None:
                          "split, so probe.milestones=[30,60] is one value (a string with a comma: KEY='\"a,b\"')")
     if rows:
         sp.add_argument("--row", action="append", help=rows)
-    add_seeds(sp)
+    if seeds:
+        add_seeds(sp)
 
 
 def add_seeds(sp) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from semcl.cli.args import (
     add_profile,
-    add_seeds,
     add_set,
     get_table,
     load_registry,
@@ -40,7 +39,7 @@ def cmd_claims(args) -> None:
 
     ov = overlay(args)
     text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
-                              seeds=seeds_of(args))
+                              seeds=seeds_of(args), sets=args.set, rows=args.row)
     say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
@@ -53,7 +52,15 @@ def cmd_figure(args) -> None:
     if table.figure is None:
         with_figure = sorted(t.id for t in load_registry().values() if t.figure)
         raise ConfigError(f"{table.path}: table {table.id} has no 'figure' entry (tables with one: {', '.join(with_figure)})")
-    points, path = write_figure(table, args.profile, open_store(args))
+    table, out = with_seeds(args, table), None
+    if args.set or args.row:  # the registered rows and each one's variant(s), drawn together in a folder of their own
+        from semcl.registry.variant_rows import slug, table_view
+
+        if table.figure.get("kind") == "analytic":
+            raise ConfigError(f"{table.path}: figure of {table.id} is analytic (no runs); --set has nothing to vary")
+        table = table_view(table, args.set, args.row, args.profile)
+        out = open_store(args).root / "figures" / "variants" / slug(args.set)
+    points, path = write_figure(table, args.profile, open_store(args), out)
     print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
 
@@ -61,6 +68,8 @@ def cmd_figure(args) -> None:
 def cmd_report(args) -> None:
     from semcl.report.reproduction import build_report
 
+    if args.index and (args.set or args.row):
+        raise ConfigError("--set / --row vary a paper's tables: name the paper instead of --index")
     if args.index:  # one page over every table, beside the per-paper reports
         from semcl.report.index_page import write_index
 
@@ -71,13 +80,19 @@ def cmd_report(args) -> None:
         raise ConfigError("name a paper (rince, gpaco, paco, hsa, scns), or --index for the page over every table")
     try:
         out = Path(args.out) if args.out else results_root(args) / "reports"  # never the tracked reproduce/ by default
+        if args.set:  # the variant tables' page beside the default one, never over it
+            from semcl.registry.variant_rows import slug
+
+            out = out / "variants" / slug(args.set)
         ov = overlay(args)
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report
 
-            page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov)
+            page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov,
+                                           sets=args.set, rows=args.row)
         else:
-            text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov)
+            text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
+                                      rows=args.row)
         say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -123,11 +138,13 @@ def add_parser(sub) -> None:
     add_profile(sp)
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
     add_numbers_option(sp)
-    add_seeds(sp)
+    add_set(sp, "with --set: only this row varies (repeatable); a claim on a varied row reads its variant's runs")
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")
     add_profile(sp)
+    add_set(sp, "with --set: only this row varies (repeatable); each variant is drawn beside the registered rows "
+                "(files in <results>/figures/variants/<settings>/)")
     sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
     sp.add_argument("paper", nargs="?", help="rince | gpaco | paco | ... (not with --index)")
@@ -139,6 +156,8 @@ def add_parser(sub) -> None:
     sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "
                     "(tables with provenance on hover, claims' verdicts, figures inline); prints its path")
     add_numbers_option(sp)
+    add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
+            seeds=False)
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")

@@ -204,8 +204,9 @@ def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
     return config, record
 
 
-def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) -> tuple[Path, Path]:
-    """Write the run's backbone in ``fmt`` and its metafile; returns (weights path, metafile path)."""
+def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None, tag: str | None = None) -> tuple[Path, Path]:
+    """Write the run's backbone in ``fmt`` and its metafile; returns (weights path, metafile path). `tag` (a --set
+    variant's folder-safe name) goes into the default file name: <backbone>.<tag>.<fmt>."""
     from semcl.files import write_json_atomic
 
     if fmt not in FORMATS:
@@ -232,9 +233,10 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None) ->
         raise DataError(f"{ckpt}: key 'method' holds no 'backbone.' weights")
     payload, rebuild = convert(backbone, sd, fmt)
     suffix = ".pkl" if fmt == "detectron2" else ".pth"
-    weights = Path(out) if out else Path(results) / "exports" / run_id / f"{backbone.name}.{fmt}{suffix}"
+    name = f"{backbone.name}{'.' + tag if tag else ''}.{fmt}{suffix}"
+    weights = Path(out) if out else Path(results) / "exports" / run_id / name
     if weights.is_dir():  # a folder given as --out: the file goes inside it, under its default name
-        weights = weights / f"{backbone.name}.{fmt}{suffix}"
+        weights = weights / name
     dump = (lambda f: pickle.dump(payload, f)) if fmt == "detectron2" else (lambda f: torch.save(payload, f))
     write_atomic(weights, dump)  # a reader never loads half a file
     meta_path = weights.with_name(weights.name + ".json")

@@ -1,4 +1,5 @@
-"""Variants from the command line: `--set key=value` on `plan`, `run`, `check`, `status`, `table` and `curves`;
+"""Variants from the command line: `--set key=value` on `plan`, `run`, `check`, `status`, `table`, `curves` and
+`figure` (`claims`, `report`, `export`: semcl.registry.variant_views);
 `--set key=a,b` (or the key repeated) makes one variant per value, two swept keys their grid
 (semcl.registry.set_options reads the texts).
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from semcl.errors import ConfigError
 from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
@@ -229,24 +230,60 @@ def render_csv(verdicts: list[Verdict]) -> str:
     return buf.getvalue()
 
 
+def on_variants(cf: ClaimsFile, registry: dict[str, Table], profile: str, sets: list[str],
+                rows: list[str] | None) -> tuple[ClaimsFile, dict[str, Table], str]:
+    """`claims --set`: the claims' tables with their variant rows, each claim on a varied row reading the variant
+    (its label, so its runs); the line the page's header gains."""
+    from semcl.registry.set_options import sweep_text
+    from semcl.registry.variant_views import one_variant, vary_tables
+
+    one_variant(sets, "claims")
+    ids = [tid for tid in dict.fromkeys(c.table for c in cf.claims) if tid in registry]
+    varied, labels_of = vary_tables([registry[tid] for tid in ids], sets, rows, profile)
+    registry = {**registry, **{t.id: t for t in varied}}
+
+    def swap(c: Claim) -> Claim:
+        mine = labels_of.get(c.table, {})
+        return replace(c, a=mine.get(c.a, c.a), b=mine.get(c.b, c.b) if c.b is not None else None)
+
+    n = sum(len(m) for m in labels_of.values())
+    line = (f"Variant `--set {sweep_text(sets)}`: a claim on one of the {n} varied row(s) reads its variant's runs "
+            "(the row's label with the settings in [...]); the other rows are the registered ones.")
+    return replace(cf, claims=tuple(swap(c) for c in cf.claims)), registry, line
+
+
 def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
-                 overlay=None, seeds: int | list[int] | None = None) -> tuple[str, Path]:
+                 overlay=None, seeds: int | list[int] | None = None, sets: list[str] | None = None,
+                 rows: list[str] | None = None) -> tuple[str, Path]:
     """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
-    `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim states none."""
+    `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim
+    states none; `sets` / `rows` (--set / --row): judged on the variant rows, written under variants/<slug>/."""
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
     if seeds is not None:  # --seeds: the runs of these seeds (semcl.registry.seeds)
         from semcl.registry.seeds import with_seeds
 
         registry = {tid: with_seeds(t, profile, seeds) for tid, t in registry.items()}
+    variant = ""
+    if sets:
+        cf, registry, variant = on_variants(cf, registry, profile, sets, rows)
+    elif rows:
+        raise ConfigError("--row selects the rows --set varies in `semcl claims`; add --set key=value")
     verdicts = judge_claims(cf, profile, store, registry)
     if fmt == "md":
         text = render_md(cf, profile, verdicts, store, registry=registry)
+        if variant:  # after the heading line and its blank line
+            head, rest = text.split("\n\n", 1)
+            text = f"{head}\n\n{variant}\n\n{rest}"
     elif fmt == "csv":
         text = render_csv(verdicts)
     else:
         raise ValueError(f"unknown format {fmt!r}")
     out_dir = out_dir or store.root / "claims"
+    if sets:  # beside the default page, never over it
+        from semcl.registry.set_options import slug
+
+        out_dir = out_dir / "variants" / slug(sets)
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = "" if seeds is None else "." + ("seeds-" + "-".join(map(str, seeds)) if isinstance(seeds, list)
                                           else f"{seeds}-seeds")  # beside the default page, never over it

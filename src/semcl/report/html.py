@@ -170,9 +170,10 @@ def render_report_html(data: ReportData) -> str:
     title = f"Reproduction report: {data.paper} (profile {data.profile})"
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="meta">Rebuilt by <code>semcl report {html.escape(data.paper)} --profile '
-             f"{html.escape(data.profile)} --html</code> on {html.escape(data.built)} from "
+             f"{html.escape(data.profile + data.options)} --html</code> on {html.escape(data.built)} from "
              f"<code>{html.escape(shown_path(data.store.root))}</code>. {html.escape(LEGEND)} Hover a cell with a paper "
-             "value for its provenance.</p>", overview(data)]
+             "value for its provenance.</p>", *([f"<p>{html.escape(data.variant_line)}</p>"] if data.variant_line else []),
+             overview(data)]
     if data.sections:
         parts.append("<nav><ul>" + "".join(f'<li><a href="#{_anchor(s.table.id)}">{html.escape(s.table.id)}</a>'
                                            f" ({html.escape(s.table.source)})</li>" for s in data.sections)
@@ -186,10 +187,11 @@ def render_report_html(data: ReportData) -> str:
     return page(html.escape(title), "\n".join(parts))
 
 
-def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None) -> tuple[Path, Path]:
+def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None, sets=None,
+                      rows=None) -> tuple[Path, Path]:
     """Write <out_dir>/<paper>.<profile>.html and, from the same data, the Markdown report beside it;
-    returns (html path, md path)."""
-    data = collect_report(paper, profile, store, out_dir, overlay)
+    returns (html path, md path). `sets` / `rows`: the variant tables (collect_report)."""
+    data = collect_report(paper, profile, store, out_dir, overlay, sets, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page_path = out_dir / f"{paper}.{profile}.md", out_dir / f"{paper}.{profile}.html"
     write_text_atomic(md, render_report_md(data))

@@ -60,13 +60,17 @@ class ReportData:
     state: list[str]  # per overview line: "done" | "partial" | "none" | "no-profile"
     sections: list[Section] = field(default_factory=list)
     claims: tuple | None = None  # (ClaimsFile, verdicts, registry) when the paper has a claims file
+    options: str = ""  # the command's --set / --row options, as typed back (the page's header names them)
+    variant_line: str = ""  # with --set: how the claims read the variant rows
 
 
 OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
 LEGEND = "Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper value; * = |Δ| > 2 std."
 
 
-def _claims(paper: str, profile: str, store: Store, overlay=None) -> tuple | None:
+def _claims(paper: str, profile: str, store: Store, overlay=None, varied: dict | None = None,
+            labels_of: dict | None = None) -> tuple | None:
+    """`varied` / `labels_of` (--set): the varied tables by id, and per table which variant stands for which row."""
     from semcl.report.claim_verdicts import judge_claims
     from semcl.report.claims import claims_path, load_claims
 
@@ -74,6 +78,13 @@ def _claims(paper: str, profile: str, store: Store, overlay=None) -> tuple | Non
         return None
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
+    if varied:
+        from dataclasses import replace
+
+        registry = {**registry, **varied}
+        swap = {(tid, a): v for tid, m in (labels_of or {}).items() for a, v in m.items()}
+        cf = replace(cf, claims=tuple(replace(c, a=swap.get((c.table, c.a), c.a),
+                                              b=swap.get((c.table, c.b), c.b)) for c in cf.claims))
     return cf, judge_claims(cf, profile, store, registry), registry
 
 
@@ -86,18 +97,37 @@ def _claims_section(data: ReportData) -> list[str]:
         return ["", "## Claims", "", f"No claims file ({claims_path(data.paper)})."]
     cf, verdicts, registry = data.claims
     body = render_md(cf, data.profile, verdicts, data.store, heading=False, registry=registry)
-    return ["", "## Claims", "", f"From `semcl claims {data.paper} --profile {data.profile}` ({shown_path(cf.path)}):", "",
-            body.rstrip()]
+    command = f"semcl claims {data.paper} --profile {data.profile}{data.options}"
+    return ["", "## Claims", "", f"From `{command}` ({shown_path(cf.path)}):", "", body.rstrip()]
 
 
-def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> ReportData:
+def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
+                   rows: list[str] | None = None) -> ReportData:
     """Every entry's status, the tables with finished runs (their figures drawn into <out_dir>/figures) and the
-    claims' verdicts. `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied."""
+    claims' verdicts. `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied.
+    `sets` / `rows` (--set / --row): each table with its variant rows beside the registered ones (as `table --set`);
+    with one variant, the claims on a varied row read the variant's runs (as `claims --set`)."""
     from semcl.report.figures import write_figure
 
     data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [])
-    for table in paper_tables(paper):
+    tables, varied, labels_of = paper_tables(paper), {}, {}
+    if sets:
+        import shlex
+
+        from semcl.registry.set_options import sweep_text
+        from semcl.registry.variant_views import vary_tables
+
+        tables, labels_of = vary_tables(tables, sets, rows, profile)
+        data.options = "".join(f" --set {shlex.quote(s)}" for s in sets) + "".join(
+            f" --row {shlex.quote(r)}" for r in rows or [])
+        data.variant_line = (f"Variant `--set {sweep_text(sets)}`: each varied row is followed by its variant(s). "
+                             + ("A claim on a varied row reads its variant's runs." if labels_of else
+                                "A sweep: the claims read the registered rows (`semcl claims --set` per value)."))
+    elif rows:
+        raise ValueError("--row selects the rows --set varies in `semcl report`; add --set key=value")
+    for table in tables:
         table = overlay.apply(table) if overlay is not None else table
+        varied[table.id] = table  # what the claims read with --set: the variant rows, the user's numbers
         impl = sum(r.implemented for r in table.rows)
         if profile not in table.profiles:
             data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(table.rows)}",
@@ -116,14 +146,14 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
             continue
         png = write_figure(table, profile, store, out_dir / "figures")[1] if table.figure is not None else None
         data.sections.append(Section(table, summ, png))
-    data.claims = _claims(paper, profile, store, overlay)
+    data.claims = _claims(paper, profile, store, overlay, varied if labels_of else None, labels_of)
     return data
 
 
 def render_report_md(data: ReportData) -> str:
     lines = [f"# Reproduction report: {data.paper} (profile `{data.profile}`)", "",
-             f"Rebuilt by `semcl report {data.paper} --profile {data.profile}` on {data.built} from "
-             f"`{shown_path(data.store.root)}`. {LEGEND}", "",
+             f"Rebuilt by `semcl report {data.paper} --profile {data.profile}{data.options}` on {data.built} from "
+             f"`{shown_path(data.store.root)}`. {LEGEND}", "", *([data.variant_line, ""] if data.variant_line else []),
              "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
     lines += ["| " + " | ".join(md_cell(c) for c in cells) + " |" for cells in data.overview]
     sections = []
@@ -136,9 +166,11 @@ def render_report_md(data: ReportData) -> str:
     return "\n".join(lines + sections) + "\n"
 
 
-def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None) -> tuple[str, Path]:
-    """`overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied in every table."""
-    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay))
+def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
+                 rows: list[str] | None = None) -> tuple[str, Path]:
+    """`overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied in every table;
+    `sets` / `rows`: the variant tables (collect_report); the caller picks the variants/<slug> folder."""
+    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay, sets, rows))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"
     write_text_atomic(path, text)

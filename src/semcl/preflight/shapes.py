@@ -68,6 +68,47 @@ def shape_key(run, gpus: int, dep_keys: list[str], extra: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# what only sizes the networks (their width, depth, input): the fake step at the real batch measures it, the
+# real small step does not need to see each one (semcl.preflight.plan: the code-path key)
+NETWORK_FIELDS = {"model.backbone", "model.head_hidden", "model.head_dim", "method.arch", "method.backbone",
+                  "method.segmenter", "method.checkpoint", "model.pretrained"}
+
+
+def code_of(hashed: dict, batch: int) -> dict:
+    """The shape (shape_of) without the networks' names and sizes (NETWORK_FIELDS, method fields naming an
+    architecture: teacher_arch, student_arch) and with the batch the small real step runs at: what decides which
+    code the real step, its checkpoint and its evaluations run."""
+    out = shape_of(hashed)
+    for section, values in out.items():
+        if not isinstance(values, dict):
+            continue
+        out[section] = {k: v for k, v in values.items()
+                        if f"{section}.{k}" not in NETWORK_FIELDS and not (section == "method" and k.endswith("_arch"))}
+    if isinstance(out.get("optim"), dict) and isinstance(out["optim"].get("batch_size"), int):
+        out["optim"]["batch_size"] = min(batch, out["optim"]["batch_size"])
+    return out
+
+
+def code_key(run, dep_keys: list[str], extra: dict) -> str:
+    """16 hex digits naming the code a row's small real step runs (code_of); `dep_keys`: the code keys of
+    the runs it builds on. Rows of one code key share one real step."""
+    from semcl.config import hashable_config
+
+    key = {"code": code_of(hashable_config(run.config), extra.get("batch", 4)), "after": dep_keys, "extra": extra}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def memory_key(run, gpus: int, extra: dict) -> str:
+    """16 hex digits naming what decides a row's fake-step peak: the shape (networks, batch, input size,
+    optimiser, precision, mining sizes) and the GPUs, not the runs it builds on (a teacher's weights do not
+    change the peak; its architecture is a field of the row). Rows of one memory key share one fake step."""
+    from semcl.config import hashable_config
+
+    key = {"shape": shape_of(hashable_config(run.config)), "gpus": gpus, "deps": len(run.depends_on),
+           "extra": {k: v for k, v in extra.items() if k != "batch"}}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def code_version() -> str:
     """Digest of the package source: a changed file of semcl is a new cache."""
     import semcl

@@ -84,9 +84,21 @@ def code_of(hashed: dict, batch: int) -> dict:
             continue
         out[section] = {k: v for k, v in values.items()
                         if f"{section}.{k}" not in NETWORK_FIELDS and not (section == "method" and k.endswith("_arch"))}
+    for section in ("method", "model"):  # a count or size: 0 and 1 often switch a branch, larger ones do not
+        if isinstance(out.get(section), dict):
+            out[section] = {k: _count(v) for k, v in out[section].items()}
     if isinstance(out.get("optim"), dict) and isinstance(out["optim"].get("batch_size"), int):
         out["optim"]["batch_size"] = min(batch, out["optim"]["batch_size"])
     return out
+
+
+def _count(value):
+    """An integer (or a list of them) as "0", "1" or "n"; anything else unchanged."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value in (0, 1) else "n"
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [_count(v) for v in value]
+    return value
 
 
 def code_key(run, dep_keys: list[str], extra: dict) -> str:

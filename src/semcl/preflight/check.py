@@ -188,23 +188,24 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
     fake = reduce is None if fake is None else fake
     with scratch_writes():
         if memory_only and fake:
-            out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True)
+            out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True, True)
             if out.error is not None or out.est_gpu_gb is not None:  # else: the formula's whole check
                 return out
-        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake)
+        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake,
+                                 False, memory_only)
 
 
 def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool,
-                      fake: bool, memory_only: bool = False) -> RowCheck:
+                      fake: bool, memory_only: bool = False, private: bool = False) -> RowCheck:
     out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
-                     fake, memory_only)
+                     fake, memory_only, private)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
         out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake,
-                         memory_only)
+                         memory_only, private)
     return out
 
 
@@ -292,7 +293,8 @@ class _StepMeter:
 
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
-               for_dependents: bool = True, fake: bool = False, memory_only: bool = False) -> RowCheck:
+               for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
+               private: bool = False) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -316,10 +318,15 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         d = cfg.data
         out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
         folder = store.folder(run.run_id)
-        folder.path.mkdir(parents=True, exist_ok=True)
+        # `private`: a memory check of a row whose run folder is its code path's (semcl.preflight.plan aliases it):
+        # its own checkpoint elsewhere, no record (its dependents read the real step's)
+        own = store.root / "memory" / run.run_id if private else folder.path
+        own.mkdir(parents=True, exist_ok=True)
+        for_dependents = for_dependents and not private
         cls, deps = method_class(run, store, cfg)
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
-            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
+            if not private:
+                store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
         # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
         # would otherwise read each other's classes
@@ -335,7 +342,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
-        ckpt = folder.checkpoint
+        ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
         if memory_only:
             _memory_only(out, method, cfg, train_set, root, run, ckpt, device, test_set)
             return out
@@ -362,7 +369,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
         metrics = evaluate(method, cfg, few, test_set, root, run.seed,
                            logits_path=folder.logits if for_dependents else None)
-        store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
+        if not private:
+            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         if out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
             out.est_gpu_gb = out.fake_gpu_gb
         else:

@@ -13,6 +13,7 @@ which rows those came from (`same_shape_as`: the fake step; `step_as`: the real 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 from semcl.preflight.report import RowCheck
@@ -108,6 +109,8 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
 
     def on_done(task: str, res: RowCheck) -> None:
         checked[task] = res
+        if task[0] == "m":  # a memory check's own folder (semcl.preflight.check: `private`) is read by no one
+            shutil.rmtree(Path(work) / "memory" / rep_of[task], ignore_errors=True)
         if task[0] == "c":
             for rid in same_code[task]:  # rows of this code path that others build on read its folder
                 alias_folder(store, rep_of[task], rid)

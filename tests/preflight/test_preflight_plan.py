@@ -16,7 +16,7 @@ from semcl.methods.registry import METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
 from semcl.preflight import fake as fake_module
-from semcl.preflight.check import check_tables
+from semcl.preflight.plan import check_tables
 from semcl.preflight.shapes import code_key, memory_key
 from semcl.registry.tables import get_table
 from semcl.runs import plan_runs

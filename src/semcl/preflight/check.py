@@ -474,14 +474,6 @@ def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce,
                      for_dependents=for_dependents, memory_only=memory_only)
 
 
-def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, **kw) -> list[RowCheck]:
-    """Every distinct run of `tables` checked: one real step per code path, one fake step per memory shape
-    (semcl.preflight.plan.check_tables, where the keywords are described)."""
-    from semcl.preflight.plan import check_tables as planned
-
-    return planned(tables, profile, work, gpu_mem_gb, **kw)
-
-
 def _step_cost(run) -> float:
     """A check's relative cost, for the pool's order: the row's model time per training sample (semcl.estimate.gpu_hours;
     the same networks, views and input size as the check's step), 0 where it cannot be told."""

@@ -171,7 +171,7 @@ def _data_info(train_set, real_classes: int):
 
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
               batch: int = 4, for_dependents: bool = True, fake: bool | None = None,
-              memory_only: bool = False) -> RowCheck:
+              memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
     """Run one config through the pipeline (module docstring); never raises: the first error is in
     the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
     A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
@@ -188,24 +188,25 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
     fake = reduce is None if fake is None else fake
     with scratch_writes():
         if memory_only and fake:
-            out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True, True)
+            out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True, True,
+                                    dep_runs)
             if out.error is not None or out.est_gpu_gb is not None:  # else: the formula's whole check
                 return out
         return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake,
-                                 False, memory_only)
+                                 False, memory_only, dep_runs)
 
 
 def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool,
-                      fake: bool, memory_only: bool = False, private: bool = False) -> RowCheck:
+                      fake: bool, memory_only: bool = False, private: bool = False, dep_runs: tuple = ()) -> RowCheck:
     out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
-                     fake, memory_only, private)
+                     fake, memory_only, private, dep_runs)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
         out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake,
-                         memory_only, private)
+                         memory_only, private, dep_runs)
     return out
 
 
@@ -294,7 +295,7 @@ class _StepMeter:
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
                for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
-               private: bool = False) -> RowCheck:
+               private: bool = False, dep_runs: tuple = ()) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -324,6 +325,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         own.mkdir(parents=True, exist_ok=True)
         for_dependents = for_dependents and not private
         cls, deps = method_class(run, store, cfg)
+        if private and dep_runs:  # the folders are another network's (the code path's real step): fresh weights
+            deps = _fresh_dependencies(deps, dep_runs, reduce, store)
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
             if not private:
                 store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
@@ -384,6 +387,31 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     finally:
         out.seconds = time.time() - t0
     return out
+
+
+def _fresh_dependencies(deps: list, dep_runs: tuple, reduce, store) -> list:
+    """`deps` whose weights are a fresh build of their own run's method (a memory check's teacher or base run:
+    its network is the row's, its checkpoint on disk may be another network's; the values do not change a peak)."""
+    by_id = {r.run_id: r for r in dep_runs}
+    return [dataclasses.replace(d, load_state=lambda r=by_id[d.run_id]: _fresh_state(r, reduce, store))
+            if d.run_id in by_id else d for d in deps]
+
+
+def _fresh_state(run, reduce, store) -> dict:
+    from semcl.data import load
+    from semcl.data.registry import DATASETS
+    from semcl.data.synthetic import ensure_synthetic
+    from semcl.methods.registry import METHODS
+    from semcl.runtime.precision import effective_config
+
+    per_class = _stand_in_per_class(run)
+    cfg = effective_config(check_config(run, reduce, 4, per_class))
+    d = cfg.data
+    root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
+                            train_per_class=per_class, test_per_class=1)
+    train_set = load(d.name, root, "train", d.image_size)
+    method = METHODS[run.config.method.name].load()(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
+    return method.state_dict()
 
 
 def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device, test_set) -> None:
@@ -467,11 +495,11 @@ class TableRef:
 
 
 def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
-                for_dependents: bool, memory_only: bool = False) -> RowCheck:
+                for_dependents: bool, memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
     from semcl.runs import Store
 
     return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch,
-                     for_dependents=for_dependents, memory_only=memory_only)
+                     for_dependents=for_dependents, memory_only=memory_only, dep_runs=dep_runs)
 
 
 def _step_cost(run) -> float:

@@ -100,7 +100,8 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     def args(task: str) -> tuple:
         table, run = first[rep_of[task]]
         return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
-                gpu_mem_gb, reduce, batch, task in needed, task[0] == "m")
+                gpu_mem_gb, reduce, batch, task in needed, task[0] == "m",
+                tuple(first[d][1] for d in run.depends_on) if task[0] == "m" else ())
 
     waiting = {t: sum(t in prereq[o] for o in order) for t in order}  # checks still to read t's folder
     same_code: dict[str, list[str]] = {}

@@ -10,8 +10,8 @@ rows checked before it, in a scratch store), one step of the engine's own traini
 gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
 back (semcl.runtime.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
 for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
-Rows of one shape share a check, checks run in parallel processes and passed ones are cached
-(semcl.preflight.shapes, semcl.preflight.pool).
+Rows of one code path share the real step and rows of one memory shape the fake step; checks run in
+parallel processes and passed ones are cached (semcl.preflight.plan, semcl.preflight.shapes, semcl.preflight.pool).
 
 GPU memory, full-size checks: one more step of a fake-tensor copy of the checked method at the row's real batch
 per GPU, its peak followed by torch's MemTracker (parameters, gradients, the row's optimiser state, activations,

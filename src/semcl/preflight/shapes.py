@@ -1,4 +1,8 @@
-"""What makes a preflight fast: one build per distinct *shape*, a result cache, and parallel processes.
+"""What makes a preflight fast: keys that let rows share checks, a result cache, and parallel processes.
+
+Three keys: the *shape* (below); the *memory key* (the shape and the GPUs, not the runs a row builds on:
+which rows share one fake step) and the *code key* (the shape without the networks' names and sizes, counts
+as 0 / 1 / n, the small step's batch: which rows share one real step); semcl.preflight.plan uses the last two.
 
 A shape is a row config with the values that cannot change what is built or which code runs taken out:
 the loss scalars and the lr / schedule numbers (`optim`, `schedule`, `method` and `probe` floats, epoch

@@ -56,6 +56,10 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     for rid in first:
         code_of(rid)
     mkeys = {rid: memory_key(first[rid][1], gpus[rid], extra) for rid in first}
+    # a run others build on is checked per network too: its dependents' real steps read its checkpoint (a KD
+    # student's teacher must be the row's network), while their code keys keep only its code key
+    depended = {d for _, r in first.values() for d in r.depends_on}
+    ckeys = {rid: k + mkeys[rid] if rid in depended else k for rid, k in ckeys.items()}
     crep: dict[str, str] = {}  # code key -> the run whose real step covers it
     mrep: dict[str, str] = {}  # memory key -> the first run of it
     for rid in first:

@@ -190,8 +190,12 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
         if memory_only and fake:
             out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True, True,
                                     dep_runs)
-            if out.error is not None or out.est_gpu_gb is not None:  # else: the formula's whole check
+            if out.error is not None or out.est_gpu_gb is not None:
                 return out
+            # the fake step failed: the formula's whole check, without trying the fake step again
+            whole = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, False,
+                                      False, True, dep_runs)
+            return dataclasses.replace(whole, fake_note=out.fake_note, seconds=whole.seconds + out.seconds)
         return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake,
                                  False, memory_only, dep_runs)
 

@@ -33,7 +33,8 @@ import semcl.engine.job
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
 from semcl.methods.registry import METHODS
-from semcl.preflight.check import Reduce, check_tables
+from semcl.preflight.check import Reduce
+from semcl.preflight.plan import check_tables
 from semcl.registry.tables import get_table, load_registry
 from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.host_sync import like_an_accelerator

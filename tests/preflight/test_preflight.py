@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from semcl.cli import main as cli
-from semcl.preflight.check import CONTEXT_GB, Reduce, _saved_bytes, check_tables, estimate_gpu_gb
+from semcl.preflight.check import CONTEXT_GB, Reduce, _saved_bytes, estimate_gpu_gb
+from semcl.preflight.plan import check_tables
 from semcl.registry.tables import load_registry
 
 # Failures the preflight found that are not fixed yet: message fragment -> what is wrong. The CI test

@@ -19,7 +19,7 @@ from semcl.methods.base import Batch, Method
 from semcl.methods.registry import METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
-from semcl.preflight.check import check_tables
+from semcl.preflight.plan import check_tables
 from semcl.preflight.pool import run_ordered
 from semcl.preflight.shapes import ShapeCache, shape_key, shape_of
 from semcl.registry.tables import get_table

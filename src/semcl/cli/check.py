@@ -21,7 +21,8 @@ def cmd_check(args) -> None:
     import tempfile
 
     from semcl.launch.slurm.profile import load_cluster_profile
-    from semcl.preflight.check import Reduce, check_tables
+    from semcl.preflight.check import Reduce
+    from semcl.preflight.plan import check_tables
     from semcl.preflight.pool import default_jobs
     from semcl.preflight.report import render, write_status
 

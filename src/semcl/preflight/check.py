@@ -10,8 +10,8 @@ rows checked before it, in a scratch store), one step of the engine's own traini
 gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
 back (semcl.runtime.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
 for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
-Rows of one shape share a check, checks run in parallel processes and passed ones are cached
-(semcl.preflight.shapes, semcl.preflight.pool).
+Rows of one code path share the real step and rows of one memory shape the fake step; checks run in
+parallel processes and passed ones are cached (semcl.preflight.plan, semcl.preflight.shapes, semcl.preflight.pool).
 
 GPU memory, full-size checks: one more step of a fake-tensor copy of the checked method at the row's real batch
 per GPU, its peak followed by torch's MemTracker (parameters, gradients, the row's optimiser state, activations,
@@ -170,7 +170,8 @@ def _data_info(train_set, real_classes: int):
 
 
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
-              batch: int = 4, for_dependents: bool = True, fake: bool | None = None) -> RowCheck:
+              batch: int = 4, for_dependents: bool = True, fake: bool | None = None,
+              memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
     """Run one config through the pipeline (module docstring); never raises: the first error is in
     the result, and the run's scratch folder holds what its dependents need (checkpoint, logits).
     A method whose batch has a fixed structure (hierarchical triplet: l' + l'c + t = batch) refuses
@@ -178,24 +179,38 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
     False (no row of the check builds on this one): the BN-calibrated checkpoint and the test logits, which only
     dependents read, are not written again; the engine's own checkpoint and its read-back are. `fake` (default:
     a full-size check, `reduce` None): the GPU memory is measured by a fake-tensor step at the real batch per GPU
-    (semcl.preflight.fake), the formula being the fallback."""
+    (semcl.preflight.fake), the formula being the fallback. `memory_only` (a row whose code path another row's
+    real step covered, semcl.preflight.shapes.code_key): the data, the model and the engine up to its first
+    batch, then the fake step alone; no real step, checkpoint or evaluation. A method that cannot run faked
+    gets the whole check (its formula needs the real step's activations)."""
     from semcl.runtime.checkpoint import scratch_writes
 
+    fake = reduce is None if fake is None else fake
     with scratch_writes():
-        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents,
-                                 reduce is None if fake is None else fake)
+        if memory_only and fake:
+            out = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, False, True, True, True,
+                                    dep_runs)
+            if out.error is not None or out.est_gpu_gb is not None:
+                return out
+            # the fake step failed: the formula's whole check, without trying the fake step again
+            whole = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, False,
+                                      False, True, dep_runs)
+            return dataclasses.replace(whole, fake_note=out.fake_note, seconds=whole.seconds + out.seconds)
+        return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake,
+                                 False, memory_only, dep_runs)
 
 
 def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool,
-                      fake: bool) -> RowCheck:
+                      fake: bool, memory_only: bool = False, private: bool = False, dep_runs: tuple = ()) -> RowCheck:
     out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
-                     fake)
+                     fake, memory_only, private, dep_runs)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
-        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake)
+        out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake,
+                         memory_only, private, dep_runs)
     return out
 
 
@@ -250,12 +265,18 @@ def _cpu_half_as_bf16():
         yield
 
 
+class _FirstBatch(Exception):
+    """Raised by a memory-only check's step_context once the engine has made its first batch: the step itself
+    is not run."""
+
+
 class _StepMeter:
     """The dry run's step_context (semcl.engine.train): the bytes autograd saves in the first step's
     forward, its batch size and views (for the BN calibration); later steps pass through. Every step's
     fp16 autocast runs as bf16 on the CPU (_cpu_half_as_bf16)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: bool = False) -> None:
+        self.stop = stop  # a memory-only check: the first batch is kept and the step is not run (_FirstBatch)
         self.bytes: int | None = None
         self.batch = 0
         self.views = None
@@ -267,6 +288,9 @@ class _StepMeter:
             with _cpu_half_as_bf16():
                 yield
             return
+        if self.stop:
+            self.batch, self.views, self.first = len(batch.labels), batch.views, batch
+            raise _FirstBatch
         hooks, saved = _saved_bytes()
         with hooks, _cpu_half_as_bf16():
             yield
@@ -274,7 +298,8 @@ class _StepMeter:
 
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
-               for_dependents: bool = True, fake: bool = False) -> RowCheck:
+               for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
+               private: bool = False, dep_runs: tuple = ()) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -298,10 +323,17 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         d = cfg.data
         out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
         folder = store.folder(run.run_id)
-        folder.path.mkdir(parents=True, exist_ok=True)
+        # `private`: a memory check of a row whose run folder is its code path's (semcl.preflight.plan aliases it):
+        # its own checkpoint elsewhere, no record (its dependents read the real step's)
+        own = store.root / "memory" / run.run_id if private else folder.path
+        own.mkdir(parents=True, exist_ok=True)
+        for_dependents = for_dependents and not private
         cls, deps = method_class(run, store, cfg)
+        if private and dep_runs:  # the folders are another network's (the code path's real step): fresh weights
+            deps = _fresh_dependencies(deps, dep_runs, reduce, store)
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
-            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
+            if not private:
+                store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
         # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
         # would otherwise read each other's classes
@@ -317,7 +349,10 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
-        ckpt = folder.checkpoint
+        ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
+        if memory_only:
+            _memory_only(out, method, cfg, train_set, root, run, ckpt, device, test_set)
+            return out
         meter = _StepMeter()
         history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
                         step_context=meter)
@@ -341,7 +376,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         few = train_set.subset(select_per_class(train_set.labels, 1, seed=0))
         metrics = evaluate(method, cfg, few, test_set, root, run.seed,
                            logits_path=folder.logits if for_dependents else None)
-        store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
+        if not private:
+            store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         if out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
             out.est_gpu_gb = out.fake_gpu_gb
         else:
@@ -355,6 +391,59 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     finally:
         out.seconds = time.time() - t0
     return out
+
+
+def _fresh_dependencies(deps: list, dep_runs: tuple, reduce, store) -> list:
+    """`deps` whose weights are a fresh build of their own run's method (a memory check's teacher or base run:
+    its network is the row's, its checkpoint on disk may be another network's; the values do not change a peak)."""
+    by_id = {r.run_id: r for r in dep_runs}
+    return [dataclasses.replace(d, load_state=lambda r=by_id[d.run_id]: _fresh_state(r, reduce, store))
+            if d.run_id in by_id else d for d in deps]
+
+
+def _fresh_state(run, reduce, store) -> dict:
+    from semcl.data import load
+    from semcl.data.registry import DATASETS
+    from semcl.data.synthetic import ensure_synthetic
+    from semcl.methods.registry import METHODS
+    from semcl.runtime.precision import effective_config
+
+    per_class = _stand_in_per_class(run)
+    cfg = effective_config(check_config(run, reduce, 4, per_class))
+    d = cfg.data
+    root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
+                            train_per_class=per_class, test_per_class=1)
+    train_set = load(d.name, root, "train", d.image_size)
+    method = METHODS[run.config.method.name].load()(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
+    return method.state_dict()
+
+
+def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device, test_set) -> None:
+    """The engine up to its first batch (on_train_start, the epoch's start: a teacher pass, HSA's mining on the
+    stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made
+    by a step on zero gradients, as the fake step makes its own (semcl.preflight.fake)."""
+    from semcl.engine.train import train
+    from semcl.estimate.workload import train_samples
+    from semcl.preflight.fake import _warm_optimizer
+
+    meter = _StepMeter(stop=True)
+    try:
+        train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1, step_context=meter)
+    except _FirstBatch:
+        pass
+    opt = method.configure_optimizer(cfg.optim)
+    if meter.first is None:  # nothing trains (tau-norm): the formula on the weights, as the whole check has it
+        out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, 0.0, out.batch_per_gpu)
+        return
+    _warm_optimizer(opt)
+    _fake_estimate(out, method, cfg, opt, meter.first, train_samples(run.config))
+    if out.fake_gpu_gb is None:  # check_run runs the whole check for the formula
+        return
+    out.est_gpu_gb = out.fake_gpu_gb
+    if cfg.eval.stage_probe:
+        from semcl.evals.stage_probe import stage_probe_gpu_gb
+
+        out.est_gpu_gb = max(out.est_gpu_gb, stage_probe_gpu_gb(method, cfg, test_set.images, CONTEXT_GB))
 
 
 def _fake_estimate(out: RowCheck, method, cfg, opt, batch, n_train: int) -> None:
@@ -410,118 +499,11 @@ class TableRef:
 
 
 def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
-                for_dependents: bool) -> RowCheck:
+                for_dependents: bool, memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
     from semcl.runs import Store
 
     return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch,
-                     for_dependents=for_dependents)
-
-
-def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
-                 batch: int = 4, rows_per_method: int | None = None, progress=None, jobs: int = 1,
-                 cache: Path | None = None) -> list[RowCheck]:
-    """Check every distinct run of `tables` under `profile`, in table order (a config seen earlier is
-    reported as `same_as`; a config of a shape checked for another row as `same_shape_as`, semcl.preflight.shapes).
-    Each shape is checked once, in `jobs` processes, a run after the runs it builds on; with `cache` (a
-    folder), passed shapes are read from and written to it. `rows_per_method` is the CI sample: per table,
-    the first row of each method not sampled in an earlier table (at least the table's first row), and
-    what they build on."""
-    from semcl.preflight.pool import run_ordered
-    from semcl.preflight.shapes import ShapeCache, alias_folder, from_cache, release_scratch, shape_key, share
-    from semcl.runs import Store
-
-    store = Store(work)
-    entries = []  # (table, run), in report order
-    seen_methods: set[str] = set()
-    for table in tables:
-        runs = distinct_runs(table, profile)
-        if rows_per_method is not None:
-            runs = _sample(runs, rows_per_method, seen_methods)
-        entries += [(table, run) for run in runs]
-    first: dict[str, tuple] = {}  # run id -> (table, run) where it is first reported
-    for table, run in entries:
-        first.setdefault(run.run_id, (table, run))
-    gpus = {rid: t.resources_for(r.row_label, profile).gpus for rid, (t, r) in first.items()}
-    keys: dict[str, str] = {}  # run id -> shape key (its dependencies' keys are part of it)
-    extra = {"reduce": dataclasses.asdict(reduce) if reduce else None, "batch": batch}
-
-    def key_of(rid: str) -> str:
-        if rid not in keys:
-            run = first[rid][1]
-            keys[rid] = shape_key(run, gpus[rid], [key_of(d) for d in run.depends_on], extra)
-        return keys[rid]
-
-    for rid in first:
-        key_of(rid)
-    rep: dict[str, str] = {}  # shape key -> the run checked for it
-    for rid, key in keys.items():
-        rep.setdefault(key, rid)
-    store_cache = ShapeCache(cache) if cache is not None else None
-    hits = {k: doc for k in rep if store_cache and (doc := store_cache.get(k)) is not None}
-    # a checked run needs the scratch folders of what it builds on: those shapes are checked too
-    todo, stack = set(), [k for k in rep if k not in hits]
-    while stack:
-        key = stack.pop()
-        if key not in todo:
-            todo.add(key)
-            stack += [keys[d] for d in first[rep[key]][1].depends_on]
-    order = [k for k in dict.fromkeys(keys.values()) if k in todo]
-    prereq = {k: {keys[d] for d in first[rep[k]][1].depends_on} for k in order}
-    needed = {d for k in order for d in prereq[k]}  # shapes some checked row builds on
-    checked: dict[str, RowCheck] = {}
-
-    def args(key: str) -> tuple:
-        table, run = first[rep[key]]
-        return (run, TableRef(table.id, table.path), Path(work), table.resources_for(run.row_label, profile),
-                gpu_mem_gb, reduce, batch, key in needed)
-
-    waiting = {k: sum(k in prereq[d] for d in order) for k in order}  # checks still to read k's folder
-    same_shape: dict[str, list[str]] = {}
-    for rid, k in keys.items():
-        same_shape.setdefault(k, []).append(rid)
-
-    def on_done(key: str, res: RowCheck) -> None:
-        checked[key] = res
-        for rid in same_shape[key]:  # rows of this shape that others build on read its folder
-            alias_folder(store, rep[key], rid)
-        if store_cache is not None:
-            store_cache.put(key, res)
-        # a scratch checkpoint is freed once nothing left to check reads it: the paper profile's checkpoints
-        # together (ViT-L with AdamW state: 3.6 GB each) are larger than a /tmp
-        for k in prereq[key]:
-            waiting[k] -= 1
-            if waiting[k] == 0:
-                release_scratch(store, same_shape[k])
-        if waiting[key] == 0:
-            release_scratch(store, same_shape[key])
-        if progress:
-            progress(res)
-
-    def died(key: str, why: str) -> RowCheck:
-        table, run = first[rep[key]]
-        return RowCheck(table.id, run.row_label, run.run_id, gpus=gpus[run.run_id], gpu_mem_gb=gpu_mem_gb,
-                        error=f"{table.path}: {why}")
-
-    run_ordered(order, prereq, _check_task, args, jobs, on_done, died, cost=lambda k: _step_cost(first[rep[k]][1]))
-    results, reported = [], {}
-    for table, run in entries:
-        rid = run.run_id
-        if rid in reported:
-            prev = reported[rid]
-            results.append(dataclasses.replace(prev, table=table.id, row=run.row_label, seconds=0.0,
-                                               same_as=prev.same_as or f"{prev.table} / {prev.row}"))
-            continue
-        key = keys[rid]
-        if key in hits and key not in checked:
-            res = from_cache(hits[key], run, table.id, gpus[rid], gpu_mem_gb)
-        elif rep[key] == rid:
-            res = checked[key]
-        else:
-            rt, rr = first[rep[key]]
-            res = share(checked[key], run, table.id, f"{rt.id} / {rr.row_label}")
-        reported[rid] = res
-        results.append(res)
-    return results
+                     for_dependents=for_dependents, memory_only=memory_only, dep_runs=dep_runs)
 
 
 def _step_cost(run) -> float:

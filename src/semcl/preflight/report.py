@@ -32,6 +32,7 @@ class RowCheck:
     mining_gpu_gb: float | None = None  # of it, the peak during HSA's kNN mining; None: the row does not mine
     fake_note: str | None = None  # why the fake step could not run (the estimate is then the formula's)
     fake_seconds: float | None = None
+    step_as: str | None = None  # "table / row" whose small real step covered this row's code path (plan.py)
 
     @property
     def fits(self) -> bool | None:
@@ -90,9 +91,14 @@ def _note(r: RowCheck) -> str:
 def _origin(r: RowCheck) -> str:
     if r.same_as:
         return f"same config as {r.same_as}"
+    parts = []
     if r.same_shape_as:
-        return f"same shape as {r.same_shape_as} (differs in loss scalars, lr or schedule)"
-    return "cached: same shape passed with this code" if r.cached else ""
+        parts.append(f"memory as {r.same_shape_as} (same networks and batch)")
+    if r.step_as:
+        parts.append(f"real step as {r.step_as} (same code path)")
+    if r.cached:
+        parts.append("cached: passed with this code")
+    return "; ".join(parts)
 
 
 def _memory(r: RowCheck) -> str:

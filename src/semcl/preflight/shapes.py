@@ -1,4 +1,8 @@
-"""What makes a preflight fast: one build per distinct *shape*, a result cache, and parallel processes.
+"""What makes a preflight fast: keys that let rows share checks, a result cache, and parallel processes.
+
+Three keys: the *shape* (below); the *memory key* (the shape and the GPUs, not the runs a row builds on:
+which rows share one fake step) and the *code key* (the shape without the networks' names and sizes, counts
+as 0 / 1 / n, the small step's batch: which rows share one real step); semcl.preflight.plan uses the last two.
 
 A shape is a row config with the values that cannot change what is built or which code runs taken out:
 the loss scalars and the lr / schedule numbers (`optim`, `schedule`, `method` and `probe` floats, epoch
@@ -65,6 +69,59 @@ def shape_key(run, gpus: int, dep_keys: list[str], extra: dict) -> str:
     from semcl.config import hashable_config
 
     key = {"shape": shape_of(hashable_config(run.config)), "gpus": gpus, "after": dep_keys, "extra": extra}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# what only sizes the networks (their width, depth, input): the fake step at the real batch measures it, the
+# real small step does not need to see each one (semcl.preflight.plan: the code-path key)
+NETWORK_FIELDS = {"model.backbone", "model.head_hidden", "model.head_dim", "method.arch", "method.backbone",
+                  "method.segmenter", "method.checkpoint", "model.pretrained"}
+
+
+def code_of(hashed: dict, batch: int) -> dict:
+    """The shape (shape_of) without the networks' names and sizes (NETWORK_FIELDS, method fields naming an
+    architecture: teacher_arch, student_arch) and with the batch the small real step runs at: what decides which
+    code the real step, its checkpoint and its evaluations run."""
+    out = shape_of(hashed)
+    for section, values in out.items():
+        if not isinstance(values, dict):
+            continue
+        out[section] = {k: v for k, v in values.items()
+                        if f"{section}.{k}" not in NETWORK_FIELDS and not (section == "method" and k.endswith("_arch"))}
+    for section in ("method", "model"):  # a count or size: 0 and 1 often switch a branch, larger ones do not
+        if isinstance(out.get(section), dict):
+            out[section] = {k: _count(v) for k, v in out[section].items()}
+    if isinstance(out.get("optim"), dict) and isinstance(out["optim"].get("batch_size"), int):
+        out["optim"]["batch_size"] = min(batch, out["optim"]["batch_size"])
+    return out
+
+
+def _count(value):
+    """An integer (or a list of them) as "0", "1" or "n"; anything else unchanged."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value in (0, 1) else "n"
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [_count(v) for v in value]
+    return value
+
+
+def code_key(run, dep_keys: list[str], extra: dict) -> str:
+    """16 hex digits naming the code a row's small real step runs (code_of); `dep_keys`: the code keys of
+    the runs it builds on. Rows of one code key share one real step."""
+    from semcl.config import hashable_config
+
+    key = {"code": code_of(hashable_config(run.config), extra.get("batch", 4)), "after": dep_keys, "extra": extra}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def memory_key(run, gpus: int, extra: dict) -> str:
+    """16 hex digits naming what decides a row's fake-step peak: the shape (networks, batch, input size,
+    optimiser, precision, mining sizes) and the GPUs, not the runs it builds on (a teacher's weights do not
+    change the peak; its architecture is a field of the row). Rows of one memory key share one fake step."""
+    from semcl.config import hashable_config
+
+    key = {"shape": shape_of(hashable_config(run.config)), "gpus": gpus, "deps": len(run.depends_on),
+           "extra": {k: v for k, v in extra.items() if k != "batch"}}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

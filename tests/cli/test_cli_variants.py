@@ -176,13 +176,14 @@ def test_run_submits_only_the_variants_runs(env, capsys, monkeypatch):
 
 
 def test_check_records_the_variant_apart(env, capsys, monkeypatch):
-    import semcl.preflight.check
+    import semcl.preflight.plan
+    from semcl.preflight.check import distinct_runs
     from semcl.preflight.report import RowCheck
 
     def fake(tables, profile, *a, **k):  # what the check saw, each run ready
-        return [RowCheck(t.id, r.row_label, r.run_id) for t in tables for r in semcl.preflight.check.distinct_runs(t, profile)]
+        return [RowCheck(t.id, r.row_label, r.run_id) for t in tables for r in distinct_runs(t, profile)]
 
-    monkeypatch.setattr(semcl.preflight.check, "check_tables", fake)
+    monkeypatch.setattr(semcl.preflight.plan, "check_tables", fake)
     assert main(["--results", str(env), "check", TABLE, "--profile", "smoke", "--row", "RINCE-in",
                  "--set", "optim.lr=0.1"]) == 0
     assert "RINCE-in [optim.lr=0.1]" in capsys.readouterr().out

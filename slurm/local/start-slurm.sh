@@ -35,6 +35,9 @@ wait_for() { local t=$1 what=$2; shift 2; local end=$((SECONDS + t));
 # the daemon truncates then writes its pid file: wait for a pid that is alive, not just a non-empty file (callers remove
 # a stale pid file before starting the daemon, so an old pid is never recorded)
 live_pid() { local pid; pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+# stop_pid <pidfile>: SIGTERM the daemon it names, SIGKILL after 10 s
+stop_pid() { local pid; pid=$(cat "$1" 2>/dev/null) || return 0; kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done; kill -KILL "$pid" 2>/dev/null || true; }
 record_pid() { local name=$1 pidfile=$2; wait_for 20 "$pidfile" live_pid "$pidfile"; cp "$pidfile" "$STATE/$name.pid"; log "$name pid $(cat "$STATE/$name.pid")"; }
 
 # ---------------------------------------------------------------------------------- stop
@@ -220,10 +223,8 @@ fi
 # ---------------------------------------------------------------------------------- 5. slurmctld + slurmd
 if [ -s /run/slurmctld.pid ] && kill -0 "$(cat /run/slurmctld.pid)" 2>/dev/null && [ "$OLD_CONF" != "$(md5sum < $ETC/slurm.conf)" ]; then
   log "slurm.conf changed: restarting slurmctld"   # new nodes need a restart, not a reconfigure
-  pid=$(cat /run/slurmctld.pid); kill "$pid"; for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  stop_pid /run/slurmctld.pid
 fi
-stop_pid() { local pid; pid=$(cat "$1" 2>/dev/null) || return 0; kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done; kill -KILL "$pid" 2>/dev/null || true; }
 CTLD_STARTED=0
 if [ -s /run/slurmctld.pid ] && kill -0 "$(cat /run/slurmctld.pid)" 2>/dev/null; then
   log "slurmctld already running: scontrol reconfigure"; scontrol reconfigure

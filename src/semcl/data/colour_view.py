@@ -53,6 +53,7 @@ class SplitColourView(PerImageAugment):
         if split is None:
             raise ValueError(f"colour split: {transform!r} is not a crop followed by jitter / grey / blur / flip")
         self.program, self.kernel = split
+        self._handout: ColourHandout | None = None
 
     def handout_views(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator
                       ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,7 +70,11 @@ class SplitColourView(PerImageAugment):
         return torch.stack(crops), torch.stack(records)
 
     def handout_finish(self) -> ColourHandout:
-        return ColourHandout(self.program, self.kernel, UInt8Normalise(self.mean, self.std))
+        """The training process's half, made once: its normalisation table is kept per device, and the
+        in-memory path (__call__) finishes every step's batch with it."""
+        if self._handout is None:
+            self._handout = ColourHandout(self.program, self.kernel, UInt8Normalise(self.mean, self.std))
+        return self._handout
 
     def uint8_views(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
         return finish(*self.handout_views(images, generator), self.program, self.kernel)

@@ -207,6 +207,24 @@ class Store:
                                f"formats 1-{STORE_FORMAT}); read it with that version, or upgrade")
         return record
 
+    def read_config(self, run_id: str) -> dict:
+        """The run's config.yaml as the engine wrote it when the run started: {"run_id", "seed", "table", "row",
+        "profile", "config": {...}}; ResultsError naming the file when it is absent or unreadable."""
+        import yaml
+
+        path = self.folder(run_id).config
+        try:
+            head = yaml.safe_load(path.read_text())
+        except FileNotFoundError:
+            raise ResultsError(f"{path}: no config.yaml (run {run_id} never started)") from None
+        except OSError as err:
+            raise ResultsError(f"{path}: unreadable ({err.strerror or err})") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ResultsError(f"{path}: not YAML ({getattr(err, 'problem', None) or err})") from None
+        if not isinstance(head, dict) or not isinstance(head.get("config"), dict):
+            raise ResultsError(f"{path}: key 'config' is missing or not a mapping")
+        return head
+
     def write_record(self, run_id: str, record: dict) -> None:
         """Write the finished record; a finished metrics.json is never rewritten (ResultsError). A
         non-finite metric (NaN, inf) is refused naming its key: no table could average it."""

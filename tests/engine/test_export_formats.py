@@ -26,7 +26,9 @@ def _run(tmp_path, run_id, module, config, record=True):
     save_atomic({"method": state, "epoch": 1}, folder / "checkpoints" / "last.pt")
     import yaml
 
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    # the engine's config.yaml: the run's header around its resolved config (semcl.engine.job)
+    (folder / "config.yaml").write_text(yaml.safe_dump({"run_id": run_id, "seed": 123, "table": "t/x", "row": "r",
+                                                        "profile": "smoke", "config": config}))
     if record:
         write_json_atomic(folder / "metrics.json", {
             "run_id": run_id, "table": "t/x", "row": "r", "profile": "smoke", "seed": 123,
@@ -192,6 +194,23 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
     _run(tmp_path, "odd", ours, {"method": {"name": "ce"}, "model": {"backbone": "mystery_net"}})
     assert main(["--results", str(tmp_path), "export", "odd", "--format", "state_dict"]) == 2
     assert "mystery_net" in capsys.readouterr().err
+
+
+def test_an_unfinished_run_exports_from_the_config_it_started_with(tmp_path, capsys):
+    """No metrics.json yet (a run between checkpoints): the config comes from config.yaml's "config" mapping."""
+    from semcl.models.backbones import build_backbone
+
+    ours = build_backbone("resnet_tiny")
+    folder = _run(tmp_path, "going", ours, {"method": {"name": "ce"}, "model": {"backbone": "resnet_tiny"}},
+                  record=False)
+    weights, meta = export_run(tmp_path, "going", "state_dict")
+    again = build_backbone("resnet_tiny")
+    again.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), ours.state_dict().values(), strict=True))
+    (folder / "config.yaml").write_text("run_id: going\nconfig: [1\n")  # truncated: one line naming the file
+    assert main(["--results", str(tmp_path), "export", "going", "--format", "state_dict"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{folder / 'config.yaml'}: not YAML" in err
 
 
 def test_the_cli_names_the_export_formats_without_importing_torch():

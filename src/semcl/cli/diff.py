@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from semcl.cli.args import open_store
-from semcl.errors import ResultsError, SemclError
+from semcl.errors import SemclError
 
 
 def _valid(run_id: str) -> bool:
@@ -17,21 +17,9 @@ def _valid(run_id: str) -> bool:
 
 def read_config(store, run_id: str) -> dict | None:
     """{"table": ..., "row": ..., "profile": ..., "seed": ..., "config": {...}} of a stored run (None: no folder)."""
-    import yaml
-
-    folder = store.folder(run_id)
-    if not _valid(run_id) or not folder.path.is_dir():
+    if not _valid(run_id) or not store.folder(run_id).path.is_dir():
         return None
-    path = folder.config
-    try:
-        head = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no config.yaml (run {run_id} never started)") from None
-    except yaml.YAMLError as err:
-        raise ResultsError(f"{path}: not YAML ({getattr(err, 'problem', err)})") from None
-    if not isinstance(head, dict) or not isinstance(head.get("config"), dict):
-        raise ResultsError(f"{path}: key 'config' is missing or not a mapping")
-    return head
+    return store.read_config(run_id)
 
 
 def planned_config(run_id: str, other: dict | None) -> dict | None:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import yaml
 
 from semcl.errors import DataError, SemclError
 from semcl.files import write_atomic
@@ -192,15 +191,8 @@ def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
     record = Store(run_dir.parent.parent).read_record(run_id)
     if record is not None and isinstance(record.get("config"), dict):
         return record["config"], record
-    cfg_path = RunFolder(run_dir).config
-    try:
-        config = yaml.safe_load(cfg_path.read_text())
-    except FileNotFoundError:
-        raise DataError(f"{cfg_path}: not found; the run has no saved config") from None
-    except yaml.YAMLError as err:
-        raise DataError(f"{cfg_path}: invalid YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(config, dict):
-        raise DataError(f"{cfg_path}: not a mapping of config keys")
+    # a run not finished yet: the config it started with (its config.yaml's "config", under the run's header)
+    config = Store(run_dir.parent.parent).read_config(run_id)["config"]
     return config, record
 
 

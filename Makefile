@@ -56,8 +56,9 @@ $(VENV)/.torchcodec: $(BIN)/semcl
 	$(BIN)/pip install -q -e '.[torchcodec]'
 	touch $@
 
+# one pytest worker per core (pytest-xdist); the SLURM cluster's tests share one worker (tests/conftest.py)
 test: setup data $(VENV)/.tracking $(VENV)/.torchcodec
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 # rewrite tests/golden/run_ids.json (every table's run ids per profile) after a change that moves ids on purpose
 ids: setup

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,20 @@ import torch
 from semcl.registry.tables import load_registry
 
 REPO = Path(__file__).resolve().parents[1]
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest worker per core: a worker (and the runs it starts as subprocesses) keeps to one
+    # intra-op thread, as two OpenMP pools per core contend (a small CPU batch gets many times slower)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items):
+    # the cluster tests share the one local SLURM cluster (its two nodes, its queue): one worker runs them all,
+    # in file order (`--dist loadgroup`)
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(autouse=True)

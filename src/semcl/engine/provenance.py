@@ -46,6 +46,30 @@ def git_state() -> dict:
         return {"commit": None, "dirty": None}
 
 
+# ATen's kernel levels, lowest first, and the oneDNN ISA cap that matches each (its convolutions and matmuls)
+ISA_LEVELS = ("DEFAULT", "AVX2", "AVX512")
+_ONEDNN_CAP = {"DEFAULT": "SSE41", "AVX2": "AVX2", "AVX512": "AVX512_CORE"}
+
+
+def cpu_isa() -> str:
+    """The vector instruction set CPU arithmetic runs with (ATen's kernels, capped by ONEDNN_MAX_CPU_ISA where
+    set). A CPU run's results depend on it, bit for bit: the same run on an AVX-512 and an AVX2 machine differs in
+    the last digits, so a record keeps it and `pin_isa_env` reproduces it on a machine that has more."""
+    isa = torch.backends.cpu.get_cpu_capability()
+    isa = isa if isa in ISA_LEVELS else "DEFAULT"
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap:
+        level = 2 if cap.startswith(("AVX512", "AVX10", "ALL")) else 1 if cap.startswith("AVX2") else 0
+        isa = ISA_LEVELS[min(level, ISA_LEVELS.index(isa))]
+    return isa
+
+
+def pin_isa_env(isa: str) -> dict:
+    """Environment variables that make a new process compute with `isa` (one of ISA_LEVELS) on a CPU that has
+    at least that: ATen's and oneDNN's dispatch caps, read when torch loads."""
+    return {"ATEN_CPU_CAPABILITY": isa.lower(), "ONEDNN_MAX_CPU_ISA": _ONEDNN_CAP[isa]}
+
+
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for name in PACKAGES:

@@ -4,7 +4,8 @@
 reproduce/README.runs.json. Here (1) the block is exactly what those values render to, under the run ids the
 code plans today, and (2) one seed of each row, retrained now on the real Fashion-MNIST the demo reads, ends with
 those values bit for bit. CPU results differ by instruction set in the last digits (AVX2 vs AVX-512 kernels), so
-the retraining runs in a process pinned to the set each value was recorded with (`cpu_isa` of its run). A change that moves a published number fails (2) until the block is rebuilt:
+the retraining runs in a process pinned to the set each value was recorded with (`cpu_isa` of its run).
+A change that moves a published number fails (2) until the block is rebuilt:
 `make demo && .venv/bin/semcl readme` (the README says so)."""
 
 from __future__ import annotations

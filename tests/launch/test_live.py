@@ -146,7 +146,8 @@ def _read_pty(fd: int, until, timeout: float) -> list[tuple[float, str]]:
 
 
 def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("SEMCL_PROGRESS", "SEMCL_TRACKING")}
+    # COLUMNS / LINES (set in pytest-xdist's workers) would override the pseudo-terminal's own size
+    env = {k: v for k, v in os.environ.items() if k not in ("SEMCL_PROGRESS", "SEMCL_TRACKING", "COLUMNS", "LINES")}
     return {**env, "PYTHONPATH": str(REPO / "src"), "TERM": "xterm", **extra}
 
 

@@ -52,13 +52,18 @@ def ratios() -> list[tuple[dict, float, str, float]]:
     return out
 
 
-def main() -> None:
+def run() -> list[Row]:
     rows = []
     for p, gpu_h, bound, ratio in ratios():
         public = p["low"] if p["low"] == p["high"] else f"{p['low']}-{p['high']}"
         rows.append(Row(f"Estimate: {p['table']} {p['row']} ({bound}-bound)", f"{gpu_h:.3g} GPU-h",
                         f"{public} GPU-h public", ratio, "0.75-1.25x", abs(ratio - 1) <= TOLERANCE,
                         f"{gpu_h / ((float(p['low']) + float(p['high'])) / 2):.2f}x the middle; public: {p['arithmetic']}"))
+    return rows
+
+
+def main() -> None:
+    rows = run()
     for r in rows:
         print(f"{r.verdict:4s} {r.ratio:5.2f}  {r.stage}: {r.measured} vs {r.floor} ({r.note.split(';')[0]})")
     if "--write" in sys.argv:

@@ -16,7 +16,6 @@ bench_data.py).
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -25,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import Row, write_section
+from common import RATES, Row, write_rates, write_section
 
 NEED = 120.0
-MEASURED: dict[str, float] = {}  # the rates the estimate reads (train_throughput.csv `loader` rows), set by run()
 # the issue-36 target: a GPU's two-view need (~1,000 img/s, the bench's reference) from the 7 workers of 8 CPUs per GPU
 NEED_AT_7 = 1000.0 / 7
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -84,7 +82,7 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
             split_rows = _split_from_jpeg_rows(paths, g, rounds)
     finally:
         torch.set_num_threads(threads)
-    MEASURED.update(jpeg224_2views=round(r_now), jpeg_decode=round(r_dec))
+    RATES.update(jpeg224_2views=round(r_now), jpeg_decode=round(r_dec))
     stages = {"decode": r_dec, "randcls_timm view": r_timm, "sim view": r_sim}
     floor = min(stages, key=stages.get)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
@@ -195,24 +193,6 @@ def _colour_split_rows(paths_rounds: tuple[int, int]) -> list[Row]:
     return rows
 
 
-def write_rates(rates: dict[str, float]) -> None:
-    """The measured rates into the table the GPU-hour estimate reads (src/semcl/data/files/train_throughput.csv,
-    `loader` rows), dated, so the estimate and bench/results.md say the same (tests/estimate/test_public_arithmetic.py)."""
-    import csv
-    import io
-
-    path = Path(__file__).resolve().parent.parent / "src" / "semcl" / "data" / "files" / "train_throughput.csv"
-    rows = list(csv.reader(io.StringIO(path.read_text())))
-    day = time.strftime("%Y-%m-%d")
-    for row in rows:
-        if len(row) > 11 and row[0] == "loader" and row[1] in rates:
-            row[3] = f"{rates[row[1]]:.0f}"
-            row[11] = re.sub(r"\(\d{4}-\d{2}-\d{2}\)", f"({day})", row[11])
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    path.write_text(out.getvalue())
-
-
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     got = run()
@@ -220,5 +200,5 @@ if __name__ == "__main__":
         print(r)
     if "--write" in sys.argv:
         write_section("loader", "Loader rows (issue 22)", got, Path(__file__).resolve().parent / "results.md")
-        write_rates(MEASURED)
+        write_rates(RATES)
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from common import Row, write_section
+from common import RATES, Row, write_rates, write_section
 
 from semcl.data.video import ClipAugment, ClipSampler, load_video_split, write_synthetic_video
 from semcl.data.video.clip_loader import ClipLoader, ClipViews, decode_clips
@@ -137,6 +137,8 @@ def run(rounds: int = 3, videos: int = 4, frames: int = 150, loader_steps: int =
                 # plans need the frame size before decoding: the stored one here (resizing to it is a no-op)
                 planned = s if size else load_video_split("ucf101", root, "train", layout=layout, frame_size=(128, 171))
                 per_worker, wall = _loader_rate(planned, sampler, aug, loader_steps)
+                if not loader_rows:  # the first case: the frame folders the estimate's video rows read
+                    RATES.update(video_frames=round(per_worker, 1), video_clip_frames=round(3 * rate))
                 loader_rows.append(Row(
                     f"Video: samples per worker decoded in workers (clip loader), {what}", f"{per_worker:,.1f} samples/s",
                     f"{NEED_PER_WORKER:.0f} samples/s", per_worker / NEED_PER_WORKER, f"≥ 1× ({WORKERS} workers per A100)",
@@ -169,3 +171,4 @@ if __name__ == "__main__":
         print(r)
     if "--write" in sys.argv:  # this bench's section of results.md, the rest kept
         write_section("video", "Video loader rows (issue 22)", got, Path(__file__).resolve().parent / "results.md")
+        write_rates(RATES)

@@ -19,6 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# the rates GPU-hour estimates read (src/semcl/data/files/train_throughput.csv, `loader` rows), filled by the benches
+# that measure them (loader, data, video) and written by `make bench` or a bench's own --write
+RATES: dict[str, float] = {}
+THROUGHPUT_CSV = ROOT / "src" / "semcl" / "data" / "files" / "train_throughput.csv"
 
 
 @dataclass
@@ -197,3 +201,21 @@ def write_section(tag: str, title: str, rows: list[Row], out: Path) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     out.write_text(text)
+
+
+def write_rates(rates: dict[str, float], path: Path = THROUGHPUT_CSV) -> None:
+    """The measured rates into the table the GPU-hour estimate reads, dated, so the estimate and bench/results.md
+    say the same (tests/estimate/test_public_arithmetic.py); rates not measured keep their line."""
+    import csv
+    import io
+    import re
+
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    day = time.strftime("%Y-%m-%d")
+    for row in rows:
+        if len(row) > 11 and row[0] == "loader" and row[1] in rates:
+            row[3] = f"{rates[row[1]]:g}"
+            row[11] = re.sub(r"\(\d{4}-\d{2}-\d{2}\)", f"({day})", row[11])
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    path.write_text(out.getvalue())

@@ -112,6 +112,37 @@ def test_a_step_that_cannot_run_faked_falls_back_and_says_why():
     assert ok.fake_note is None and ok.fake_gpu_gb > CONTEXT_GB and ok.mining_gpu_gb is None
 
 
+class _Ranked(_Tiny):
+    """A RINCE step: ranked InfoNCE over the batch's similarities, ranks from the labels (1: same class,
+    2: same label parity, 0: negative). Its CPU path reads the ranks' range on the host."""
+
+    def training_step(self, batch: Batch) -> dict:
+        from semcl.losses.ranked import ranked_info_nce
+
+        z = F.normalize(self.net(batch.views[0]), dim=1)
+        y = batch.labels
+        ranks = torch.where(y[:, None] == y[None], 1, torch.where(y[:, None] % 2 == y[None] % 2, 2, 0))
+        return {"loss": ranked_info_nce(z @ z.T, ranks, (0.1, 0.2), form="in")}
+
+
+def test_a_step_that_reads_values_on_the_cpu_runs_faked_on_the_accelerators_path():
+    """The ranked loss reads its ranks' range on the host only on the CPU; the fake step (a GPU's memory) takes the
+    accelerator's read-free path, so it runs (all RINCE rows fell back to the formula before) and its peak is the
+    real step's on that path."""
+    from semcl.runtime.host_sync import like_an_accelerator
+
+    torch.manual_seed(0)
+    fake = step_peak(_Ranked(), _Cfg, _batch(4), 128)
+    torch.manual_seed(0)
+    with like_an_accelerator():
+        real = _real_peak(_Ranked(), _batch(128))
+    assert fake == real
+    out = RowCheck("t", "r", "id", batch_per_gpu=128.0, gpus=1)
+    method = _Ranked()
+    _fake_estimate(out, method, _Cfg, method.configure_optimizer(None), _batch(4), 1000)
+    assert out.fake_note is None and out.fake_gpu_gb == real / 2**30 + CONTEXT_GB
+
+
 def test_report_lines_name_the_memory_source():
     rows = [RowCheck("hsa/abl-k", "k=10", "a", params=30_000_000, trainable=25_000_000, act_bytes_per_sample=2**20 * 80,
                      batch_per_gpu=32, gpus=8, est_gpu_gb=23.4, gpu_mem_gb=40, fake_gpu_gb=23.4, mining_gpu_gb=23.4),

@@ -101,6 +101,8 @@ def step_peak(method, cfg, batch, size: int) -> int:
     `batch`: a real batch of the row (its views' image size and structure)."""
     from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
 
+    from semcl.runtime.host_sync import like_an_accelerator
+
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with FakeCopyMode(mode):
         fake = copy.deepcopy(method)
@@ -114,7 +116,8 @@ def step_peak(method, cfg, batch, size: int) -> int:
     tracker.track_external(fake, opt)
     fake.train()
     indices = batch.indices.repeat(-(-size // max(1, len(batch.indices))))[:size]  # the real ones, repeated
-    with mode, tracker:
+    # the accelerator's code paths (no host reads: a fake tensor has no values to read), as on the GPU it models
+    with mode, tracker, like_an_accelerator():
         big = fake_batch(batch, size, indices)  # allocated inside the tracked step: the batch's bytes are on the GPU too
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
             loss = fake.training_step(big)["loss"]

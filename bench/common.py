@@ -185,6 +185,11 @@ def long_tail_labels(counts, gen):
     return labels[torch.randperm(len(labels), generator=gen)]
 
 
+def section_markers(tag: str) -> tuple[str, str]:
+    """The comment lines around one bench's own block of results.md."""
+    return f"<!-- {tag} rows: bench/bench_{tag}.py -->", f"<!-- end {tag} rows -->"
+
+
 def write_section(tag: str, title: str, rows: list[Row], out: Path) -> None:
     """Replace (or append) one bench's section of results.md between its markers, keeping the rest of the
     file: a bench rerun on its own (`bench_<x>.py --write`) updates its rows without a whole `make bench`."""
@@ -193,7 +198,7 @@ def write_section(tag: str, title: str, rows: list[Row], out: Path) -> None:
     from run_all import render
 
     table, notes = render(rows)
-    begin, end = f"<!-- {tag} rows: bench/bench_{tag}.py -->", f"<!-- end {tag} rows -->"
+    begin, end = section_markers(tag)
     section = "\n".join([begin, f"## {title}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "", table, "", *notes, end])
     text = out.read_text() if out.exists() else ""
     if begin in text and end in text:

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from common import RATES, Row, machine_info, write_rates, write_section  # noqa: E402
+from common import RATES, Row, machine_info, section_markers, write_rates, write_section  # noqa: E402
 
 # `estimate` last: it reads the loader rates this run measured (written before it runs)
 SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "loader", "video", "evals", "robustness", "engine",
@@ -107,9 +107,12 @@ def main() -> int:
     own: dict[str, list[Row]] = {}
     durations = {}
     crashed = False
+    publish = args.out == HERE / "results.md"  # the estimate's rate table follows results.md, not another --out
+    rates_written = False
     for name in args.only:
-        if name == "estimate" and RATES and args.out == HERE / "results.md":
+        if name == "estimate" and RATES and publish:
             write_rates(RATES)  # the estimate reads the rates measured above
+            rates_written = True
             from semcl.estimate import throughput
 
             throughput._read.cache_clear()
@@ -164,14 +167,14 @@ def main() -> int:
     old = args.out.read_text() if args.out.exists() else ""
     args.out.write_text(keep_gpu_section(args.out, "\n".join(text)))
     for tag, title in OWN_BLOCK.items():  # this run's blocks; a block not run this time is kept as it was
-        begin, end = f"<!-- {tag} rows: bench/bench_{tag}.py -->", f"<!-- end {tag} rows -->"
+        begin, end = section_markers(tag)
         if tag in own:
             write_section(tag, title, own[tag], args.out)
         elif begin in old and end in old:
             block = old[old.index(begin):old.index(end) + len(end)]
             args.out.write_text(args.out.read_text().rstrip("\n") + "\n\n" + block + "\n")
-    if RATES and args.out == HERE / "results.md":
-        write_rates(RATES)  # the estimate's rate table says what results.md says
+    if RATES and publish and not rates_written:  # no estimate section ran: the table still follows results.md
+        write_rates(RATES)
     print(f"written to {args.out}")
     return 1 if crashed else 0
 

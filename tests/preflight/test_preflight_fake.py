@@ -26,7 +26,7 @@ class _Cfg:
 
 class _Tiny(nn.Module):
     """A two-layer classifier with the Method calls the step makes (configure_optimizer, training_step,
-    after_backward)."""
+    after_backward, host_state)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -47,6 +47,9 @@ class _Tiny(nn.Module):
 
     def mining_search(self) -> None:
         return None
+
+    def host_state(self) -> tuple:
+        return ()
 
 
 class _ValueSteered(_Tiny):
@@ -140,6 +143,67 @@ def test_a_step_that_reads_values_on_the_cpu_runs_faked_on_the_accelerators_path
     out = RowCheck("t", "r", "id", batch_per_gpu=128.0, gpus=1)
     method = _Ranked()
     _fake_estimate(out, method, _Cfg, method.configure_optimizer(None), _batch(4), 1000)
+    assert out.fake_note is None and out.fake_gpu_gb == real / 2**30 + CONTEXT_GB
+
+
+class _HostSampled(_Tiny):
+    """A CRD-like step: K other-class negatives per anchor drawn on the host by CRD's sampler (its label values steer
+    Python), their rows of a memory-bank buffer gathered and scored. `drawn`: each step's negatives (real values);
+    `given`: negatives drawn before the step (the real comparison's host work, outside its tracker)."""
+
+    def __init__(self, labels: torch.Tensor, k: int, given: torch.Tensor | None = None) -> None:
+        super().__init__()
+        from semcl.data.negatives import UniformNegatives
+
+        self.train_labels, self.k, self.given, self.drawn = labels, k, given, []
+        self.sampler = UniformNegatives(labels, 10)
+        self.register_buffer("bank", F.normalize(torch.randn(len(labels), 10), dim=1))
+
+    def host_state(self) -> tuple:
+        return (self.train_labels, self.sampler, self.drawn)
+
+    def draw(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.sampler.sample(idx, self.train_labels[idx], self.k, torch.Generator().manual_seed(0))
+
+    def training_step(self, batch: Batch) -> dict:
+        from semcl.runtime.host_sync import on_host
+
+        with on_host():
+            idx = batch.indices.cpu()
+            neg = self.draw(idx) if self.given is None else self.given
+            self.drawn.append(neg)
+        z = F.normalize(self.net(batch.views[0]), dim=1)
+        scores = torch.einsum("bkd,bd->bk", self.bank[torch.cat([idx[:, None], neg], 1)], z)
+        return {"loss": (torch.logsumexp(scores / 0.07, 1) - scores[:, 0] / 0.07).mean()}  # the positive: column 0
+
+
+def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_state_real():
+    """CRD's negatives come from a sampler over the training labels (host work on a GPU too): the fake copy keeps
+    that state real (Method.host_state) and the sampler runs outside fake mode (on_host), drawing the real step's
+    negatives; the peak is the real step's device work (the draw itself is host memory), the bank gather
+    [B, K + 1, D] in it. Before, every CRD row fell back to the formula."""
+    labels = torch.arange(300) % 10
+    method = _HostSampled(labels, 50)
+    fake = step_peak(method, _Cfg, _batch(4), 128)  # the fake step's indices: the batch's 4, repeated to 128
+    idx = torch.arange(4).repeat(32)
+    given = method.draw(idx)
+    assert len(method.drawn) == 1 and torch.equal(method.drawn[0], given)  # real values, the real draw
+    batch = _batch(128)
+    real_method = _HostSampled(labels, 50, given)
+    opt = real_method.configure_optimizer(None)
+    _warm_optimizer(opt)
+    tracker = _tracker()
+    tracker.track_external(real_method, opt)
+    with tracker:  # as _real_peak; the labels, which this step never reads, are not in the fake step's figure
+        x = batch.views[0].clone()
+        real_method.training_step(Batch([x], batch.labels, idx))["loss"].backward()
+        opt.step()
+    real = _tracker_peak(tracker)
+    assert fake == real
+    assert fake >= 128 * 51 * 10 * 4  # the gathered bank rows, float32
+    out = RowCheck("t", "r", "id", batch_per_gpu=128.0, gpus=1)
+    m2 = _HostSampled(labels, 50)
+    _fake_estimate(out, m2, _Cfg, m2.configure_optimizer(None), _batch(4), 300)
     assert out.fake_note is None and out.fake_gpu_gb == real / 2**30 + CONTEXT_GB
 
 

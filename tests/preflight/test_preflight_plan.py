@@ -17,6 +17,7 @@ from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
 from semcl.preflight import fake as fake_module
 from semcl.preflight.plan import check_tables
+from semcl.preflight.report import render
 from semcl.preflight.shapes import code_key, memory_key
 from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
@@ -29,6 +30,7 @@ class ToyPlan:
 
 
 REAL_STEPS: list[int] = []
+REAL_SIDES: list[int] = []  # the image side of each real step
 
 
 class ToyPlanMethod(Method):
@@ -42,6 +44,7 @@ class ToyPlanMethod(Method):
     def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         if not isinstance(batch.views[0], FakeTensor):
             REAL_STEPS.append(len(batch.labels))
+            REAL_SIDES.append(batch.views[0].shape[-1])
         logits = self.classifier(self.backbone(batch.views[0])) * self.cfg.method.scale
         return {"loss": F.cross_entropy(logits.float(), batch.labels)}
 
@@ -82,10 +85,14 @@ profiles:
 
 @pytest.fixture
 def toy_table(tmp_path, monkeypatch):
+    return _toy_table(tmp_path, monkeypatch, 32)
+
+
+def _toy_table(tmp_path, monkeypatch, side: int):
     monkeypatch.setitem(METHODS, "toy_plan", MethodSpec("toy_plan", ToyPlan, ToyPlanMethod, train_cost=1.0))
     root = tmp_path / "experiments"
     (root / "toy").mkdir(parents=True)
-    (root / "toy" / "plan.yaml").write_text(TABLE)
+    (root / "toy" / "plan.yaml").write_text(TABLE.replace("data.image_size: 32", f"data.image_size: {side}"))
     monkeypatch.setenv("SEMCL_REGISTRY", str(root))
     monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
     return get_table("toy/plan")
@@ -117,6 +124,37 @@ def test_one_real_step_per_code_path_and_one_fake_step_per_memory_shape(toy_tabl
     assert res["batch 16"].fake_gpu_gb > res["plain"].fake_gpu_gb
     assert res["wide"].params > res["plain"].params == res["batch 16"].params
     assert res["batch 16"].batch_per_gpu == 16 and res["plain"].batch_per_gpu == 4
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_rows_larger_than_the_real_step_side_step_at_64_px_and_are_faked_at_their_own(tmp_path, monkeypatch):
+    """At 160 px (larger than REAL_STEP_SIZE) the one real step runs at 64 px, and each memory shape gets a memory
+    check whose fake step takes a batch at the rows' own 160 px: the same figures as rows checked whole at 160 px."""
+    from semcl.preflight import check as check_module
+
+    table = _toy_table(tmp_path, monkeypatch, 160)
+    faked: list[tuple[int, int]] = []  # (batch, side) of each fake step
+    real_fake_peak = fake_module.fake_peak
+
+    def counted(method, cfg, opt, batch, size, n_train):
+        faked.append((size, batch.views[0].shape[-1]))
+        return real_fake_peak(method, cfg, opt, batch, size, n_train)
+
+    monkeypatch.setattr(fake_module, "fake_peak", counted)
+    REAL_STEPS.clear()
+    REAL_SIDES.clear()
+    res = {r.row: r for r in check_tables([table], "smoke", tmp_path / "w", 80.0)}
+    assert all(r.error is None for r in res.values()), res
+    assert REAL_STEPS == [4] and REAL_SIDES == [check_module.REAL_STEP_SIZE] == [64]
+    assert sorted(faked) == [(4, 160), (4, 160), (16, 160)]  # plain (and weighted), wide, batch 16
+    assert all(r.real_step_px == 64 and r.fake_gpu_gb is not None and r.est_gpu_gb == r.fake_gpu_gb
+               for r in res.values())
+    assert "real step at 64 px" in render(list(res.values()))
+    # the same figures as a check whose real step runs at 160 px and covers its memory shape
+    monkeypatch.setattr(check_module, "REAL_STEP_SIZE", 1000)
+    whole = {r.row: r for r in check_tables([table], "smoke", tmp_path / "w2", 80.0)}
+    assert REAL_SIDES[-1] == 160 and all(r.real_step_px is None for r in whole.values())
+    assert {k: r.fake_gpu_gb for k, r in whole.items()} == {k: r.fake_gpu_gb for k, r in res.items()}
 
 
 def _with(run, **dotted):

@@ -62,11 +62,10 @@ def box_from_lam(
 
 
 def _host():
-    """The box draws are CPU tensors from the CPU generator in a real run; under the preflight's fake tensors
-    (semcl.preflight.fake) they stay real (their values steer Python: numpy's seed), so fake mode is lifted here."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    """The box draws are CPU tensors from the CPU generator in a real run (their values steer Python: numpy's seed)."""
+    from semcl.runtime.host_sync import on_host
 
-    return unset_fake_temporarily()
+    return on_host()
 
 
 def kept_fraction(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:

@@ -157,6 +157,12 @@ class Method(nn.Module):
         preflight's synthetic stand-in set then holds more than that. 0: no such search."""
         return 0
 
+    def host_state(self) -> tuple:
+        """Objects this method keeps on the host in a real run (a sampler's tables, the training labels: plain
+        attributes, which `.to(device)` leaves on the CPU); the preflight's fake copy shares them with the real
+        method instead of faking them (semcl.preflight.fake), as their values steer host work (on_host)."""
+        return ()
+
     def mining_search(self) -> tuple[int, int, str] | None:
         """(D, k, backend) of the kNN search this method runs over the features of every training image at each
         refresh (HSA), for the preflight's memory figure (semcl.preflight.fake); None: no such search."""

@@ -74,11 +74,32 @@ def _replace(cfg, **dotted):
     return dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s), **kw) for s, kw in sections.items()})
 
 
-def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2):
+# The small real step's input side where the row's is larger (file-backed sets at 224 px, video frames, segmentation
+# crops). What that step is for (finite values, the checkpoint read back, the readers, every evaluation) is the same
+# code at 64 px, at ~1/12 of a 224-px network's arithmetic (a cold `--all --profile paper` spent most of its time
+# there); the row's own size is what the memory check's fake step runs at full batch (shapes and peak,
+# semcl.preflight.fake). 64: the smallest side at which every network here still has a spatial map to pool
+# (a ResNet's 32x stride: 2 x 2; ViT/16: 4 x 4 patches, its position embeddings built for that grid).
+REAL_STEP_SIZE = 64
+
+
+def real_step_size(run, reduce: Reduce | None) -> int | None:
+    """The side the row's small real step decodes at when smaller than the row's own (REAL_STEP_SIZE); None where it
+    is the row's own (in-memory sets at their native size, a reduced CI check)."""
+    from semcl.data.registry import DATASETS
+
+    d = run.config.data
+    spec = DATASETS[d.name]
+    if reduce is not None or (d.image_size is None and not spec.file_backed):
+        return None
+    return REAL_STEP_SIZE if (d.image_size or spec.size) > REAL_STEP_SIZE else None
+
+
+def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
-    one-epoch probe, 8 OOD images, 2 images per robustness set and 2 clips per test video; `reduce` shrinks model
-    and images (CI)."""
+    one-epoch probe, 8 OOD images, 2 images per robustness set and 2 clips per test video, images at
+    real_step_size unless `full_size` (the memory check's); `reduce` shrinks model and images (CI)."""
     from semcl.models.backbones import BACKBONES
 
     d = run.config.data
@@ -96,6 +117,8 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
         over["eval.latency_batch"], over["eval.latency_repeats"] = 2, 1
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
+    if not full_size and (side := real_step_size(run, reduce)) is not None:
+        over["data.image_size"] = side
     if (run.config.optim.accum_steps or 1) > 2:  # one cycle of 2 batches runs every branch of the accumulation
         over["optim.accum_steps"] = 2
     from semcl.methods.registry import METHODS
@@ -192,25 +215,29 @@ def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce:
                                     dep_runs)
             if out.error is not None or out.est_gpu_gb is not None:
                 return out
-            # the fake step failed: the formula's whole check, without trying the fake step again
+            # the fake step failed: the formula's whole check at the row's own size, without faking again
             whole = _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, False,
-                                      False, True, dep_runs)
+                                      False, True, dep_runs, full_size=True)
             return dataclasses.replace(whole, fake_note=out.fake_note, seconds=whole.seconds + out.seconds)
+        # a real step below the row's size measures no memory: its memory check does (semcl.preflight.plan)
+        fake = fake and real_step_size(run, reduce) is None
         return _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch, for_dependents, fake,
                                  False, memory_only, dep_runs)
 
 
 def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: int, for_dependents: bool,
-                      fake: bool, memory_only: bool = False, private: bool = False, dep_runs: tuple = ()) -> RowCheck:
+                      fake: bool, memory_only: bool = False, private: bool = False, dep_runs: tuple = (),
+                      full_size: bool = False) -> RowCheck:
+    full_size = full_size or memory_only
     out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
-                     fake, memory_only, private, dep_runs)
+                     fake, memory_only, private, dep_runs, full_size)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
 
         want = run.config.optim.batch_size
         per_class = -(-want // DATASETS[run.config.data.name].synthetic_classes) + 1
         out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, want, per_class, for_dependents, fake,
-                         memory_only, private, dep_runs)
+                         memory_only, private, dep_runs, full_size)
     return out
 
 
@@ -299,7 +326,7 @@ class _StepMeter:
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
                for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
-               private: bool = False, dep_runs: tuple = ()) -> RowCheck:
+               private: bool = False, dep_runs: tuple = (), full_size: bool = True) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -318,8 +345,13 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
 
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
     t0 = time.time()
+    missing = None
     try:
-        cfg = effective_config(check_config(run, reduce, batch, per_class))  # `fast`: as the engine trains it
+        # `fast`: as the engine trains it
+        cfg = effective_config(check_config(run, reduce, batch, per_class, full_size=full_size))
+        missing = _missing_weights(cfg)
+        if missing is not None:  # the rest is checked on random weights, which size the memory as well
+            cfg = _replace(cfg, **{"model.pretrained": None})
         d = cfg.data
         out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
         folder = store.folder(run.run_id)
@@ -350,6 +382,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
         ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
+        if not full_size:
+            out.real_step_px = real_step_size(run, reduce)
         if memory_only:
             _memory_only(out, method, cfg, train_set, root, run, ckpt, device, test_set)
             return out
@@ -378,11 +412,14 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
                            logits_path=folder.logits if for_dependents else None)
         if not private:
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
-        if out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
+        if out.real_step_px is not None:  # a step below the row's size: its memory check has the figure
+            pass
+        elif out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
             out.est_gpu_gb = out.fake_gpu_gb
         else:
             out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
-        if cfg.eval.stage_probe:  # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
+        # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
+        if cfg.eval.stage_probe and out.est_gpu_gb is not None:
             from semcl.evals.stage_probe import stage_probe_gpu_gb
 
             out.est_gpu_gb = max(out.est_gpu_gb, stage_probe_gpu_gb(method, cfg, test_set.images, CONTEXT_GB))
@@ -390,7 +427,20 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         out.error = _where(table, err)
     finally:
         out.seconds = time.time() - t0
+    if missing is not None and out.error is None:
+        out.error = f"{table.path}: {missing}"
     return out
+
+
+def _missing_weights(cfg) -> str | None:
+    """Why the row's user-supplied weights file (`model.pretrained`) cannot be read here, or None. The preflight
+    checks such a row on random weights (the step, the evaluations and the memory figure do not depend on the
+    values) and reports the file as the row's error: the run needs it."""
+    path = getattr(cfg.model, "pretrained", None)
+    if not path or Path(path).expanduser().is_file():
+        return None
+    return (f"key 'model.pretrained': {path} is not there (user-supplied weights, never downloaded; "
+            "checked on random weights, the memory figure stands)")
 
 
 def _fresh_dependencies(deps: list, dep_runs: tuple, reduce, store) -> list:
@@ -409,7 +459,9 @@ def _fresh_state(run, reduce, store) -> dict:
     from semcl.runtime.precision import effective_config
 
     per_class = _stand_in_per_class(run)
-    cfg = effective_config(check_config(run, reduce, 4, per_class))
+    cfg = effective_config(check_config(run, reduce, 4, per_class, full_size=True))  # as the memory check builds
+    if _missing_weights(cfg) is not None:  # its own check reports the file
+        cfg = _replace(cfg, **{"model.pretrained": None})
     d = cfg.data
     root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                             train_per_class=per_class, test_per_class=1)

@@ -104,8 +104,9 @@ def step_peak(method, cfg, batch, size: int) -> int:
     from semcl.runtime.host_sync import like_an_accelerator
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
+    shared = {id(x): x for x in method.host_state() if x is not None}  # host state stays real (Method.host_state)
     with FakeCopyMode(mode):
-        fake = copy.deepcopy(method)
+        fake = copy.deepcopy(method, shared)
     with mode:
         opt = fake.configure_optimizer(cfg.optim)
         if opt is None:

@@ -27,7 +27,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     on; with `cache` (a folder), passed checks are read from and written to it by key. `rows_per_method` is
     the CI sample: per table, the first row of each method not sampled in an earlier table (at least the
     table's first row), and what they build on."""
-    from semcl.preflight.check import TableRef, _check_task, _sample, _step_cost, distinct_runs
+    from semcl.preflight.check import TableRef, _check_task, _sample, _step_cost, distinct_runs, real_step_size
     from semcl.preflight.pool import run_ordered
     from semcl.preflight.shapes import ShapeCache, alias_folder, code_key, from_cache, memory_key, release_scratch
     from semcl.runs import Store
@@ -84,10 +84,12 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     for k in crep:
         if k not in hits:
             add("c" + k)
-    # a memory key is covered by the whole check of a run of it, else it gets its own memory-only check
+    # a memory key is covered by the whole check of a run of it (one whose real step runs at the row's own size),
+    # else it gets its own memory-only check
+    own_size = {rid: real_step_size(first[rid][1], reduce) is None for rid in first}
     covering: dict[str, str] = {}
     for k in crep:
-        if "c" + k in todo:
+        if "c" + k in todo and own_size[crep[k]]:
             covering.setdefault(mkeys[crep[k]], "c" + k)
     for mk in mrep:
         if mk not in hits and mk not in covering:
@@ -121,7 +123,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
                 alias_folder(store, rep_of[task], rid)
         if shapes is not None:
             shapes.put(task[1:], res)
-            if task[0] == "c":  # its fake step is its memory key's figure too
+            if task[0] == "c" and own_size[rep_of[task]]:  # its fake step is its memory key's figure too
                 shapes.put(mkeys[rep_of[task]], res)
         # a scratch checkpoint is freed once nothing left to check reads it: the paper profile's checkpoints
         # together (ViT-L with AdamW state: 3.6 GB each) are larger than a /tmp
@@ -172,7 +174,8 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
                                       seconds=mem.seconds if mem_rid == rid else 0.0,
                                       same_shape_as=None if mem_rid == rid else label(mem_rid))
         code_error = code.error if isinstance(code, RowCheck) else None
-        res = dataclasses.replace(res, error=res.error or code_error,
+        step_px = code.real_step_px if isinstance(code, RowCheck) else code.get("real_step_px")
+        res = dataclasses.replace(res, error=res.error or code_error, real_step_px=step_px,
                                   step_as=None if code_rid in (rid, None) else label(code_rid),
                                   cached=mem_rid is None and code_rid is None)
         reported[rid] = res

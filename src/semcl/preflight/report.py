@@ -33,6 +33,7 @@ class RowCheck:
     fake_note: str | None = None  # why the fake step could not run (the estimate is then the formula's)
     fake_seconds: float | None = None
     step_as: str | None = None  # "table / row" whose small real step covered this row's code path (plan.py)
+    real_step_px: int | None = None  # the side the small real step ran at, below the row's (check.real_step_size)
 
     @property
     def fits(self) -> bool | None:
@@ -96,6 +97,8 @@ def _origin(r: RowCheck) -> str:
         parts.append(f"memory as {r.same_shape_as} (same networks and batch)")
     if r.step_as:
         parts.append(f"real step as {r.step_as} (same code path)")
+    if r.real_step_px:
+        parts.append(f"real step at {r.real_step_px} px")
     if r.cached:
         parts.append("cached: passed with this code")
     return "; ".join(parts)

@@ -41,6 +41,7 @@ from semcl.losses.latent_mixup import (
 )
 from semcl.methods.base import Batch, TrainContext
 from semcl.methods.distill.core import Distill
+from semcl.runtime.host_sync import on_host
 
 
 def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: torch.Tensor, negatives: torch.Tensor,
@@ -92,9 +93,13 @@ class CRD(Distill):
         return self.cfg.method.nce_k
 
     def negatives(self, batch: Batch) -> torch.Tensor:
-        """[B, K] training-set indices drawn from batch.generator."""
-        idx = batch.indices.cpu()
-        return self.sampler.sample(idx, self.train_labels[idx], self.num_negatives(), batch.generator)
+        """[B, K] training-set indices drawn from batch.generator: host work (CPU tensors, label values steer it)."""
+        with on_host():
+            idx = batch.indices.cpu()
+            return self.sampler.sample(idx, self.train_labels[idx], self.num_negatives(), batch.generator)
+
+    def host_state(self) -> tuple:
+        return (getattr(self, "train_labels", None), self.sampler)
 
     def distill_loss(self, feats_s, feats_t, batch):
         m = self.cfg.method

@@ -11,6 +11,7 @@ from semcl.losses.latent_mixup import lm_distance_loss, mix_with_positive
 from semcl.losses.scns_supcon import bank_supcon_loss
 from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
 from semcl.models import ProjectionHead, build_backbone
+from semcl.runtime.host_sync import on_host
 
 
 class SCNSSupCon(Method):
@@ -31,6 +32,9 @@ class SCNSSupCon(Method):
         # one unit-norm entry per training image, random until the image is first seen (CRD's bank)
         self.register_buffer("bank", F.normalize(torch.randn(n, cfg.model.head_dim), dim=1))
         self.sampler = None
+
+    def host_state(self) -> tuple:
+        return (getattr(self, "train_labels", None), self.sampler)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.head(self.backbone(x)).float(), dim=1)
@@ -59,7 +63,8 @@ class SCNSSupCon(Method):
         m = self.cfg.method
         idx = batch.indices.cpu()
         z = self.embed(torch.cat(batch.views, dim=0))
-        neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
+        with on_host():  # the sampler's label values steer it: host work (real under the preflight's fake step)
+            neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
         negs = self.bank[neg_idx.to(self.bank.device)]  # [B, K, D], no gradient (a buffer)
         distance = None
         if m.latent_mixup:

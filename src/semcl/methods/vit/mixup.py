@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from semcl.runtime.host_sync import on_host
+
 
 def soft_target_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """mean_i -sum_c target_ic log softmax(logits_i)_c (timm SoftTargetCrossEntropy)."""
@@ -46,7 +48,8 @@ class SeededMixup:
             return x, target.scatter_(1, labels[:, None], 1.0 - self.smoothing + off)
         if x.shape[0] % 2:
             raise ValueError(f"mixup / cutmix need an even batch, got {x.shape[0]} (set optim.batch_size even)")
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        with on_host():  # a CPU draw whose value seeds NumPy (host work, real under the preflight's fake step)
+            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         saved = np.random.get_state()
         np.random.seed(seed)
         try:

@@ -88,11 +88,13 @@ def toy_table(tmp_path, monkeypatch):
     return _toy_table(tmp_path, monkeypatch, 32)
 
 
-def _toy_table(tmp_path, monkeypatch, side: int):
+def _toy_table(tmp_path, monkeypatch, side: int, extra: str = ""):
+    """The toy table with the smoke profile at `side` px; `extra`: more profile overrides (YAML lines)."""
     monkeypatch.setitem(METHODS, "toy_plan", MethodSpec("toy_plan", ToyPlan, ToyPlanMethod, train_cost=1.0))
     root = tmp_path / "experiments"
     (root / "toy").mkdir(parents=True)
-    (root / "toy" / "plan.yaml").write_text(TABLE.replace("data.image_size: 32", f"data.image_size: {side}"))
+    text = TABLE.replace("data.image_size: 32", f"data.image_size: {side}{extra}")
+    (root / "toy" / "plan.yaml").write_text(text)
     monkeypatch.setenv("SEMCL_REGISTRY", str(root))
     monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
     return get_table("toy/plan")
@@ -187,3 +189,19 @@ def test_a_loss_weight_or_a_teacher_of_the_same_network_shares_both_keys_another
     big = _with(student, **{"optim.batch_size": 128})
     assert code_key(big, [t_code], extra) == s_code and memory_key(big, 1, extra) != s_mem
     assert memory_key(student, 2, extra) != s_mem
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_a_missing_user_weights_file_is_the_rows_error_and_the_row_keeps_its_memory_figure(tmp_path, monkeypatch):
+    """A row whose `model.pretrained` file is absent (user-supplied weights, never downloaded) fails the preflight
+    naming the key and the file, and is still checked on random weights: its memory figure is there."""
+    missing = tmp_path / "pretrained" / "resnet101-63fe2227.pth"
+    table = _toy_table(tmp_path, monkeypatch, 32, f"\n      model.pretrained: {missing}")
+    res = {r.row: r for r in check_tables([table], "smoke", tmp_path / "w", 80.0)}
+    for r in res.values():
+        assert r.error.startswith(f"{table.path}: key 'model.pretrained': {missing} is not there"), r.error
+        assert r.fake_gpu_gb is not None and r.est_gpu_gb == r.fake_gpu_gb and not r.ok
+    # with the file there, the row passes (the toy method reads no weights)
+    missing.parent.mkdir()
+    missing.write_bytes(b"")
+    assert all(r.ok for r in check_tables([table], "smoke", tmp_path / "w2", 80.0))

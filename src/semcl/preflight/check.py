@@ -3,7 +3,8 @@ before any GPU-hour is spent (`semcl check`).
 
 Per distinct config (seeds collapsed: the first seed's run; a config already checked for another
 table is reported as the same): the synthetic stand-in of its datasets written in the real on-disk
-layout (semcl.data.synthetic) and read back at the run's real input size, the real model (the real
+layout (semcl.data.synthetic) and read back at the run's real input size (at REAL_STEP_SIZE where that is
+larger: the fake step below has the full size), the real model (the real
 class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
 rows checked before it, in a scratch store), one step of the engine's own training loop at a small batch
 (semcl.engine.train with max_steps=1: the same views, loader partners, autocast, loss scaling and

@@ -7,7 +7,8 @@ code keys of what it builds on; not the networks' names and sizes, not the loss 
 mining sizes, GPUs). Each code key gets one whole check (real step + fake step) on its first run; each memory
 key that no whole check covers gets one memory-only check (engine up to the first batch, then the fake step)
 on its first run. A whole check whose real step runs below the row's input size (semcl.preflight.check.
-real_step_size: ImageNet-size rows step at 64 px) fakes nothing and covers no memory key. Every row is reported with its own memory key's figure, the code key's errors, and
+real_step_size: ImageNet-size rows step at 64 px) fakes nothing and covers no memory key.
+Every row is reported with its own memory key's figure, the code key's errors, and
 which rows those came from (`same_shape_as`: the fake step; `step_as`: the real step).
 """
 

@@ -426,10 +426,10 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             out.est_gpu_gb = max(out.est_gpu_gb, stage_probe_gpu_gb(method, cfg, test_set.images, CONTEXT_GB))
     except Exception as err:  # the report's one line; the traceback is not the user's business here
         out.error = _where(table, err)
-    finally:
+    finally:  # also on the early returns (a memory-only check, an ensemble)
         out.seconds = time.time() - t0
-    if missing is not None and out.error is None:
-        out.error = f"{table.path}: {missing}"
+        if missing is not None and out.error is None:
+            out.error = f"{table.path}: {missing}"
     return out
 
 

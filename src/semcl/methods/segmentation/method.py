@@ -18,6 +18,7 @@ from semcl.data.sets.segmentation import IGNORE
 from semcl.losses.gpaco_seg import gpaco_pixel_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
 from semcl.methods.paco.method import init_backbone
+from semcl.runtime.host_sync import on_host
 
 
 class _TinyBackbone(nn.Module):
@@ -84,14 +85,18 @@ class Segmenter(Method):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.net.backbone(x)["out"].mean((2, 3))
 
+    def host_state(self) -> tuple:
+        return (getattr(self, "train_set", None),)
+
     def batch_data(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Normalised images and int64 label maps of the batch, flipped together at random."""
-        idx = batch.indices
-        images = self.train_set.images[idx].float() / 255.0
-        masks = self.train_set.masks[idx].long()
-        if self.cfg.method.flip:
-            flip = torch.rand(len(idx), generator=batch.generator) < 0.5
-            images[flip], masks[flip] = images[flip].flip(-1), masks[flip].flip(-1)
+        with on_host():  # read and flipped on the host (real under the preflight's fake step)
+            idx = batch.indices
+            images = self.train_set.images[idx].float() / 255.0
+            masks = self.train_set.masks[idx].long()
+            if self.cfg.method.flip:
+                flip = torch.rand(len(idx), generator=batch.generator) < 0.5
+                images[flip], masks[flip] = images[flip].flip(-1), masks[flip].flip(-1)
         device = self.mean.device  # made on the host; copied without waiting for the device's queue
         return (images.to(device, non_blocking=True) - self.mean) / self.std, masks.to(device, non_blocking=True)
 

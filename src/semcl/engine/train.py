@@ -221,7 +221,7 @@ def _reseat_rng(rng: dict) -> None:
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
           device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
           step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
-          restore_only: bool = False) -> list[dict]:
+          restore_only: bool = False, shapes_only: bool = False) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history (module
     docstring: accumulation, checkpoints, the preflight's `max_steps` and `step_context`). `log_history`: False
     where `ckpt` is another run's final checkpoint (a shared training), whose history and trackers stay its own.
@@ -240,7 +240,8 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     if restore_only:
         _require_final(at, ckpt, cfg.schedule.epochs)
     augs = _augmentations(cfg, train_set)
-    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, data_root))
+    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, data_root,
+                                       shapes_only=shapes_only))
     bs, accum, steps = steps_per_epoch(cfg, method.epoch_size(len(train_set.labels)))
     epochs = cfg.schedule.epochs
     stop, last_epoch = steps, epochs  # a dry run stops early; lr_at keeps the configured schedule

@@ -96,6 +96,9 @@ class TrainContext:
     run_dir: Path | None
     seed: int
     data_root: Path | None = None  # where the data (and files such as pre-trained checkpoints) live
+    # the preflight's memory check (semcl.preflight.check): what the method sets up before its first step is read
+    # for its shapes, not its values (a teacher's caching pass may run on one batch, repeated)
+    shapes_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -481,7 +481,8 @@ def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device,
 
     meter = _StepMeter(stop=True)
     try:
-        train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1, step_context=meter)
+        train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1, step_context=meter,
+              shapes_only=True)
     except _FirstBatch:
         pass
     opt = method.configure_optimizer(cfg.optim)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from semcl.losses.distill import kd_loss
 from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
-from semcl.methods.distill.teacher import image_size, load_teacher, plain_transform, teacher_pass
+from semcl.methods.distill.teacher import PASS_BATCH, image_size, load_teacher, plain_transform, teacher_pass
 from semcl.models.kd import build_kd_model, feature_shapes
 
 
@@ -84,8 +84,14 @@ class Distill(Method):
         if not self.teacher_loaded:
             raise ValueError(f"method {self.cfg.method.name!r}: no teacher loaded (the row needs 'teacher: <row>')")
         if self.cfg.method.teacher_outputs == "cached" or self.needs_teacher_pass():
-            self.cache = teacher_pass(self.teacher, ctx.train_set.images, plain_transform(self.cfg, self.size),
+            images = ctx.train_set.images
+            if ctx.shapes_only:  # the preflight's memory check: one batch's outputs, repeated to every image's row
+                images = images[:PASS_BATCH]
+            self.cache = teacher_pass(self.teacher, images, plain_transform(self.cfg, self.size),
                                       tuple(sorted(set(self.teacher_feats) | {-1})), ctx.device, self.preact)
+            if ctx.shapes_only:
+                n = ctx.train_set.images.shape[0]
+                self.cache = {k: v.repeat(-(-n // len(v)), *[1] * (v.dim() - 1))[:n] for k, v in self.cache.items()}
         self.prepare(ctx)
 
     def needs_teacher_pass(self) -> bool:

@@ -1,0 +1,72 @@
+"""Registered rows whose step does host work on values (a negative sampler keyed by labels, MAE's mixup seed,
+DeepLabV3's batch read and flips) run the preflight's fake step at paper size: a memory figure measured at the
+row's batch per GPU, not the formula's fallback (CRD, SCNS-SupCon, the MAE fine-tunes and the segmentation
+rows all fell back before, the last two to a whole check at full size)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from semcl.preflight.plan import check_tables
+from semcl.registry.tables import get_table
+
+ROWS = [
+    ("scns/kd-cifar100", ["Teacher resnet56", "CRD resnet56 to resnet20"]),
+    ("scns/sup-cifar10", ["uniform negatives resnet18_cifar"]),
+    ("gpaco/mae-robustness", ["CE (MAE fine-tune) ViT-B"]),
+    ("gpaco/seg", ["GPaCo Cityscapes ResNet-50 (torchvision DeepLabV3 stand-in)"]),
+]
+
+
+@pytest.mark.usefixtures("single_thread")
+@pytest.mark.parametrize(("table_id", "labels"), ROWS, ids=[t for t, _ in ROWS])
+def test_rows_with_host_work_get_a_fake_step_figure(table_id, labels, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # user-supplied weights (gpaco/seg) are absent here: the row's error, not its memory's
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
+    table = get_table(table_id)
+    table = dataclasses.replace(table, rows=[r for r in table.rows if r.label in labels])
+    assert [r.label for r in table.rows] == labels
+    res = {r.row: r for r in check_tables([table], "paper", tmp_path / "w", 80.0)}
+    row = res[labels[-1]]
+    assert row.fake_note is None, row.fake_note
+    assert row.fake_gpu_gb is not None and row.est_gpu_gb == row.fake_gpu_gb
+    if table_id == "gpaco/seg":
+        assert row.error is not None and "key 'model.pretrained'" in row.error and row.real_step_px == 64
+    else:
+        assert row.error is None, row.error
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_a_memory_check_runs_the_teachers_caching_pass_on_one_batch_with_the_same_figure(tmp_path, monkeypatch):
+    """SCNS-instance's pools need the teacher's features of every training image (a pass that was most of the
+    kd-tinyimagenet preflight); a memory check needs their shapes only (TrainContext.shapes_only): one batch's
+    outputs, repeated. The figures equal those with the whole pass (PASS_BATCH larger than the stand-in)."""
+    from semcl.methods.distill import core, teacher
+
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
+    table = get_table("scns/kd-cifar100")
+    labels = ["Teacher resnet56", "Teacher resnet110", "SCNS-instance resnet56 to resnet20",
+              "SCNS-instance resnet110 to resnet20"]
+    table = dataclasses.replace(table, rows=[r for r in table.rows if r.label in labels])
+    passes: list[int] = []
+    real_pass = teacher.teacher_pass
+
+    def counted(net, images, *args, **kw):
+        passes.append(images.shape[0])
+        return real_pass(net, images, *args, **kw)
+
+    monkeypatch.setattr(core, "teacher_pass", counted)
+    monkeypatch.setattr(core, "PASS_BATCH", 16)
+    one = {r.row: r for r in check_tables([table], "paper", tmp_path / "w", 80.0)}
+    n = max(passes)
+    # the whole check's pass (SCNS-instance resnet56) reads every image, the memory check (resnet110) one batch
+    assert sorted(passes) == [16, n] and n > 16, passes
+    passes.clear()
+    monkeypatch.setattr(core, "PASS_BATCH", 10**6)
+    whole = {r.row: r for r in check_tables([table], "paper", tmp_path / "w2", 80.0)}
+    assert passes == [n, n]
+    row = "SCNS-instance resnet110 to resnet20"
+    assert one[row].fake_note is None and one[row].same_shape_as is None
+    assert one[row].fake_gpu_gb == whole[row].fake_gpu_gb

@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from semcl.runtime.host_sync import on_host
+
 MODES = ("batch", "sample")
 
 
@@ -61,13 +63,6 @@ def box_from_lam(
     return torch.stack([y1, y2, x1, x2], dim=1)
 
 
-def _host():
-    """The box draws are CPU tensors from the CPU generator in a real run (their values steer Python: numpy's seed)."""
-    from semcl.runtime.host_sync import on_host
-
-    return on_host()
-
-
 def kept_fraction(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """lambda = (H*W - box area) / (H*W) as float64 [n]: the share of anchor pixels after clipping."""
     area = (boxes[:, 1] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 2])
@@ -95,7 +90,7 @@ def cutmix(
         raise ValueError(f"unknown CutMix mode {mode!r}; known: {', '.join(MODES)}")
     batch, _, height, width = anchor.shape
     n = 1 if mode == "batch" else batch
-    with _host():
+    with on_host():  # the box draws are CPU draws whose values steer Python (numpy's seed)
         lam0 = sample_beta(alpha, n, generator)
         cy = torch.randint(height, (n,), generator=generator)
         cx = torch.randint(width, (n,), generator=generator)

@@ -327,7 +327,7 @@ class _StepMeter:
 
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
                for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
-               private: bool = False, dep_runs: tuple = (), full_size: bool = True) -> RowCheck:
+               private: bool = False, dep_runs: tuple = (), full_size: bool = False) -> RowCheck:
     """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
     loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
@@ -349,10 +349,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     missing = None
     try:
         # `fast`: as the engine trains it
-        cfg = effective_config(check_config(run, reduce, batch, per_class, full_size=full_size))
-        missing = _missing_weights(cfg)
-        if missing is not None:  # the rest is checked on random weights, which size the memory as well
-            cfg = _replace(cfg, **{"model.pretrained": None})
+        cfg, missing = _without_missing_weights(effective_config(check_config(run, reduce, batch, per_class,
+                                                                              full_size=full_size)))
         d = cfg.data
         out.batch_per_gpu = run.config.optim.batch_size / max(1, resources.gpus)
         folder = store.folder(run.run_id)
@@ -413,12 +411,10 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
                            logits_path=folder.logits if for_dependents else None)
         if not private:
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
-        if out.real_step_px is not None:  # a step below the row's size: its memory check has the figure
-            pass
-        elif out.fake_gpu_gb is not None:  # measured at the real batch; the formula is the fallback
-            out.est_gpu_gb = out.fake_gpu_gb
-        else:
-            out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
+        if out.real_step_px is None:  # else a step below the row's size: its memory check has the figure
+            # measured at the real batch; the formula is the fallback
+            out.est_gpu_gb = out.fake_gpu_gb if out.fake_gpu_gb is not None else \
+                estimate_gpu_gb(method, cfg, opt, out.act_bytes_per_sample or 0.0, out.batch_per_gpu)
         # the per-stage probes (HSA Fig. 3) train on the fly: the larger of the two peaks
         if cfg.eval.stage_probe and out.est_gpu_gb is not None:
             from semcl.evals.stage_probe import stage_probe_gpu_gb
@@ -433,15 +429,16 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     return out
 
 
-def _missing_weights(cfg) -> str | None:
-    """Why the row's user-supplied weights file (`model.pretrained`) cannot be read here, or None. The preflight
-    checks such a row on random weights (the step, the evaluations and the memory figure do not depend on the
-    values) and reports the file as the row's error: the run needs it."""
+def _without_missing_weights(cfg) -> tuple:
+    """(cfg, None), or, where the row's user-supplied weights file (`model.pretrained`) is not there, (cfg on random
+    weights, why). The preflight checks such a row on random weights (the step, the evaluations and the memory figure
+    do not depend on the values) and reports the file as the row's error: the run needs it."""
     path = getattr(cfg.model, "pretrained", None)
     if not path or Path(path).expanduser().is_file():
-        return None
-    return (f"key 'model.pretrained': {path} is not there (user-supplied weights, never downloaded; "
-            "checked on random weights, the memory figure stands)")
+        return cfg, None
+    return _replace(cfg, **{"model.pretrained": None}), (
+        f"key 'model.pretrained': {path} is not there (user-supplied weights, never downloaded; "
+        "checked on random weights, the memory figure stands)")
 
 
 def _fresh_dependencies(deps: list, dep_runs: tuple, reduce, store) -> list:
@@ -460,9 +457,8 @@ def _fresh_state(run, reduce, store) -> dict:
     from semcl.runtime.precision import effective_config
 
     per_class = _stand_in_per_class(run)
-    cfg = effective_config(check_config(run, reduce, 4, per_class, full_size=True))  # as the memory check builds
-    if _missing_weights(cfg) is not None:  # its own check reports the file
-        cfg = _replace(cfg, **{"model.pretrained": None})
+    # as the memory check builds it; a missing weights file is reported by the row's own check
+    cfg, _ = _without_missing_weights(effective_config(check_config(run, reduce, 4, per_class, full_size=True)))
     d = cfg.data
     root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                             train_per_class=per_class, test_per_class=1)

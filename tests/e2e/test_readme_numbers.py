@@ -97,3 +97,18 @@ def test_one_seed_of_each_readme_row_retrains_to_the_published_values_bit_for_bi
         for w, got in zip(want, json.loads(done.stdout.splitlines()[-1]), strict=True):
             assert got == w["metrics"], (f"{w['table']} {w['row']} seed {w['seed']} ({isa}): metrics moved; "
                                          "rebuild the README block (make demo, semcl readme)")
+
+
+def test_the_readmes_paper_bill_is_what_semcl_plan_prints_today(capsys):
+    """The prose figures of the paper profile's bill (runs, GPU-hours, shared trainings) are `semcl plan`'s."""
+    import re
+
+    from semcl.cli import main as cli
+
+    assert cli.main(["plan", "--all", "--profile", "paper"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    got = re.search(r"(\d+) runs, ([\d.e+]+) GPU-h;.*; (\d+) runs evaluate .*: (\d+) GPU-h saved", last)
+    runs, gpu_h, shared, saved = int(got[1]), float(got[2]), int(got[3]), float(got[4])
+    text = " ".join(README.read_text().split())
+    assert f"**{runs:,} runs, ≈ {gpu_h / 1000:.1f}k GPU-h**" in text, last
+    assert f"{shared} runs evaluate a training another run does, saving ≈ {saved / 1000:.1f}k GPU-h" in text, last

@@ -94,3 +94,26 @@ def test_training_pace_is_the_slower_of_model_and_loader():
     cfg, _ = _row("gpaco/mae-robustness", "GPaCo ViT-L")
     one_a100 = 62.7 / (1040.3 / 1200) * A100_AMP / 1200  # MAE's published ViT-L run (model-bound, 1 GPU)
     assert training_pace(cfg) == pytest.approx(one_a100 / 2.0)
+
+
+def test_a_logit_ensemble_holds_no_gpu_and_costs_no_gpu_hour():
+    # summing saved logits is CPU work: the job asks SLURM for no GPU, and the bill has nothing for it
+    from semcl.registry.resources import CPU_ONLY
+
+    label = "GPaCo ensemble (2 x ResNeXt-101, logit sum)"
+    cfg, gpus = _row("gpaco/imagenet-lt", label)
+    assert get_table("gpaco/imagenet-lt").resources_for(label, "paper") == CPU_ONLY
+    assert gpus == 0 and estimate(cfg, gpus).gpu_hours == 0.0
+    assert get_table("gpaco/imagenet-lt").resources_for("GPaCo ResNeXt-101 32x4d (code lr 0.06)", "paper").gpus == 4
+
+
+@pytest.mark.parametrize(("table", "label", "iters", "trials", "s_per_iter"), [
+    ("hsa/transfer-coco", "CsMl 200 ep", 180_000, 1, 0.584),  # Mask R-CNN R50-C4, detectron2 MODEL_ZOO.md
+    ("hsa/transfer-voc", "CsMl 200 ep", 24_000, 5, 0.551),  # Faster R-CNN R50-C4
+])
+def test_a_detectron2_transfer_costs_detectron2s_published_pace(table, label, iters, trials, s_per_iter):
+    cfg, gpus = _row(table, label)
+    est = estimate(cfg, gpus)
+    assert (gpus, est.bound) == (8, "published")
+    # iterations x trials x s/iter on the zoo's 8 GPUs, held for that long by 8 GPUs
+    assert est.gpu_hours == pytest.approx(iters * trials * s_per_iter * 8 / 3600, rel=1e-12)

@@ -39,10 +39,11 @@ def test_rows_with_host_work_get_a_fake_step_figure(table_id, labels, tmp_path, 
 
 
 @pytest.mark.usefixtures("single_thread")
-def test_a_memory_check_runs_the_teachers_caching_pass_on_one_batch_with_the_same_figure(tmp_path, monkeypatch):
+def test_a_memory_check_runs_the_teachers_caching_pass_on_two_images_with_the_same_figure(tmp_path, monkeypatch):
     """SCNS-instance's pools need the teacher's features of every training image (a pass that was most of the
     kd-tinyimagenet preflight); a memory check needs their shapes only (TrainContext.shapes_only): one batch's
-    outputs, repeated. The figures equal those with the whole pass (PASS_BATCH larger than the stand-in)."""
+    two images' outputs, repeated. The figures equal those with the whole pass (SHAPES_ONLY_IMAGES the stand-in's
+    count)."""
     from semcl.methods.distill import core, teacher
 
     monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
@@ -58,13 +59,12 @@ def test_a_memory_check_runs_the_teachers_caching_pass_on_one_batch_with_the_sam
         return real_pass(net, images, *args, **kw)
 
     monkeypatch.setattr(core, "teacher_pass", counted)
-    monkeypatch.setattr(core, "PASS_BATCH", 16)
     one = {r.row: r for r in check_tables([table], "paper", tmp_path / "w", 80.0)}
     n = max(passes)
-    # the whole check's pass (SCNS-instance resnet56) reads every image, the memory check (resnet110) one batch
-    assert sorted(passes) == [16, n] and n > 16, passes
+    # the whole check's pass (SCNS-instance resnet56) reads every image, the memory check (resnet110) two
+    assert sorted(passes) == [2, n] and n > 2, passes
     passes.clear()
-    monkeypatch.setattr(core, "PASS_BATCH", 10**6)
+    monkeypatch.setattr(core, "SHAPES_ONLY_IMAGES", 10**6)
     whole = {r.row: r for r in check_tables([table], "paper", tmp_path / "w2", 80.0)}
     assert passes == [n, n]
     row = "SCNS-instance resnet110 to resnet20"

@@ -12,6 +12,9 @@ Wall time of training = epochs x max(model time, loader time) per epoch, where
 Evaluation (linear probe epochs, feature passes for kNN / retrieval / OOD, test sets, robustness sets, video
 clips) runs forwards (1/3 of fwd+bwd) on the evaluation GPU, bounded by a single-view loader likewise.
 GPU-hours = training wall time x GPUs held + evaluation wall time x 1 GPU.
+A run whose GPU work is another program's (MethodSpec.external_job: detectron2) costs that program's published
+seconds per iteration x iterations x trials; one that computes on the CPU alone (MethodSpec.on_gpu: a logit
+ensemble) costs no GPU-hour.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class Estimate:
     gpus: int
     train_wall_h: float
     eval_wall_h: float
-    bound: str  # "model" or "loader": what sets the training pace
+    bound: str  # what sets the training pace: "model", "loader"; "published" (ExternalJob), "cpu" (no GPU work)
 
     @property
     def gpu_hours(self) -> float:
@@ -138,6 +141,14 @@ def _eval_forwards(cfg, n_train: int) -> tuple[float, int]:
 
 def estimate(cfg, gpus: int = 1, cpus_per_gpu: int = 8) -> Estimate:
     """The run's estimate on `gpus` A100s (0 = counted as 1) with `cpus_per_gpu` CPUs each."""
+    spec = METHODS[cfg.method.name]
+    if spec.external_job is not None:  # another program's steps (detectron2): its published pace, all trials
+        job = spec.external_job(cfg.method)
+        held = max(gpus, 1)  # the same work on the GPUs held (data-parallel, as published)
+        wall_h = job.iterations * job.seconds_per_iter * job.gpus / held / 3600
+        return Estimate(held, wall_h, 0.0, "published")
+    if not spec.on_gpu:  # computes on the CPU alone (a logit ensemble): nothing on a GPU
+        return Estimate(0, 0.0, 0.0, "cpu")
     gpus = max(gpus, 1)
     amp = bool(cfg.optim.amp) or cfg.optim.precision == "fast"
     workers = max(cpus_per_gpu - 1, 1)
@@ -148,7 +159,6 @@ def estimate(cfg, gpus: int = 1, cpus_per_gpu: int = 8) -> Estimate:
     loader_s = n / (gpus * workers * _loader_per_worker(cfg, _views(cfg)))
     epoch_s = max(model_s, loader_s)
     fwd, _ = _eval_forwards(cfg, n)
-    spec = METHODS[cfg.method.name]
     eval_model_s = fwd * (seconds_per_sample(cfg) / max(spec.cost(cfg.method), 1e-9)) / 3 if fwd else 0.0
     info = DATASETS.get(cfg.data.name)
     eval_rate = throughput.loader_rate("video_clip_frames") if info is not None and info.video else (

@@ -28,6 +28,18 @@ class Networks:
     teacher: str | None = None  # a frozen network the step runs forward (a KD student's teacher)
 
 
+@dataclass(frozen=True)
+class ExternalJob:
+    """The GPU work of a run that another program does (detectron2): that program's published pace and memory,
+    since its step is not ours to time or fake. `source`: where a user reads the figures."""
+
+    iterations: int  # steps of the whole run (every trial)
+    seconds_per_iter: float  # on `gpus` GPUs of the published run
+    gpus: int
+    mem_gb: float  # peak per GPU as published
+    source: str
+
+
 def trains_model_backbone(method_cfg: Any, model_cfg: Any) -> Networks:
     """The default `networks`: the run trains `model.backbone` and nothing else."""
     return Networks(model_cfg.backbone)
@@ -64,6 +76,12 @@ class MethodSpec:
     # networks(method_cfg, model_cfg) -> Networks: what the run trains (a ViT's `arch`, a video net and its frames,
     # a KD teacher run's `teacher_arch`) and the frozen teacher a student runs; the spine asks this, never the config
     networks: Callable[[Any, Any], Networks] = trains_model_backbone
+    # False: the run computes on the CPU alone (a logit ensemble sums its members' saved logits), so its job
+    # holds no GPU whatever its table's profile asks (semcl.registry.tables: Table.resources_for)
+    on_gpu: bool = True
+    # external_job(method_cfg) -> ExternalJob: a run whose GPU work is another program's (detectron2 transfer);
+    # the estimate and the preflight's memory figure are that program's published ones
+    external_job: Callable[[Any], ExternalJob] | None = None
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:

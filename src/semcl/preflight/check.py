@@ -333,7 +333,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
     import torch
 
-    from semcl.data import load, select_per_class
+    from semcl.data import select_per_class
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
     from semcl.engine.build import build_method, method_class
@@ -362,7 +362,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         cls, deps = method_class(run, store, cfg)
         if private and dep_runs:  # the folders are another network's (the code path's real step): fresh weights
             deps = _fresh_dependencies(deps, dep_runs, reduce, store)
-        if cls.metrics_from_dependencies(cfg, deps) is not None:  # an ensemble: no model of its own
+        if cls.metrics_from_dependencies(cfg, deps) is not None:  # no model of its own: an ensemble, detectron2
+            _memory_without_a_step(out, run)
             if not private:
                 store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
@@ -371,8 +372,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                                 train_per_class=per_class, test_per_class=1)
         seed_everything(run.seed)
-        train_set = load(d.name, root, "train", d.image_size)
-        test_set = load(d.name, root, d.test_split or "test", d.image_size)
+        train_set = _stand_in(d.name, root, "train", d.image_size)
+        test_set = _stand_in(d.name, root, d.test_split or "test", d.image_size)
         # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
         test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
         device = torch.device("cpu")
@@ -429,6 +430,41 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     return out
 
 
+def _memory_without_a_step(out: RowCheck, run) -> None:
+    """The figure of a row with no step of ours: another program's published peak (MethodSpec.external_job; plus
+    CONTEXT_GB, which a published allocator peak leaves out, as the fake step's does), or none on a GPU at all
+    (MethodSpec.on_gpu: a logit ensemble)."""
+    from semcl.methods.registry import METHODS
+
+    spec = METHODS[run.config.method.name]
+    if spec.external_job is not None:
+        job = spec.external_job(run.config.method)
+        out.est_gpu_gb = job.mem_gb + CONTEXT_GB
+        out.memory_note = f"memory: published {job.mem_gb:g} GB per GPU ({job.source}; another program's step)"
+    elif not spec.on_gpu:
+        out.est_gpu_gb, out.batch_per_gpu = 0.0, None
+        out.memory_note = "no GPU: sums the members' saved logits on the CPU"
+
+
+_STAND_INS: dict[tuple, object] = {}  # this process's decoded stand-in splits (a worker runs many checks of one set)
+
+
+def _stand_in(name: str, root: Path, split: str, size: int | None):
+    """semcl.data.load of a stand-in split, decoded once per process: a stand-in root is written once and read
+    by every check of its set (kd-tinyimagenet's ~230 memory checks decoded the same JPEGs 3 times each). A
+    shallow copy each time, so a check that rebinds a field of its set does not reach the next check."""
+    import copy
+
+    from semcl.data import load
+
+    key = (name, str(root), split, size)
+    if key not in _STAND_INS:
+        if len(_STAND_INS) >= 16:  # the oldest goes: a worker moves from set to set
+            _STAND_INS.pop(next(iter(_STAND_INS)))
+        _STAND_INS[key] = load(name, root, split, size)
+    return copy.copy(_STAND_INS[key])
+
+
 def _without_missing_weights(cfg) -> tuple:
     """(cfg, None), or, where the row's user-supplied weights file (`model.pretrained`) is not there, (cfg on random
     weights, why). The preflight checks such a row on random weights (the step, the evaluations and the memory figure
@@ -450,7 +486,6 @@ def _fresh_dependencies(deps: list, dep_runs: tuple, reduce, store) -> list:
 
 
 def _fresh_state(run, reduce, store) -> dict:
-    from semcl.data import load
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
     from semcl.methods.registry import METHODS
@@ -462,7 +497,7 @@ def _fresh_state(run, reduce, store) -> dict:
     d = cfg.data
     root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                             train_per_class=per_class, test_per_class=1)
-    train_set = load(d.name, root, "train", d.image_size)
+    train_set = _stand_in(d.name, root, "train", d.image_size)
     method = METHODS[run.config.method.name].load()(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
     return method.state_dict()
 

@@ -34,6 +34,7 @@ class RowCheck:
     fake_seconds: float | None = None
     step_as: str | None = None  # "table / row" whose small real step covered this row's code path (plan.py)
     real_step_px: int | None = None  # the side the small real step ran at, below the row's (check.real_step_size)
+    memory_note: str | None = None  # where a figure with no fake step comes from (published; no GPU)
 
     @property
     def fits(self) -> bool | None:
@@ -111,7 +112,7 @@ def _memory(r: RowCheck) -> str:
         return f"memory: fake-tensor step at batch {r.batch_per_gpu:g}{mining}"
     if r.fake_note:
         return f"memory: formula from the small real step; {r.fake_note}"
-    return ""
+    return r.memory_note or ""
 
 
 def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:

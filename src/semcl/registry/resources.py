@@ -35,6 +35,10 @@ DEFAULT_RESOURCES = {
     "mini": Resources(cpus=2, mem_gb=4),
     "smoke": Resources(cpus=1, mem_gb=2),
 }
+# a row whose method computes on the CPU alone (MethodSpec.on_gpu False: a logit ensemble) in a profile that holds GPUs:
+# the members' saved logits of the largest test set here (iNaturalist 2018 val, 24,426 x 8,142 classes) are 0.8 GB
+# each in float32, summed in minutes
+CPU_ONLY = Resources(gpus=0, cpus=2, mem_gb=16.0, time_min=60)
 
 def parse_resources(value: Any, where: str) -> dict[str, Resources]:
     """A registry entry's `resources:` (profile -> {gpus, cpus, mem_gb, time_min, tasks}), checked strictly

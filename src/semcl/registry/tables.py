@@ -25,7 +25,7 @@ from semcl.methods.spec import DEPENDENCY_KINDS
 from semcl.registry.entry import ProfileEntry, parse_entry
 from semcl.registry.figure_kinds import check_figure
 from semcl.registry.index_store import remember_tables, table_paths
-from semcl.registry.resources import DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
+from semcl.registry.resources import CPU_ONLY, DEFAULT_RESOURCES, Resources, parse_resources, parse_row_resources
 from semcl.registry.same_as import KEY as SAME_AS
 from semcl.registry.same_as import CellRef
 from semcl.registry.same_as import parse as parse_same_as
@@ -158,8 +158,15 @@ class Table:
     row_resources: dict[str, dict[str, Resources]] = field(default_factory=dict)  # profile -> row label -> own
 
     def resources_for(self, label: str, profile: str) -> Resources:
-        """The jobs of one row: its own `resources.<profile>.rows` entry, else the profile's."""
-        return self.row_resources.get(profile, {}).get(label, self.resources[profile])
+        """The jobs of one row: its own `resources.<profile>.rows` entry, else the profile's; a row whose method
+        computes on the CPU alone (MethodSpec.on_gpu) holds no GPU where the profile's jobs do (CPU_ONLY)."""
+        own = self.row_resources.get(profile, {}).get(label)
+        if own is not None:
+            return own
+        res = self.resources[profile]
+        if res.gpus and not _on_gpu(self.row(label).method):
+            return CPU_ONLY
+        return res
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -191,6 +198,11 @@ class Table:
 
     def resolve(self, row: Row, profile: str):
         return build_config(self.config_tree(row, profile), where=f"{self.path}: row {row.label!r}, profile {profile!r}")
+
+
+def _on_gpu(method: str) -> bool:
+    spec = METHODS.get(method)
+    return spec is None or spec.on_gpu
 
 
 def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ AP / AP50 / AP75. The suite does not reimplement detectron2."""
 
 from dataclasses import dataclass
 
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import ExternalJob, MethodSpec
 
 # MoCo's detection configs as the official repository ships them (haohang96/CSML @be34e84
 # detection/configs/Base-RCNN-C4-BN.yaml + pascal_voc_R_50_C4_24k(_moco).yaml / coco_R_50_C4_2x(_moco).yaml,
@@ -39,6 +39,30 @@ METRIC_KEYS: dict[str, dict[str, str]] = {
              "segm/AP": "ap_mk", "segm/AP50": "ap50_mk", "segm/AP75": "ap75_mk"},
 }
 
+# detectron2's own published runs of the nearest configs (facebookresearch/detectron2 MODEL_ZOO.md @02478d2, COCO
+# baselines, R50-C4 1x: 8 V100s, 16 images a step, PyTorch 1.3): (s/iter, train mem GB, which). VOC runs the Faster
+# R-CNN (no mask head), COCO the Mask R-CNN. Not measurements of these configs: the zoo freezes the stem and res2
+# with frozen BN, MoCo's configs train every stage with SyncBN (more memory and time), and VOC's shorter sides
+# (480-800) are smaller than COCO's (640-800); V100 pace, where the other estimates are A100 arithmetic.
+PUBLISHED_RUNS: dict[str, tuple[float, float, str]] = {
+    "voc": (0.551, 4.8, "Faster R-CNN R50-C4"),
+    "coco": (0.584, 5.2, "Mask R-CNN R50-C4"),
+}
+ZOO_SOURCE = "detectron2 MODEL_ZOO.md @02478d2"
+
+
+def max_iter(benchmark: str) -> int:
+    """SOLVER.MAX_ITER of the benchmark's registered options."""
+    opts = BENCHMARK_OPTS[benchmark]
+    return int(opts[opts.index("SOLVER.MAX_ITER") + 1])
+
+
+def published_job(method_cfg) -> ExternalJob:
+    """The transfer's trials at detectron2's published pace and memory (PUBLISHED_RUNS)."""
+    sec, mem, which = PUBLISHED_RUNS[method_cfg.benchmark]
+    return ExternalJob(max_iter(method_cfg.benchmark) * method_cfg.trials, sec, 8, mem,
+                       f"{ZOO_SOURCE}: {which} 1x, 8 V100, 2 images per GPU")
+
 
 @dataclass
 class Detectron2TransferMethod:
@@ -63,4 +87,5 @@ DETECTRON2_TRANSFER = MethodSpec("detectron2_transfer", Detectron2TransferMethod
                                  "semcl.methods.transfer.method:Detectron2Transfer", train_cost=0.0,
                                  depends="init_from", choices={"benchmark": frozenset(BENCHMARK_OPTS)},
                                  summary="detection transfer of the exported backbone via detectron2, mean of 5 trials",
-                                 builder=None)  # detectron2 builds and trains the detector in its own process
+                                 builder=None,  # detectron2 builds and trains the detector in its own process
+                                 external_job=published_job)

@@ -52,21 +52,13 @@ def feature_shapes(model: KDNet, image_size: int, in_channels: int = 3) -> list[
     """Per-sample shape of each entry of ``forward_features`` for a square ``image_size`` input.
 
     Runs one eval-mode forward on zeros and restores the training flag (connectors such as FitNet's
-    ConvReg need spatial sizes, which depend on the input size). The forward runs on fake tensors (shapes without
-    arithmetic: a CIFAR-style ResNet50 at 64 px is ~5 GFLOPs for nothing but shapes); a network that cannot run
-    faked gets the real forward.
+    ConvReg need spatial sizes, which depend on the input size).
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
     try:
-        try:
-            with FakeTensorMode(allow_non_fake_inputs=True):
-                feats, _ = model.forward_features(torch.zeros(1, in_channels, image_size, image_size, device=device))
-        except Exception:  # noqa: BLE001 - an op fake tensors cannot run: the same forward on real zeros
-            feats, _ = model.forward_features(torch.zeros(1, in_channels, image_size, image_size, device=device))
+        param = next(model.parameters())
+        feats, _ = model.forward_features(torch.zeros(1, in_channels, image_size, image_size, device=param.device))
     finally:
         model.train(was_training)
     return [tuple(f.shape[1:]) for f in feats]

@@ -76,7 +76,7 @@ def test_video_clips_and_robustness_images_are_capped_in_the_check_only():
     assert check_config(one, None, 4).eval.video_clips == 1  # a row's smaller count stays
     rob = _run("gpaco/mae-robustness", "GPaCo ResNet-50")
     assert rob.config.eval.robustness and rob.config.eval.robustness_limit is None
-    assert check_config(rob, None, 4).eval.robustness_limit == 2
+    assert check_config(rob, None, 4).eval.robustness_limit == 1
 
 
 def test_a_robustness_set_is_scored_on_its_first_limit_images():
@@ -107,3 +107,16 @@ def test_scns_instance_s_stand_in_has_one_image_per_class_enough_for_its_pools()
     assert _stand_in_per_class(big) == 2
     # other students keep the default
     assert _stand_in_per_class(_run("scns/kd-tinyimagenet", "Student wrn_16_2")) == 2
+
+
+def test_the_evaluations_train_on_one_image_of_at_most_twenty_classes():
+    from semcl.preflight.check import EVAL_TRAIN_IMAGES, _few
+
+    cifar100 = torch.arange(100).repeat_interleave(3)  # 3 images of each of 100 classes, in class order
+    picked = _few(cifar100)
+    assert EVAL_TRAIN_IMAGES == 20 and len(picked) == 20
+    assert picked.tolist() == sorted(picked.tolist()) and len(set(cifar100[picked].tolist())) == 20
+    # spread over the classes, not the first twenty: classes 0, 5, 10, ..., 99 (evenly spaced, rounded)
+    assert cifar100[picked].tolist() == torch.linspace(0, 99, 20).round().long().tolist()
+    ten = torch.arange(10).repeat_interleave(4)
+    assert sorted(ten[_few(ten)].tolist()) == list(range(10))  # fewer classes: one image of each

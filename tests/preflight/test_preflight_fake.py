@@ -241,3 +241,30 @@ def test_mining_peak_holds_the_features_of_every_image():
     assert got == resident + knn_peak(n, 16, 5)
     assert got >= resident + 2 * n * 16 * 4 + n * 5 * 8 + 4096 * 65536 * 4
     assert mining_peak(_Tiny(), n, resident) is None
+
+
+def test_a_fake_copy_fakes_every_tensor_and_keeps_parameters_ties_and_host_state():
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from semcl.preflight.fake import fake_copy
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(3, 4)
+            self.frozen = torch.nn.Linear(4, 2)
+            self.frozen.requires_grad_(False)
+            self.tied = self.a.weight  # one Parameter under two names
+            self.register_buffer("queue", torch.zeros(5, 4))
+            self.loose = [torch.ones(2)]  # a tensor no module registers
+            self.labels = torch.arange(3)  # host state: stays the real tensor
+
+    net = Net()
+    copy_ = fake_copy(net, FakeTensorMode(allow_non_fake_inputs=True), {id(net.labels): net.labels})
+    for name, p in copy_.named_parameters():
+        assert isinstance(p, FakeTensor) and isinstance(p, torch.nn.Parameter), name
+        assert p.requires_grad == dict(net.named_parameters())[name].requires_grad
+        assert p.shape == dict(net.named_parameters())[name].shape
+    assert copy_.tied is copy_.a.weight and isinstance(copy_.queue, FakeTensor)
+    assert isinstance(copy_.loose[0], FakeTensor) and copy_.labels is net.labels
+    assert not any(isinstance(t, FakeTensor) for t in (*net.parameters(), *net.buffers()))  # the original is untouched

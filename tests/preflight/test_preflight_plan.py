@@ -205,3 +205,16 @@ def test_a_missing_user_weights_file_is_the_rows_error_and_the_row_keeps_its_mem
     missing.parent.mkdir()
     missing.write_bytes(b"")
     assert all(r.ok for r in check_tables([table], "smoke", tmp_path / "w2", 80.0))
+
+
+def test_accumulation_counts_above_two_share_a_real_step():
+    # the real step runs one cycle of at most 2 batches: GPaCo ViT-B (accum 4) and ViT-L (accum 8) run one code path
+    runs = {r.row_label: r for r in plan_runs(get_table("gpaco/mae-robustness"), "paper") if r.seed == 123}
+    vit_b, vit_l = runs["GPaCo ViT-B"], runs["GPaCo ViT-L"]
+    assert (vit_b.config.optim.accum_steps, vit_l.config.optim.accum_steps) == (4, 8)
+    extra = {"reduce": None, "batch": 4}
+    assert code_key(vit_b, [], extra) == code_key(vit_l, [], extra)
+    assert memory_key(vit_b, 1, extra) != memory_key(vit_l, 1, extra)
+    # one batch per step is another code path; two or more run the same cycle of two
+    one, two, three = (code_key(_with(vit_b, **{"optim.accum_steps": n}), [], extra) for n in (1, 2, 3))
+    assert one != two == three == code_key(vit_b, [], extra)

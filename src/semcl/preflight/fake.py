@@ -99,14 +99,13 @@ def _tracker_peak(tracker) -> int:
 def step_peak(method, cfg, batch, size: int) -> int:
     """Peak bytes of one training step of a fake copy of `method` at `size` samples per GPU (module docstring).
     `batch`: a real batch of the row (its views' image size and structure)."""
-    from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from semcl.runtime.host_sync import like_an_accelerator
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     shared = {id(x): x for x in method.host_state() if x is not None}  # host state stays real (Method.host_state)
-    with FakeCopyMode(mode):
-        fake = copy.deepcopy(method, shared)
+    fake = fake_copy(method, mode, shared)
     with mode:
         opt = fake.configure_optimizer(cfg.optim)
         if opt is None:
@@ -126,6 +125,22 @@ def step_peak(method, cfg, batch, size: int) -> int:
         fake.after_backward()
         opt.step()
     return _tracker_peak(tracker)
+
+
+def fake_copy(module, mode, memo: dict):
+    """A deep copy of `module` whose tensors are fakes of `mode` (what a deepcopy under FakeCopyMode makes), except
+    the tensors `memo` maps already. Parameters and buffers are made fake first, into the memo: a copy through
+    FakeCopyMode's clone hook took 3x the conversion itself (a KD resnet110 -> resnet32 method, 868 tensors: 0.28 s
+    vs 0.09 s, the most of a KD memory check after the step); tensors held elsewhere (a plain attribute, a list)
+    still go through FakeCopyMode."""
+    from torch._subclasses.fake_tensor import FakeCopyMode
+
+    memo = dict(memo)
+    for t in (*module.parameters(), *module.buffers()):  # a Parameter's fake is a Parameter (requires_grad kept)
+        if id(t) not in memo:
+            memo[id(t)] = mode.from_tensor(t, static_shapes=True)
+    with FakeCopyMode(mode):
+        return copy.deepcopy(module, memo)
 
 
 def _warm_optimizer(opt) -> None:

@@ -91,8 +91,13 @@ def code_of(hashed: dict, batch: int) -> dict:
     for section in ("method", "model"):  # a count or size: 0 and 1 often switch a branch, larger ones do not
         if isinstance(out.get(section), dict):
             out[section] = {k: _count(v) for k, v in out[section].items()}
-    if isinstance(out.get("optim"), dict) and isinstance(out["optim"].get("batch_size"), int):
-        out["optim"]["batch_size"] = min(batch, out["optim"]["batch_size"])
+    optim = out.get("optim")
+    if isinstance(optim, dict) and isinstance(optim.get("batch_size"), int):
+        optim["batch_size"] = min(batch, optim["batch_size"])
+    if isinstance(optim, dict) and isinstance(optim.get("accum_steps"), int):
+        # the real step runs one cycle of at most 2 batches (semcl.preflight.check.check_config): 4 and 8 are one code
+        # path (GPaCo ViT-B and ViT-L shared no real step, and ViT-L's wrote a 3.6 GB checkpoint for nothing)
+        optim["accum_steps"] = min(2, optim["accum_steps"])
     return out
 
 

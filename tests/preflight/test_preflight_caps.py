@@ -120,3 +120,20 @@ def test_the_evaluations_train_on_one_image_of_at_most_twenty_classes():
     assert cifar100[picked].tolist() == torch.linspace(0, 99, 20).round().long().tolist()
     ten = torch.arange(10).repeat_interleave(4)
     assert sorted(ten[_few(ten)].tolist()) == list(range(10))  # fewer classes: one image of each
+
+
+def test_a_fresh_dependency_state_is_built_once_per_process(monkeypatch, tmp_path):
+    from semcl.preflight import check as check_module
+    from semcl.runs import Store
+
+    built = []
+    monkeypatch.setattr(check_module, "_FRESH", {})
+    monkeypatch.setattr(check_module, "_build_fresh_state", lambda run, reduce, store: built.append(run.run_id) or {})
+    teacher = _run("scns/kd-cifar100", "Teacher resnet56")
+    other = _run("scns/kd-cifar100", "Teacher resnet110")
+    store = Store(tmp_path)
+    first = check_module._fresh_state(teacher, None, store)
+    assert check_module._fresh_state(teacher, None, store) is first  # the second student of this teacher reads it
+    check_module._fresh_state(other, None, store)
+    check_module._fresh_state(teacher, None, Store(tmp_path / "other"))  # another scratch store: built again
+    assert built == [teacher.run_id, other.run_id, teacher.run_id]

@@ -88,12 +88,16 @@ def toy_table(tmp_path, monkeypatch):
     return _toy_table(tmp_path, monkeypatch, 32)
 
 
-def _toy_table(tmp_path, monkeypatch, side: int, extra: str = ""):
-    """The toy table with the smoke profile at `side` px; `extra`: more profile overrides (YAML lines)."""
+def _toy_table(tmp_path, monkeypatch, side: int, extra: str = "", first: str | None = None):
+    """The toy table with the smoke profile at `side` px; `extra`: more profile overrides (YAML lines); `first`: the
+    row listed first."""
     monkeypatch.setitem(METHODS, "toy_plan", MethodSpec("toy_plan", ToyPlan, ToyPlanMethod, train_cost=1.0))
     root = tmp_path / "experiments"
     (root / "toy").mkdir(parents=True)
     text = TABLE.replace("data.image_size: 32", f"data.image_size: {side}{extra}")
+    if first is not None:
+        line = f"  - {{label: {first}, method: toy_plan, overrides: {ROWS[first]}}}\n"
+        text = text.replace(line, "").replace("rows:\n", "rows:\n" + line)
     (root / "toy" / "plan.yaml").write_text(text)
     monkeypatch.setenv("SEMCL_REGISTRY", str(root))
     monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
@@ -218,3 +222,30 @@ def test_accumulation_counts_above_two_share_a_real_step():
     # one batch per step is another code path; two or more run the same cycle of two
     one, two, three = (code_key(_with(vit_b, **{"optim.accum_steps": n}), [], extra) for n in (1, 2, 3))
     assert one != two == three == code_key(vit_b, [], extra)
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_a_code_paths_real_step_runs_on_its_cheapest_network(tmp_path, monkeypatch):
+    # the ResNet-18 row listed first: the real step (with its checkpoint and evaluations) runs on resnet_tiny all the same
+    table = _toy_table(tmp_path, monkeypatch, 32, first="wide")
+    assert [r.label for r in table.rows][0] == "wide"
+    REAL_STEPS.clear()
+    res = {r.row: r for r in check_tables([table], "smoke", tmp_path / "w", 80.0)}
+    assert all(r.error is None for r in res.values()), res
+    assert REAL_STEPS == [4]
+    assert res["plain"].step_as is None and res["wide"].step_as == "toy/plan / plain"
+    # ResNet-18 still has its own fake step and figure, larger than resnet_tiny's
+    assert res["wide"].same_shape_as is None and res["wide"].fake_gpu_gb > res["plain"].fake_gpu_gb
+
+
+def test_the_memory_key_leaves_out_evaluations_but_the_per_stage_probes():
+    run = plan_runs(get_table("hsa/linear"), "paper")[0]
+    knn = [1, 20] if run.config.eval.knn != [1, 20] else [200]
+    extra = {"reduce": None, "batch": 4}
+    key = memory_key(run, 8, extra)
+    assert memory_key(_with(run, **{"probe.batch_size": 4096}), 8, extra) == key  # the probe's batch
+    assert memory_key(_with(run, **{"eval.knn": knn}), 8, extra) == key
+    staged = _with(run, **{"eval.stage_probe": ["layer1", "layer2"]})
+    assert memory_key(staged, 8, extra) != key  # the per-stage probes' peak is in the figure, at the probe's batch
+    assert memory_key(_with(staged, **{"probe.batch_size": 4096}), 8, extra) != memory_key(staged, 8, extra)
+    assert code_key(_with(run, **{"eval.knn": knn}), [], extra) != code_key(run, [], extra)  # evaluations are code

@@ -4,7 +4,8 @@ Two keys per run (semcl.preflight.shapes): its *code key* (what decides the code
 checkpoint read-back and the evaluations run: method and structural fields, data and views, evaluations, the
 code keys of what it builds on; not the networks' names and sizes, not the loss scalars) and its *memory key*
 (what decides the fake step's peak at the real batch: the networks, batch, input size, optimiser, precision,
-mining sizes, GPUs). Each code key gets one whole check (real step + fake step) on its first run; each memory
+mining sizes, GPUs). Each code key gets one whole check (real step + fake step) on its run of the cheapest network
+(the real step, its checkpoint and evaluations cost what the network costs; ViT-B rather than ViT-L); each memory
 key that no whole check covers gets one memory-only check (engine up to the first batch, then the fake step)
 on its first run. A whole check whose real step runs below the row's input size (semcl.preflight.check.
 real_step_size: ImageNet-size rows step at 64 px) fakes nothing and covers no memory key.
@@ -62,10 +63,12 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     # student's teacher must be the row's network), while their code keys keep only its code key
     depended = {d for _, r in first.values() for d in r.depends_on}
     ckeys = {rid: k + mkeys[rid] if rid in depended else k for rid, k in ckeys.items()}
-    crep: dict[str, str] = {}  # code key -> the run whose real step covers it
+    crep: dict[str, str] = {}  # code key -> the run whose real step covers it: its cheapest network (the first of ties)
     mrep: dict[str, str] = {}  # memory key -> the first run of it
+    step_cost = {rid: _step_cost(first[rid][1]) for rid in first}
     for rid in first:
-        crep.setdefault(ckeys[rid], rid)
+        if ckeys[rid] not in crep or step_cost[rid] < step_cost[crep[ckeys[rid]]]:
+            crep[ckeys[rid]] = rid
         mrep.setdefault(mkeys[rid], rid)
     shapes = ShapeCache(cache) if cache is not None else None
     hits = {k: doc for k in [*crep, *mrep] if shapes and (doc := shapes.get(k)) is not None}
@@ -144,7 +147,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
                         error=f"{table.path}: {why}")
 
     def cost(task: str) -> float:  # a memory-only check: no real step, no evaluation
-        return _step_cost(first[rep_of[task]][1]) * (1.0 if task[0] == "c" else 0.25)
+        return step_cost[rep_of[task]] * (1.0 if task[0] == "c" else 0.25)
 
     run_ordered(order, prereq, _check_task, args, jobs, on_done, died, cost=cost)
 

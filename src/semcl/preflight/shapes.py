@@ -122,10 +122,17 @@ def code_key(run, dep_keys: list[str], extra: dict) -> str:
 def memory_key(run, gpus: int, extra: dict) -> str:
     """16 hex digits naming what decides a row's fake-step peak: the shape (networks, batch, input size,
     optimiser, precision, mining sizes) and the GPUs, not the runs it builds on (a teacher's weights do not
-    change the peak; its architecture is a field of the row). Rows of one memory key share one fake step."""
+    change the peak; its architecture is a field of the row) nor its evaluations (but the per-stage probes'). Rows
+    of one memory key share one fake step."""
     from semcl.config import hashable_config
 
-    key = {"shape": shape_of(hashable_config(run.config)), "gpus": gpus, "deps": len(run.depends_on),
+    shape = shape_of(hashable_config(run.config))
+    # how a row is evaluated does not change its training step's peak; the one evaluation the figure holds is the
+    # per-stage probes' (HSA Fig. 3: semcl.evals.stage_probe, at the probe's batch)
+    ev, probe = shape.pop("eval", None) or {}, shape.pop("probe", None) or {}
+    if ev.get("stage_probe"):
+        shape["stage_probe"] = {"eval": ev["stage_probe"], "batch_size": probe.get("batch_size")}
+    key = {"shape": shape, "gpus": gpus, "deps": len(run.depends_on),
            "extra": {k: v for k, v in extra.items() if k != "batch"}}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -99,7 +99,7 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
-    one-epoch probe, 8 OOD images, 2 images per robustness set and 2 clips per test video, images at
+    one-epoch probe, 8 OOD images, 1 image per robustness set and 2 clips per test video, images at
     real_step_size unless `full_size` (the memory check's); `reduce` shrinks model and images (CI)."""
     from semcl.models.backbones import BACKBONES
 

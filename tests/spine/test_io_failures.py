@@ -261,14 +261,7 @@ def test_sbatch_refusal_is_one_line_with_sbatch_s_message(tmp_path, monkeypatch)
     snap.mkdir()
     (snap / "snapshot.json").write_text(json.dumps({"commit": "c", "dirty": False}))
     monkeypatch.setattr(submitit.SlurmExecutor, "_submit_command", refuse)
-    # sbatch is faked, so no SLURM tools are needed here: the backend asks only that sbatch, srun and sacct are on the
-    # PATH (stand-ins that fail if called), submitit only that srun exists
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for name in ("sbatch", "srun", "sacct"):
-        (tools / name).write_text("#!/bin/sh\nexit 1\n")
-        (tools / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    # sbatch is faked, so no SLURM tools are needed here: submitit only asks that srun exists
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     monkeypatch.setattr("semcl.snapshot.make_snapshot", lambda root: snap)
     monkeypatch.setattr(slurm_submit, "prepare_synthetic_data", lambda todo, store: None)

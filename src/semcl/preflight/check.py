@@ -84,6 +84,11 @@ def _replace(cfg, **dotted):
 REAL_STEP_SIZE = 64
 
 
+# The small real step's gradient accumulation where the row's is longer: one cycle of 2 batches runs every branch of
+# the accumulation (semcl.preflight.shapes.code_of: rows differing above it share one real step).
+REAL_STEP_ACCUM = 2
+
+
 def real_step_size(run, reduce: Reduce | None) -> int | None:
     """The side the row's small real step decodes at when smaller than the row's own (REAL_STEP_SIZE); None where it
     is the row's own (in-memory sets at their native size, a reduced CI check)."""
@@ -121,8 +126,8 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
         over["probe.milestones"] = []
     if not full_size and (side := real_step_size(run, reduce)) is not None:
         over["data.image_size"] = side
-    if (run.config.optim.accum_steps or 1) > 2:  # one cycle of 2 batches runs every branch of the accumulation
-        over["optim.accum_steps"] = 2
+    if (run.config.optim.accum_steps or 1) > REAL_STEP_ACCUM:
+        over["optim.accum_steps"] = REAL_STEP_ACCUM
     from semcl.methods.registry import METHODS
 
     # a fixed-structure batch in the small batch's size (Method.stand_in_batch), not a retry at the full one
@@ -466,6 +471,16 @@ def _memory_without_a_step(out: RowCheck, run) -> None:
         out.memory_note = "no GPU: sums the members' saved logits on the CPU"
 
 
+def _memo(cache: dict, key, limit: int, make):
+    """cache[key], made by make() on a miss; at `limit` entries the oldest goes (a worker moves from one set, or one
+    teacher, to the next)."""
+    if key not in cache:
+        if len(cache) >= limit:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
+
+
 _STAND_INS: dict[tuple, object] = {}  # this process's decoded stand-in splits (a worker runs many checks of one set)
 
 
@@ -478,11 +493,7 @@ def _stand_in(name: str, root: Path, split: str, size: int | None):
     from semcl.data import load
 
     key = (name, str(root), split, size)
-    if key not in _STAND_INS:
-        if len(_STAND_INS) >= 16:  # the oldest goes: a worker moves from set to set
-            _STAND_INS.pop(next(iter(_STAND_INS)))
-        _STAND_INS[key] = load(name, root, split, size)
-    return copy.copy(_STAND_INS[key])
+    return copy.copy(_memo(_STAND_INS, key, 16, lambda: load(name, root, split, size)))
 
 
 def _without_missing_weights(cfg) -> tuple:
@@ -511,12 +522,8 @@ _FRESH: dict[tuple, dict] = {}  # this process's fresh dependency states (a work
 def _fresh_state(run, reduce, store) -> dict:
     """A fresh build's state of `run`'s method, built once per process (the states are only read: load_state_dict
     copies them; a rebuild was ~0.1 s of each KD memory check)."""
-    key = (run.run_id, repr(reduce), str(store.root))
-    if key not in _FRESH:
-        if len(_FRESH) >= 4:  # the oldest goes: a worker moves from teacher to teacher
-            _FRESH.pop(next(iter(_FRESH)))
-        _FRESH[key] = _build_fresh_state(run, reduce, store)
-    return _FRESH[key]
+    return _memo(_FRESH, (run.run_id, repr(reduce), str(store.root)), 4,
+                 lambda: _build_fresh_state(run, reduce, store))
 
 
 def _build_fresh_state(run, reduce, store) -> dict:

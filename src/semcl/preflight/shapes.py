@@ -92,12 +92,14 @@ def code_of(hashed: dict, batch: int) -> dict:
         if isinstance(out.get(section), dict):
             out[section] = {k: _count(v) for k, v in out[section].items()}
     optim = out.get("optim")
-    if isinstance(optim, dict) and isinstance(optim.get("batch_size"), int):
-        optim["batch_size"] = min(batch, optim["batch_size"])
-    if isinstance(optim, dict) and isinstance(optim.get("accum_steps"), int):
-        # the real step runs one cycle of at most 2 batches (semcl.preflight.check.check_config): 4 and 8 are one code
-        # path (GPaCo ViT-B and ViT-L shared no real step, and ViT-L's wrote a 3.6 GB checkpoint for nothing)
-        optim["accum_steps"] = min(2, optim["accum_steps"])
+    if isinstance(optim, dict):
+        from semcl.preflight.check import REAL_STEP_ACCUM
+
+        # the real step's batch, and its accumulation (4 and 8 are one code path: GPaCo ViT-B and ViT-L shared no
+        # real step, and ViT-L's wrote a 3.6 GB checkpoint for nothing)
+        for name, cap in (("batch_size", batch), ("accum_steps", REAL_STEP_ACCUM)):
+            if isinstance(optim.get(name), int):
+                optim[name] = min(cap, optim[name])
     return out
 
 

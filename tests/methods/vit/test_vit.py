@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -275,3 +276,23 @@ def test_preflight_stand_in_mae_checkpoint_loads_through_the_real_path(tmp_path)
             assert torch.equal(mine[key], theirs[key]), key
     assert writer.write_stand_in_files(tmp_path) == []  # present: never overwritten
     assert _method("mae_finetune", checkpoint=None).write_stand_in_files(tmp_path / "x") == []
+
+
+def test_the_stand_in_mae_checkpoint_appears_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Preflight workers share a stand-in root: one may load the file while another writes it. The writer fills
+    a temp file of its own and renames it, so the final path never holds a partial zip."""
+    import semcl.runtime.checkpoint as checkpoint
+
+    final, seen = tmp_path / "mae_pretrain_vit_base.pth", []
+    real_save = torch.save
+
+    def watching_save(obj, f, *a, **k):
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))  # the folder while the bytes go out
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(checkpoint.torch, "save", watching_save)
+    writer = _method("gpaco_vit", size=16, checkpoint="mae_pretrain_vit_base.pth", queue_size=8)
+    assert writer.write_stand_in_files(tmp_path) == [final]
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0] != final.name  # only the writer's temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # no temp file left behind
+    assert "model" in torch.load(final, weights_only=True)

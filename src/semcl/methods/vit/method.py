@@ -34,6 +34,7 @@ from semcl.methods.paco.method import init_queue
 from semcl.methods.vit.mixup import SeededMixup, soft_target_cross_entropy
 from semcl.models import MomentumQueue
 from semcl.models.vit import build_vit, layer_decay_groups, load_mae_checkpoint
+from semcl.runtime.checkpoint import save_atomic, scratch_writes
 
 
 def vit_projector(dim: int, out_dim: int = 128) -> nn.Module:
@@ -84,8 +85,10 @@ class _ViTMethod(Method):
         state.update({"norm.weight": torch.ones(dim), "norm.bias": torch.zeros(dim),
                       "mask_token": torch.zeros(1, 1, dim), "decoder_embed.weight": torch.zeros(dim, dim)})
         out = Path(data_root) / path
-        out.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": state}, out)
+        # temp file + rename: the preflight's workers share a stand-in root, and one that read the file while
+        # another wrote it found a torn zip ("failed finding central directory")
+        with scratch_writes():
+            save_atomic({"model": state}, out)
         return [out]
 
     def param_groups(self) -> list[dict]:

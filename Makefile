@@ -31,15 +31,19 @@ endef
 # the main job, minutes on a laptop: RINCE Table 2 at mini scale on real Fashion-MNIST, three seeds, the rows
 # of the paper's central comparisons (RINCE-in against the standard InfoNCE loss SCL-in, and cross-entropy),
 # then the table (its other rows stay empty until `make demo-full`)
+# The demos compute as every x86-64 CPU with AVX2 can (semcl.engine.provenance.pin_isa_env("AVX2"): ATen's and
+# oneDNN's kernels capped at AVX2, MKL in its vendor-independent mode), so the README's values retrain bit for bit
+# on another machine (tests/e2e/test_readme_numbers.py) and your `make demo` prints the README's table.
+PORTABLE := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=COMPATIBLE
 DEMO_ROWS := --row Cross-entropy --row SCL-in --row RINCE-in
 demo: data
-	$(call timed,$(BIN)/semcl run rince/tab2 $(DEMO_ROWS) --profile mini --executor local --data-root $(DATA) && \
+	$(call timed,env $(PORTABLE) $(BIN)/semcl run rince/tab2 $(DEMO_ROWS) --profile mini --executor local --data-root $(DATA) && \
 	  $(BIN)/semcl table rince/tab2 --profile mini,results/demo_time.json)
 
 # the whole mini Table 2: its 13 paper rows and 5 official-code rows, plus the label-smoothing / two-heads grids
 # of Tables 9 and 10 whose best rows Table 2 shows (66 runs; the README's block is rebuilt from these)
 demo-full: data
-	$(call timed,$(BIN)/semcl run rince/tab2 rince/tab9 rince/tab10 --profile mini --executor local --data-root $(DATA) && \
+	$(call timed,env $(PORTABLE) $(BIN)/semcl run rince/tab2 rince/tab9 rince/tab10 --profile mini --executor local --data-root $(DATA) && \
 	  $(BIN)/semcl table rince/tab2 --profile mini,results/demo_full_time.json)
 
 # the test suite also checks the TensorBoard writer of the `tracking` extra (not needed by the demo), and retrains

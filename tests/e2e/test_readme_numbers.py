@@ -4,7 +4,8 @@
 reproduce/README.runs.json. Here (1) the block is exactly what those values render to, under the run ids the
 code plans today, and (2) one seed of each row, retrained now on the real Fashion-MNIST the demo reads, ends with
 those values bit for bit. CPU results differ by instruction set in the last digits (AVX2 vs AVX-512 kernels), so
-the retraining runs in a process pinned to the set each value was recorded with (`cpu_isa` of its run).
+the retraining runs in a process pinned to the set each value was recorded with (`cpu_isa` of its run), and
+with MKL in its vendor-independent mode, as `make demo` computes (`mkl_cbwr`).
 A change that moves a published number fails (2) until the block is rebuilt:
 `make demo && .venv/bin/semcl readme` (the README says so)."""
 
@@ -85,6 +86,9 @@ def test_one_seed_of_each_readme_row_retrains_to_the_published_values_bit_for_bi
     by_isa: dict[str, list[dict]] = {}
     for r in first.values():
         assert r.get("cpu_isa") in ISA_LEVELS, f"{RUNS_FILE}: {r['row']} seed {r['seed']}: no cpu_isa recorded"
+        # MKL left to pick its kernels by CPU makes values another vendor's CPU cannot retrain (`make demo` pins it)
+        assert r.get("mkl_cbwr") == pin_isa_env(r["cpu_isa"])["MKL_CBWR"], \
+            f"{RUNS_FILE}: {r['row']} seed {r['seed']}: mkl_cbwr {r.get('mkl_cbwr')!r}; rebuild with make demo"
         by_isa.setdefault(r["cpu_isa"], []).append(r)
     here = cpu_isa()
     for isa, want in by_isa.items():

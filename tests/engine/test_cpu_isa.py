@@ -43,3 +43,32 @@ def test_pinned_kernels_change_the_last_digits_of_a_convolution():
     runs = [subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
                            check=True).stdout for env in ({}, pin_isa_env("AVX2"), pin_isa_env("AVX2"))]
     assert runs[1] == runs[2] and runs[0] != runs[1]
+
+
+def test_the_demo_computes_under_the_portable_pins():
+    """`make demo` (whose runs the README's values come from) exports exactly pin_isa_env("AVX2")."""
+    from pathlib import Path
+
+    make = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    line = next(x for x in make.splitlines() if x.startswith("PORTABLE :="))
+    assert dict(kv.split("=", 1) for kv in line.split(":=", 1)[1].split()) == pin_isa_env("AVX2")
+    assert make.count("env $(PORTABLE) $(BIN)/semcl run") == 2  # demo and demo-full
+
+
+def test_mkls_portable_mode_makes_a_matmul_independent_of_the_kernels_mkl_would_pick():
+    """Why MKL is pinned: left to itself it picks kernels by CPU (here imitated by capping its instructions),
+    and a matmul's last digits move; in its portable mode they do not."""
+    if cpu_isa() != "AVX512":
+        pytest.skip("needs an AVX-512 host")
+    code = ("import torch; torch.manual_seed(0); x = torch.randn(300, 333); y = torch.randn(333, 517); "
+            "print((x @ y).sum(dtype=torch.float64).item())")
+    base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"} | pin_isa_env("AVX2")
+    free = {k: v for k, v in base.items() if k != "MKL_CBWR"}
+
+    def matmul(env: dict) -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    capped = {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    assert matmul(free) != matmul(free | capped)
+    assert matmul(base) == matmul(base | capped)

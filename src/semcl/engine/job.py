@@ -25,7 +25,7 @@ from semcl.config import config_to_dict
 from semcl.data import describe_split, ensure_synthetic, load
 from semcl.engine.build import build_method, data_info, data_splits, method_class
 from semcl.engine.evaluate import evaluate, select_on_validation
-from semcl.engine.provenance import cpu_isa, device_name, git_state, open_run_log, versions
+from semcl.engine.provenance import cpu_isa, device_name, git_state, mkl_mode, open_run_log, versions
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
@@ -68,7 +68,8 @@ def arithmetic_threads(cpus: int) -> int:
 def _training(device: torch.device, t0: float) -> dict:
     """How this process trains: what the record keeps of the training stage."""
     return {"device": device_name(device), "threads": torch.get_num_threads(), "world_size": distributed.world_size(),
-            **({"cpu_isa": cpu_isa()} if device.type == "cpu" else {}), "train_time_s": round(time.time() - t0, 2)}
+            **({"cpu_isa": cpu_isa(), "mkl_cbwr": mkl_mode()} if device.type == "cpu" else {}),
+            "train_time_s": round(time.time() - t0, 2)}
 
 
 def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.device,
@@ -76,6 +77,7 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
     """The run's record; `trained` is the training stage's (trained.json) when it ran as its own job."""
     training = trained or {}
     isa = training.get("cpu_isa") if trained else cpu_isa() if device.type == "cpu" else None
+    mkl = training.get("mkl_cbwr") if trained else mkl_mode() if device.type == "cpu" else None
     return {"run_id": run.run_id, "store_format": STORE_FORMAT, "table": run.table_id, "row": run.row_label,
             "profile": run.profile,
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
@@ -84,6 +86,7 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
             **({"cpu_isa": isa} if isa else {}),  # CPU results differ by instruction set (provenance.cpu_isa)
+            **({"mkl_cbwr": mkl} if mkl else {}),  # ... and by MKL's kernels where it picks them by CPU
             **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
             **({"trained_by": training["trained_by"]} if "trained_by" in training else {}),
             "wall_time_s": round(time.time() - t0, 2) + training.get("train_time_s", 0.0),

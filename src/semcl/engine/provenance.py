@@ -64,10 +64,24 @@ def cpu_isa() -> str:
     return isa
 
 
+# MKL (torch's BLAS: every Linear and matmul) picks its kernels by CPU vendor and model, not only by vector
+# width: the README's values, made on an AMD EPYC with ATen and oneDNN capped at AVX2, did not retrain bit for bit
+# on an AVX-512 Intel Xeon under the same caps. Its conditional-reproducibility mode COMPATIBLE computes the same
+# on every x86-64 CPU (Intel's MKL developer reference, "Obtaining Numerically Reproducible Results"), and on the
+# demo's runs cost no time measurably (43.0 s vs 42.3 s for one rince/tab2 mini run against MKL_CBWR=AVX2).
+MKL_PORTABLE = "COMPATIBLE"
+
+
 def pin_isa_env(isa: str) -> dict:
-    """Environment variables that make a new process compute with `isa` (one of ISA_LEVELS) on a CPU that has
-    at least that: ATen's and oneDNN's dispatch caps, read when torch loads."""
-    return {"ATEN_CPU_CAPABILITY": isa.lower(), "ONEDNN_MAX_CPU_ISA": _ONEDNN_CAP[isa]}
+    """Environment variables that make a new process compute with `isa` (one of ISA_LEVELS) on any x86-64 CPU
+    that has at least that: ATen's and oneDNN's dispatch caps and MKL's vendor-independent mode, read when torch
+    (and MKL) load."""
+    return {"ATEN_CPU_CAPABILITY": isa.lower(), "ONEDNN_MAX_CPU_ISA": _ONEDNN_CAP[isa], "MKL_CBWR": MKL_PORTABLE}
+
+
+def mkl_mode() -> str | None:
+    """MKL's reproducibility mode this process computes with ($MKL_CBWR), None where MKL picks by CPU (its default)."""
+    return os.environ.get("MKL_CBWR") or None
 
 
 def versions() -> dict:

@@ -66,7 +66,8 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
 
 
 def block_runs(table, profile: str, store, rows: str | None = None) -> list[dict]:
-    """The finished runs a block averages: table, profile, row, seed, run_id, commit, cpu_isa, metrics (plan order)."""
+    """The finished runs a block averages: table, profile, row, seed, run_id, commit, cpu_isa, mkl_cbwr, metrics
+    (plan order)."""
     from semcl.runs import plan_runs
 
     keep = re.compile(rows) if rows else None
@@ -77,7 +78,7 @@ def block_runs(table, profile: str, store, rows: str | None = None) -> list[dict
             git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
             out.append({"table": table.id, "profile": profile, "row": run.row_label, "seed": run.seed,
                         "run_id": run.run_id, "commit": git.get("commit"), "dirty": git.get("dirty"),
-                        "cpu_isa": rec.get("cpu_isa"), "metrics": rec["metrics"]})
+                        "cpu_isa": rec.get("cpu_isa"), "mkl_cbwr": rec.get("mkl_cbwr"), "metrics": rec["metrics"]})
     return out
 
 

@@ -67,14 +67,18 @@ def _batch(n: int, seed: int = 0) -> Batch:
 
 
 def _real_peak(method: _Tiny, batch: Batch) -> int:
-    """The same step as step_peak, on real CPU tensors, under the same tracker."""
+    """The same step as step_peak, on real CPU tensors, under the same tracker: as the engine's (Stepper), the
+    previous step's gradients are freed after the forward."""
     opt = method.configure_optimizer(None)
     _warm_optimizer(opt)
+    for p in method.net.parameters():
+        p.grad = torch.zeros_like(p)
     tracker = _tracker()
     tracker.track_external(method, opt)
     with tracker:
         x, y = batch.views[0].clone(), batch.labels.clone()  # the batch is allocated inside the step, as there
         loss = method.training_step(Batch([x], y, batch.indices))["loss"]
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return _tracker_peak(tracker)
@@ -92,6 +96,36 @@ def test_fake_step_peak_is_the_real_runs_peak():
     assert fake >= 4 * 4 * params + 4 * (48 * 48 + 48) + 256 * 48 * 4
     # the step did not touch the real method
     assert all(not type(p).__name__.startswith("Fake") for p in method.parameters())
+
+
+def test_a_real_optimisers_state_gives_the_fake_step_the_same_peak_as_its_own_warm_step():
+    """The fake step starts from fakes of the real optimiser's state after a step (a whole check's, or the memory
+    check's real warm step) instead of a faked warm step; the peak is the same, and an optimiser without state for
+    every trainable parameter (a fresh one) leaves the fake step to warm its own."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from semcl.preflight.fake import _state_from, fake_copy
+
+    torch.manual_seed(0)
+    method = _Tiny()
+    own = step_peak(method, _Cfg, _batch(4), 256)
+    opt = method.configure_optimizer(None)
+    assert step_peak(method, _Cfg, _batch(4), 256, warm=opt) == own  # fresh: no state to take
+    _warm_optimizer(opt)
+    assert step_peak(method, _Cfg, _batch(4), 256, warm=opt) == own == _real_peak(_Tiny(), _batch(256))
+    # the state taken is fakes of the real slots, keyed by the fake parameters, the real ones untouched
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake = fake_copy(method, mode, {})
+    with mode:
+        fake_opt = fake.configure_optimizer(None)
+    assert _state_from(opt, fake_opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode)
+    for p, q in zip(method.net.parameters(), fake.net.parameters(), strict=True):
+        got, want = fake_opt.state[q], opt.state[p]
+        assert set(got) == set(want) and type(got["exp_avg"]).__name__ == "FakeTensor"
+        assert all(got[k].shape == want[k].shape and got[k].dtype == want[k].dtype for k in want)
+    other = torch.optim.Adam(_Tiny().net.parameters(), lr=1e-3)  # another model's optimiser: not taken
+    _warm_optimizer(other)
+    assert not _state_from(other, fake_opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode)
 
 
 def _stock_peak(tracker: MemTracker) -> int:
@@ -217,11 +251,15 @@ def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_state_real():
     real_method = _HostSampled(labels, 50, given)
     opt = real_method.configure_optimizer(None)
     _warm_optimizer(opt)
+    for p in real_method.net.parameters():
+        p.grad = torch.zeros_like(p)
     tracker = _tracker()
     tracker.track_external(real_method, opt)
     with tracker:  # as _real_peak; the labels, which this step never reads, are not in the fake step's figure
         x = batch.views[0].clone()
-        real_method.training_step(Batch([x], batch.labels, idx))["loss"].backward()
+        loss = real_method.training_step(Batch([x], batch.labels, idx))["loss"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
         opt.step()
     real = _tracker_peak(tracker)
     assert fake == real

@@ -545,9 +545,8 @@ def _build_fresh_state(run, reduce, store) -> dict:
 
 def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device, test_set) -> None:
     """The engine up to its first batch (on_train_start, the epoch's start: a teacher pass, HSA's mining on the
-    stand-in), then the fake step at the real batch (check_run's `memory_only`). For a mining method the optimiser's
-    state is made by a step on zero gradients (resident during the mining), as the fake step makes its own
-    (semcl.preflight.fake)."""
+    stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made by a real step on
+    zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
     from semcl.engine.train import train
     from semcl.estimate.workload import train_samples
     from semcl.preflight.fake import _warm_optimizer
@@ -562,7 +561,10 @@ def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device,
     if meter.first is None:  # nothing trains (tau-norm): the formula on the weights, as the whole check has it
         out.est_gpu_gb = estimate_gpu_gb(method, cfg, opt, 0.0, out.batch_per_gpu)
         return
-    if method.mining_search() is not None:  # the real slots are read only as what stays resident during mining
+    # a real step on zero gradients makes the optimiser's state: what stays resident during a mining, and what the
+    # fake step takes as fakes (cheaper than a faked warm step, except a fused optimiser's: a few ops faked, a
+    # real pass over every weight; the fake step then warms its own). It moves this throwaway copy's weights.
+    if method.mining_search() is not None or not any(g.get("fused") for g in opt.param_groups):
         _warm_optimizer(opt)
     _fake_estimate(out, method, cfg, opt, meter.first, train_samples(run.config))
     if out.fake_gpu_gb is None:  # check_run runs the whole check for the formula

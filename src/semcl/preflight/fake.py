@@ -9,8 +9,9 @@ holds parameters, gradients, optimiser state, activations and temporaries as the
 The fakes live on the CPU: on a machine without a GPU, fake CUDA tensors run forward but not backward (the
 autograd engine asks for a CUDA context). Bytes per element are the same on both devices; the CUDA autocast's
 op list is not the CPU's, so fp16 rows run under the CPU's bf16 autocast (2 bytes an element either way).
-The optimiser's state is made before the measured step (a step on zero gradients), as it is at any step but
-the first. Not counted: the CUDA context, cuDNN workspaces and allocator fragmentation (the check's
+The optimiser's state is made before the measured step (fakes of the real optimiser's after a real step, else a
+fake step on zero gradients), as it is at any step but the first, and the previous step's gradients are resident
+until the forward ends, as the engine frees them (semcl.engine.train.Stepper). Not counted: the CUDA context, cuDNN workspaces and allocator fragmentation (the check's
 CONTEXT_GB), the DDP gradient buckets of a multi-GPU job, the next batch already on the GPU.
 
 HSA's kNN mining (at each refresh) holds the features of every training image on every rank: while they are
@@ -116,9 +117,10 @@ def _tracker_peak(tracker) -> int:
     return int(max(tracker.peak_total.values(), default=0))
 
 
-def step_peak(method, cfg, batch, size: int) -> int:
+def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None = None) -> int:
     """Peak bytes of one training step of a fake copy of `method` at `size` samples per GPU (module docstring).
-    `batch`: a real batch of the row (its views' image size and structure)."""
+    `batch`: a real batch of the row (its views' image size and structure). `warm`: the real optimiser of
+    `method` after a step, whose state the fake one takes as fakes (else a fake step on zero gradients makes it)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from semcl.runtime.host_sync import like_an_accelerator
@@ -128,9 +130,18 @@ def step_peak(method, cfg, batch, size: int) -> int:
     fake = fake_copy(method, mode, shared)
     with mode:
         opt = fake.configure_optimizer(cfg.optim)
-        if opt is None:
-            return 0
-        _warm_optimizer(opt)
+    if opt is None:
+        return 0
+    if not _state_from(warm, opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode):
+        with mode:
+            _warm_optimizer(opt)
+    # the previous step's gradients: the engine frees them after the forward, just before the backward
+    # (semcl.engine.train.Stepper), so the forward's activations peak with them resident
+    with mode:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
     amp = getattr(cfg.optim, "amp", None)
     tracker = _tracker()
     tracker.track_external(fake, opt)
@@ -141,6 +152,7 @@ def step_peak(method, cfg, batch, size: int) -> int:
         big = fake_batch(batch, size, indices)  # allocated inside the tracked step: the batch's bytes are on the GPU too
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
             loss = fake.training_step(big)["loss"]
+        opt.zero_grad(set_to_none=True)
         loss.backward()
         fake.after_backward()
         opt.step()
@@ -161,6 +173,38 @@ def fake_copy(module, mode, memo: dict):
             memo[id(t)] = mode.from_tensor(t, static_shapes=True)
     with FakeCopyMode(mode):
         return copy.deepcopy(module, memo)
+
+
+def _state_from(real, opt, fakes: dict, mode) -> bool:
+    """Give `opt` (over the fakes of `fakes`' parameters; called outside the fake mode) the fakes of `real`'s state, where `real` holds state for
+    every trainable parameter of its groups and its groups match `opt`'s; False (nothing set) otherwise. A fake
+    step on zero gradients dispatches ~4 ops per parameter tensor through the fake mode (a quarter of a KD memory
+    check's fake step); the real step has run, or runs in C++ in milliseconds (check._memory_only)."""
+    if real is None or len(real.param_groups) != len(opt.param_groups):
+        return False
+    pairs = []
+    for mine, theirs in zip(real.param_groups, opt.param_groups, strict=True):
+        if len(mine["params"]) != len(theirs["params"]):
+            return False
+        for p, q in zip(mine["params"], theirs["params"], strict=True):
+            if fakes.get(p) is not q:
+                return False
+            if p.requires_grad:
+                if not real.state.get(p):
+                    return False
+                pairs.append((p, q))
+    def taken(v):
+        if not isinstance(v, torch.Tensor):
+            return copy.deepcopy(v)
+        if v.dim() == 0:  # a counter (Adam's step), whose value the update reads: a fake that keeps it, as made there
+            value = v.item()
+            with mode:
+                return torch.tensor(value, dtype=v.dtype)
+        return mode.from_tensor(v, static_shapes=True)
+
+    for p, q in pairs:
+        opt.state[q] = {k: taken(v) for k, v in real.state[p].items()}
+    return True
 
 
 def _warm_optimizer(opt) -> None:
@@ -210,9 +254,9 @@ def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: 
 
 def fake_peak(method, cfg, opt, batch, size: int, n_train: int) -> FakePeak:
     """The step's peak and, for a mining method, the mining's (FakePeak); `opt`: the real optimiser after a step
-    (its state's bytes are the slots the mining finds resident)."""
+    (its state's bytes are the slots the mining finds resident; the fake step starts from fakes of that state)."""
     t0 = time.time()
-    step = step_peak(method, cfg, batch, size)
+    step = step_peak(method, cfg, batch, size, warm=opt)
     persistent = _persistent_bytes(method, opt)
     mining = mining_peak(method, n_train, persistent)
     return FakePeak(step, mining, time.time() - t0)

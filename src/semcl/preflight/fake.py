@@ -11,8 +11,9 @@ autograd engine asks for a CUDA context). Bytes per element are the same on both
 op list is not the CPU's, so fp16 rows run under the CPU's bf16 autocast (2 bytes an element either way).
 The optimiser's state is made before the measured step (fakes of the real optimiser's after a real step, else a
 fake step on zero gradients), as it is at any step but the first, and the previous step's gradients are resident
-until the forward ends, as the engine frees them (semcl.engine.train.Stepper). Not counted: the CUDA context, cuDNN workspaces and allocator fragmentation (the check's
-CONTEXT_GB), the DDP gradient buckets of a multi-GPU job, the next batch already on the GPU.
+until the forward ends, as the engine frees them (semcl.engine.train.Stepper). Not counted: the CUDA context,
+cuDNN workspaces and allocator fragmentation (the check's CONTEXT_GB), the DDP gradient buckets of a multi-GPU
+job, the next batch already on the GPU.
 
 HSA's kNN mining (at each refresh) holds the features of every training image on every rank: while they are
 encoded and gathered, the shards and their concatenation (2 * N * D float32), then during the search the
@@ -176,10 +177,10 @@ def fake_copy(module, mode, memo: dict):
 
 
 def _state_from(real, opt, fakes: dict, mode) -> bool:
-    """Give `opt` (over the fakes of `fakes`' parameters; called outside the fake mode) the fakes of `real`'s state, where `real` holds state for
-    every trainable parameter of its groups and its groups match `opt`'s; False (nothing set) otherwise. A fake
-    step on zero gradients dispatches ~4 ops per parameter tensor through the fake mode (a quarter of a KD memory
-    check's fake step); the real step has run, or runs in C++ in milliseconds (check._memory_only)."""
+    """Give `opt` (over the fakes of `fakes`' parameters; called outside the fake mode) the fakes of `real`'s
+    state, where `real` holds state for every trainable parameter of its groups and its groups match `opt`'s; False
+    (nothing set) otherwise. A faked warm step dispatches ~4 ops per parameter tensor through the fake mode; the
+    real state is at hand (a whole check's) or made by a real step in milliseconds (check._memory_only)."""
     if real is None or len(real.param_groups) != len(opt.param_groups):
         return False
     pairs = []

@@ -545,8 +545,8 @@ def _build_fresh_state(run, reduce, store) -> dict:
 
 def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device, test_set) -> None:
     """The engine up to its first batch (on_train_start, the epoch's start: a teacher pass, HSA's mining on the
-    stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made by a real step on
-    zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
+    stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made by a
+    real step on zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
     from semcl.engine.train import train
     from semcl.estimate.workload import train_samples
     from semcl.preflight.fake import _warm_optimizer

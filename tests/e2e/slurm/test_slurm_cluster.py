@@ -127,12 +127,16 @@ def test_requeue_and_preemption_resume_to_identical_metrics(tmp_path):
     store = Store(tmp_path / "results")
     jobs = _submit(runs, store)
     ckpt = {r.run_id: store.run_dir(r.run_id) / "checkpoints" / "last.pt" for r in runs}
-    _wait_for(lambda: all(p.exists() for p in ckpt.values()), 120, "first checkpoints")
     rince, ce = (jobs[r.run_id]["job_id"] for r in runs)
+    # each job is signalled the moment its own first checkpoint lands, so that it is still training: waiting for
+    # both let the 10-epoch run finish training first on a fast host (CI), and its signal then came during the
+    # evaluations, which requeue without a mid-epoch checkpoint
+    _wait_for(ckpt[runs[1].run_id].exists, 120, "the first checkpoint of Cross-entropy")
     t_requeue = time.time()
-    subprocess.run(["scontrol", "requeue", rince], check=True)  # hard requeue: resumes from the epoch checkpoint
     folder = Path(jobs[runs[1].run_id]["folder"]).parent / "%j"
     submitit.SlurmJob(folder=folder, job_id=ce)._interrupt()  # preemption signal: checkpoint mid-epoch, requeue
+    _wait_for(ckpt[runs[0].run_id].exists, 120, "the first checkpoint of RINCE-in")
+    subprocess.run(["scontrol", "requeue", rince], check=True)  # hard requeue: resumes from the epoch checkpoint
     _wait_for(lambda: any(_state(store, r)[0] == "requeued" for r in runs), 30, "a requeued state")
     _wait_settled(store, list(ckpt), timeout=400)
     for r in runs:

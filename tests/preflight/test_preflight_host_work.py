@@ -70,3 +70,33 @@ def test_a_memory_check_runs_the_teachers_caching_pass_on_two_images_with_the_sa
     row = "SCNS-instance resnet110 to resnet20"
     assert one[row].fake_note is None and one[row].same_shape_as is None
     assert one[row].fake_gpu_gb == whole[row].fake_gpu_gb
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_a_memory_check_mines_hsa_neighbours_on_two_images_with_the_same_figures(tmp_path, monkeypatch):
+    """An ImageNet-size HSA row's memory check (at 224 px: its whole check steps at 64 px) mined on the stand-in's
+    every image at 224 px, ~3-10 s of a row; its step and mining figures need the table's shape only. Mined on
+    SHAPES_ONLY_IMAGES, the figures equal those of a mining over every image."""
+    from semcl.methods import base
+    from semcl.methods.hsa import method as hsa
+
+    monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
+    table = get_table("hsa/abl-k")
+    table = dataclasses.replace(table, rows=[r for r in table.rows if r.label == "k 40"])
+    encoded: list[int] = []
+    real = hsa.HSA._encoded
+
+    def counted(self, images):
+        encoded.append(images.shape[0])
+        return real(self, images)
+
+    monkeypatch.setattr(hsa.HSA, "_encoded", counted)
+    quick = check_tables([table], "paper", tmp_path / "w", 80.0)[0]
+    n = max(encoded)
+    assert sorted(encoded) == [base.SHAPES_ONLY_IMAGES, n] and n > base.SHAPES_ONLY_IMAGES, encoded  # memory, whole
+    encoded.clear()
+    monkeypatch.setattr(hsa, "SHAPES_ONLY_IMAGES", 10**6)
+    whole = check_tables([table], "paper", tmp_path / "w2", 80.0)[0]
+    assert encoded == [n, n]
+    assert quick.fake_note is None and quick.mining_gpu_gb is not None
+    assert (quick.fake_gpu_gb, quick.mining_gpu_gb) == (whole.fake_gpu_gb, whole.mining_gpu_gb)

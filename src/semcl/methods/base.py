@@ -97,8 +97,19 @@ class TrainContext:
     seed: int
     data_root: Path | None = None  # where the data (and files such as pre-trained checkpoints) live
     # the preflight's memory check (semcl.preflight.check): what the method sets up before its first step is read
-    # for its shapes, not its values (a teacher's caching pass may run on one batch, repeated)
+    # for its shapes, not its values (a pass over the training images, a teacher's or HSA's mining encoder, may run
+    # on SHAPES_ONLY_IMAGES of them, its outputs repeated: `repeat_rows`)
     shapes_only: bool = False
+
+
+# an output's shape per image does not depend on the batch (eval mode); whole passes were most of a memory check
+# (a CIFAR-style ResNet-50 teacher on 256 Tiny-ImageNet stand-ins ~55 s of 58; HSA's mining at 224 px ~3 s a row)
+SHAPES_ONLY_IMAGES = 2
+
+
+def repeat_rows(t: torch.Tensor, n: int) -> torch.Tensor:
+    """`t`'s rows repeated in turn to `n` rows (a shapes-only pass's outputs standing for every image's)."""
+    return t.repeat(-(-n // len(t)), *[1] * (t.dim() - 1))[:n]
 
 
 @dataclass(frozen=True)

@@ -331,3 +331,27 @@ def test_cutmix_box_comes_from_the_rank_generator_under_ddp(monkeypatch):
     own = torch.Generator().manual_seed(1)
     cutmix(ranked.views[0], ranked.views[0], own, alpha=1.0)  # one box: the Beta seed and its centre
     assert torch.equal(ranked.rank_generator.get_state(), own.get_state())
+
+
+def test_a_shapes_only_mining_encodes_two_images_and_repeats_them():
+    """The preflight's memory check (TrainContext.shapes_only) needs the kNN table's shape, not its neighbours: the
+    mining encodes SHAPES_ONLY_IMAGES training images, and their features stand for every image's in turn."""
+    from semcl.methods.base import SHAPES_ONLY_IMAGES
+
+    images = _images()
+    full = _method()
+    _start(full, images)
+    every = full.mining_features()
+    quick = _method()
+    aug = build_augment("supcon", size=SIZE, mean=MEAN, std=STD)
+    quick.on_train_start(TrainContext(SimpleNamespace(images=images, labels=torch.zeros(N, dtype=torch.long)),
+                                      [aug], torch.device("cpu"), None, 0, shapes_only=True))
+    encoded: list[int] = []
+    real = quick._encoded
+    quick._encoded = lambda x: encoded.append(len(x)) or real(x)
+    repeated = quick.mining_features()
+    assert encoded == [SHAPES_ONLY_IMAGES] and repeated.shape == every.shape == (N, every.shape[1])
+    expected = every[torch.arange(N) % SHAPES_ONLY_IMAGES]  # image i stands in as image i mod 2
+    torch.testing.assert_close(repeated, expected, rtol=1e-5, atol=1e-5)
+    quick.on_epoch_start(0)
+    assert quick.neighbours.table.shape == (N, quick.knobs.k)

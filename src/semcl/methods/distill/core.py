@@ -6,13 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from semcl.losses.distill import kd_loss
-from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
+from semcl.methods.base import SHAPES_ONLY_IMAGES, Batch, DataInfo, Dependency, Method, TrainContext, repeat_rows
 from semcl.methods.distill.teacher import image_size, load_teacher, plain_transform, teacher_pass
 from semcl.models.kd import build_kd_model, feature_shapes
-
-# the teacher pass of a shapes-only run (the preflight's memory check): an output's shape per image does not depend
-# on the batch (eval mode), and a CIFAR-style ResNet50 on 256 tiny-ImageNet images took ~55 s of a 58-s check
-SHAPES_ONLY_IMAGES = 2
 
 
 class KDTeacher(Method):
@@ -95,7 +91,7 @@ class Distill(Method):
                                       tuple(sorted(set(self.teacher_feats) | {-1})), ctx.device, self.preact)
             if ctx.shapes_only:
                 n = ctx.train_set.images.shape[0]
-                self.cache = {k: v.repeat(-(-n // len(v)), *[1] * (v.dim() - 1))[:n] for k, v in self.cache.items()}
+                self.cache = {k: repeat_rows(v, n) for k, v in self.cache.items()}
         self.prepare(ctx)
 
     def needs_teacher_pass(self) -> bool:

@@ -36,7 +36,7 @@ from semcl.data.knn_shards import sharded_knn_table
 from semcl.data.neighbours import draw_neighbours, knn_table, pick_neighbours
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
-from semcl.methods.base import Batch, DataInfo, Method, TrainContext, training_images
+from semcl.methods.base import SHAPES_ONLY_IMAGES, Batch, DataInfo, Method, TrainContext, repeat_rows, training_images
 from semcl.methods.hsa import HSAMethod, MoCoV2Method
 from semcl.models import MomentumQueue, ProjectionHead, build_backbone, shuffled_forward
 from semcl.models.stage_heads import build_stage_heads
@@ -176,10 +176,17 @@ class HSA(Method):
 
     def mining_features(self) -> torch.Tensor:
         """[N, D] float32 backbone features of every training image (test transform), on the method's device;
-        under DDP each rank encodes a contiguous shard and the shards are gathered into one buffer."""
+        under DDP each rank encodes a contiguous shard and the shards are gathered into one buffer. A shapes-only
+        run (the preflight's memory check) encodes SHAPES_ONLY_IMAGES and repeats them: the table's shape is what
+        its step reads."""
         if self._ctx is None:
             raise RuntimeError("kNN mining needs the training set: on_train_start was not called")
         images = self._ctx.train_set.images
+        if self._ctx.shapes_only:
+            return repeat_rows(self._encoded(images[:SHAPES_ONLY_IMAGES]), images.shape[0])
+        return self._encoded(images)
+
+    def _encoded(self, images: torch.Tensor) -> torch.Tensor:
         n, bs = images.shape[0], self.knobs.mining_batch
         mean, std = stats(self.cfg.data.name)
         tf = build_augment("test", size=images.shape[-1], mean=mean, std=std)

@@ -98,6 +98,31 @@ def test_fake_step_peak_is_the_real_runs_peak():
     assert all(not type(p).__name__.startswith("Fake") for p in method.parameters())
 
 
+class _WeightDecayed(_Tiny):
+    """SGD with momentum and weight decay, as every registered recipe but the ViT and video ones."""
+
+    def configure_optimizer(self, optim):
+        return torch.optim.SGD(self.net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+
+
+def test_the_fake_optimiser_step_is_cudas_multi_tensor_one():
+    """On CUDA parameters torch's SGD takes its multi-tensor step, which makes the weight-decayed gradients as one
+    new list (a whole copy of the gradients); on the CPU it loops per parameter, in place. At a batch of 1 the
+    multi-tensor step is the peak: the fake step's peak is that step's, above the loop's (whose peak is the
+    backward's), and at least weights, gradients, momentum, the decayed copy and the frozen weights."""
+    torch.manual_seed(0)
+    fake = step_peak(_WeightDecayed(), _Cfg, _batch(4), 1)
+
+    def real(foreach: bool) -> int:
+        method = _WeightDecayed()
+        method.configure_optimizer = lambda optim, m=method: torch.optim.SGD(
+            m.net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, foreach=foreach)
+        return _real_peak(method, _batch(1))
+
+    assert fake == real(True) > real(False)
+    assert fake >= 4 * 4 * (48 * 64 + 64 + 64 * 10 + 10) + 4 * (48 * 48 + 48)
+
+
 def test_a_real_optimisers_state_gives_the_fake_step_the_same_peak_as_its_own_warm_step():
     """The fake step starts from fakes of the real optimiser's state after a step (a whole check's, or the memory
     check's real warm step) instead of a faked warm step; the peak is the same, and an optimiser without state for

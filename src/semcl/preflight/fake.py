@@ -4,7 +4,8 @@ A copy of the checked method (its weights, buffers, queues) is made of fake tens
 (torch._subclasses.fake_tensor: shapes and dtypes, no storage, no arithmetic) and runs one step at the batch
 per GPU of the entry: forward under the row's autocast, backward, the row's optimiser step. torch's own tracker
 (torch.distributed._tools.mem_tracker.MemTracker) follows every allocation and free of that step, so the peak
-holds parameters, gradients, optimiser state, activations and temporaries as the real step allocates them.
+holds parameters, gradients, optimiser state, activations and temporaries as the real step allocates them, the
+optimiser's step taken as on CUDA (multi-tensor, where torch picks: `_as_on_cuda`).
 
 The fakes live on the CPU: on a machine without a GPU, fake CUDA tensors run forward but not backward (the
 autograd engine asks for a CUDA context). Bytes per element are the same on both devices; the CUDA autocast's
@@ -133,6 +134,7 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
         opt = fake.configure_optimizer(cfg.optim)
     if opt is None:
         return 0
+    _as_on_cuda(opt)
     if not _state_from(warm, opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode):
         with mode:
             _warm_optimizer(opt)
@@ -158,6 +160,17 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
         fake.after_backward()
         opt.step()
     return _tracker_peak(tracker)
+
+
+def _as_on_cuda(opt) -> None:
+    """The optimiser's step as torch picks it for CUDA parameters: the multi-tensor (foreach) one wherever the
+    implementation is left to torch (group "foreach" None, not fused), which on the CPU picks the per-parameter
+    loop. The multi-tensor step holds what the loop does not (SGD's weight-decayed gradients: a whole copy of the
+    gradients; Adam's square roots of its second moments), so a GPU's peak has them; and faked, it is a few ops per
+    group where the loop is a few per parameter."""
+    for group in opt.param_groups:
+        if group.get("foreach", False) is None and not group.get("fused") and not group.get("differentiable"):
+            group["foreach"] = True
 
 
 def fake_copy(module, mode, memo: dict):

@@ -166,8 +166,7 @@ def _as_on_cuda(opt) -> None:
     """The optimiser's step as torch picks it for CUDA parameters: the multi-tensor (foreach) one wherever the
     implementation is left to torch (group "foreach" None, not fused), which on the CPU picks the per-parameter
     loop. The multi-tensor step holds what the loop does not (SGD's weight-decayed gradients: a whole copy of the
-    gradients; Adam's square roots of its second moments), so a GPU's peak has them; and faked, it is a few ops per
-    group where the loop is a few per parameter."""
+    gradients; Adam's square roots of its second moments), so a GPU's peak has them."""
     for group in opt.param_groups:
         if group.get("foreach", False) is None and not group.get("fused") and not group.get("differentiable"):
             group["foreach"] = True

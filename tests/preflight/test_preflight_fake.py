@@ -99,10 +99,15 @@ def test_fake_step_peak_is_the_real_runs_peak():
 
 
 class _WeightDecayed(_Tiny):
-    """SGD with momentum and weight decay, as every registered recipe but the ViT and video ones."""
+    """SGD with momentum and weight decay, as every registered recipe but the ViT and video ones; `foreach`: its
+    implementation (None: torch's pick by device)."""
+
+    def __init__(self, foreach: bool | None = None) -> None:
+        super().__init__()
+        self.foreach = foreach
 
     def configure_optimizer(self, optim):
-        return torch.optim.SGD(self.net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        return torch.optim.SGD(self.net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, foreach=self.foreach)
 
 
 def test_the_fake_optimiser_step_is_cudas_multi_tensor_one():
@@ -113,13 +118,8 @@ def test_the_fake_optimiser_step_is_cudas_multi_tensor_one():
     torch.manual_seed(0)
     fake = step_peak(_WeightDecayed(), _Cfg, _batch(4), 1)
 
-    def real(foreach: bool) -> int:
-        method = _WeightDecayed()
-        method.configure_optimizer = lambda optim, m=method: torch.optim.SGD(
-            m.net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, foreach=foreach)
-        return _real_peak(method, _batch(1))
-
-    assert fake == real(True) > real(False)
+    assert fake == _real_peak(_WeightDecayed(foreach=True), _batch(1)) > _real_peak(_WeightDecayed(foreach=False),
+                                                                                     _batch(1))
     assert fake >= 4 * 4 * (48 * 64 + 64 + 64 * 10 + 10) + 4 * (48 * 48 + 48)
 
 

@@ -38,10 +38,10 @@ def _images(n: int = N) -> torch.Tensor:
     return torch.randint(0, 256, (n, 1, SIZE, SIZE), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
 
 
-def _start(m, images: torch.Tensor, dtype=torch.float32):
+def _start(m, images: torch.Tensor, dtype=torch.float32, shapes_only: bool = False):
     aug = build_augment("supcon", size=SIZE, mean=MEAN, std=STD)
     ctx = TrainContext(SimpleNamespace(images=images, labels=torch.zeros(len(images), dtype=torch.long)),
-                       [lambda x, g: aug(x, g).to(dtype)], torch.device("cpu"), None, 0)
+                       [lambda x, g: aug(x, g).to(dtype)], torch.device("cpu"), None, 0, shapes_only=shapes_only)
     m.on_train_start(ctx)
     return ctx
 
@@ -343,9 +343,7 @@ def test_a_shapes_only_mining_encodes_two_images_and_repeats_them():
     _start(full, images)
     every = full.mining_features()
     quick = _method()
-    aug = build_augment("supcon", size=SIZE, mean=MEAN, std=STD)
-    quick.on_train_start(TrainContext(SimpleNamespace(images=images, labels=torch.zeros(N, dtype=torch.long)),
-                                      [aug], torch.device("cpu"), None, 0, shapes_only=True))
+    _start(quick, images, shapes_only=True)
     encoded: list[int] = []
     real = quick._encoded
     quick._encoded = lambda x: encoded.append(len(x)) or real(x)

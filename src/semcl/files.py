@@ -149,3 +149,58 @@ def inflation_problem(path: Path) -> str | None:
     if total > size:
         return f"its entries declare {total:,} bytes, more than the file's {size:,}"
     return None
+
+
+SUMS_FILE = "SHA256SUMS"
+
+
+def sha256_file(path: Path, chunk: int = 2**20) -> str:
+    """Hex sha256 of a file's bytes, read in chunks (what `sha256sum FILE` prints)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_sha256sums(folder: Path) -> Path:
+    """`folder/SHA256SUMS` over every regular file below `folder` (itself excepted), in `sha256sum`'s text format
+    (`<hex>  <relative posix path>`, sorted by path), so `sha256sum -c SHA256SUMS` run inside `folder` checks it."""
+    folder = Path(folder)
+    lines = [f"{sha256_file(p)}  {p.relative_to(folder).as_posix()}\n"
+             for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink() and p.name != SUMS_FILE]
+    write_text_atomic(folder / SUMS_FILE, "".join(lines))
+    return folder / SUMS_FILE
+
+
+def sha256sums_problems(folder: Path) -> list[str]:
+    """What is wrong with `folder` against its SHA256SUMS, one line each naming the file: a missing or malformed
+    sums file, a listed path that leaves the folder (absolute, `..`, or through a symlink), a missing file, a
+    changed byte, and a file present but not listed. An empty list: every file is exactly as summed."""
+    folder = Path(folder).resolve()
+    sums = folder / SUMS_FILE
+    if not sums.is_file():
+        return [f"{sums}: missing (no checksums to verify against)"]
+    problems, listed = [], set()
+    for n, line in enumerate(sums.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not name:
+            problems.append(f"{sums}: line {n} is not '<sha256>  <path>'")
+            continue
+        target = (folder / name)
+        if name.startswith("/") or ".." in Path(name).parts or not target.resolve().is_relative_to(folder):
+            problems.append(f"{sums}: line {n}: {name!r} leaves the folder")
+            continue
+        listed.add(target.resolve())
+        if not target.is_file():
+            problems.append(f"{target}: listed in {SUMS_FILE} but missing")
+        elif sha256_file(target) != digest:
+            problems.append(f"{target}: sha256 differs from {SUMS_FILE}")
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink():
+            problems.append(f"{p}: a symbolic link (a bundle holds plain files only)")
+        elif p.is_file() and p.name != SUMS_FILE and p.resolve() not in listed:
+            problems.append(f"{p}: not listed in {SUMS_FILE}")
+    return problems

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from semcl.errors import ConfigError, DataError
+from semcl.files import sha256_file
 
 _EXTRA = "pip install 'semcl[scns]'"
 
@@ -156,20 +157,12 @@ def content_sha256(path: str | Path) -> str:
     model) of every file under it, each as its relative path, a NUL, its bytes' sha256, in sorted order."""
     p = Path(path)
     if p.is_file():
-        return _file_sha256(p)
+        return sha256_file(p)
     if not p.is_dir():
         raise DataError(f"{p}: class vectors file or folder not found")
     h = hashlib.sha256()
     for f in sorted(x for x in p.rglob("*") if x.is_file()):
-        h.update(f.relative_to(p).as_posix().encode() + b"\0" + _file_sha256(f).encode())
-    return h.hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
+        h.update(f.relative_to(p).as_posix().encode() + b"\0" + sha256_file(f).encode())
     return h.hexdigest()
 
 

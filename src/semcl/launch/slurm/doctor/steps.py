@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from semcl.run_folder import RunFolder
 from semcl.runs import Run, Store, plan_runs
 from semcl.runtime import distributed
 
@@ -64,7 +65,7 @@ def ddp_steps(family: str, table_id: str, row: str, work: Path, device: torch.de
     method = build_method(cls, cfg, data_info(train_set), deps, device, run.seed)
     distributed.barrier()
     start = time.perf_counter()
-    history = train(method, train_set, cfg, run.seed, work / family / "checkpoints" / "last.pt", device,
+    history = train(method, train_set, cfg, run.seed, RunFolder(work / family).checkpoint, device,
                     data_root=root, max_steps=steps, log_history=False)
     if device.type == "cuda":
         torch.cuda.synchronize(device)

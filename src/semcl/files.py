@@ -24,11 +24,13 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], Any], *, exclusive: bool = False) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], Any], *, exclusive: bool = False,
+                 durable: bool = True) -> None:
     """Call `write(f)` on a binary temp file beside `path`, fsync, chmod, rename over `path`. An
     OSError without a file name (a full disk mid-write) is raised again naming `path`. With `exclusive`, an
     existing file is never replaced (FileExistsError): the temp file is hard-linked into place, which fails
-    atomically if `path` exists."""
+    atomically if `path` exists. `durable=False` skips the fsync, for files rewritten often or thrown away
+    (progress lines, caches, scratch checkpoints): still never seen half-written, but a node crash may lose them."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -36,12 +38,13 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], Any], *, exclusive: bo
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, file_mode())
         if exclusive:
             _link_into_place(tmp, path)
         else:
-            os.replace(tmp, path)
+            move(tmp, path)
     except FileExistsError:
         raise
     except OSError as err:
@@ -62,7 +65,7 @@ def _link_into_place(tmp: str, path: Path) -> None:
             raise
         if path.exists():  # a file system without hard links: check, then rename (a narrow race)
             raise FileExistsError(f"{path}: exists and is never rewritten") from None
-        os.replace(tmp, path)
+        move(tmp, path)
 
 
 def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
@@ -70,8 +73,40 @@ def write_json_atomic(path: Path, obj: Any, *, exclusive: bool = False) -> None:
     write_bytes_atomic(Path(path), json.dumps(obj, indent=2, sort_keys=True).encode(), exclusive=exclusive)
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, exclusive: bool = False) -> None:
-    write_atomic(path, lambda f: f.write(data), exclusive=exclusive)
+def write_bytes_atomic(path: Path, data: bytes, *, exclusive: bool = False, durable: bool = True) -> None:
+    write_atomic(path, lambda f: f.write(data), exclusive=exclusive, durable=durable)
+
+
+def move(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` in one step (same file system), replacing a file at `dst`: the one rename of the
+    package, so every atomic write and set-aside goes through this module."""
+    os.replace(src, dst)
+
+
+def fill_folder_atomic(target: Path, fill: Callable[[Path], None], *, merge: bool = False) -> Path:
+    """Run `fill(tmp)` on a fresh temporary sibling folder of `target`, then move it into place, replacing
+    `target` (`merge`: move each of its files into `target` instead, keeping what else is there). An
+    interrupted fill never leaves a half-written folder a reader would accept."""
+    import shutil
+
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        fill(tmp)
+        if merge and target.exists():
+            for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+                dest = target / path.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                move(path, dest)
+        else:
+            if target.exists():
+                shutil.rmtree(target)
+            move(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def write_text_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import numpy as np
 from semcl.data.procedural import Splits, balanced_labels, make_prototypes, render
 from semcl.data.registry import DATASETS, DatasetSpec, resolve
 from semcl.errors import DataError
+from semcl.files import fill_folder_atomic, write_text_atomic
 
 MANIFEST = ".semcl_synthetic.json"
 # Bump when the generator changes, so ensure_synthetic regenerates stale data.
@@ -68,25 +67,7 @@ def write_synthetic(name: str, root: str | Path, *, train_per_class: int, test_p
         return writer(Path(root), train_per_class=train_per_class, test_per_class=test_per_class, seed=seed)
     splits = _generate(list(spec.synthetic_groups), spec.channels, spec.synthetic_side,
                        {"train": train_per_class, "test": test_per_class}, seed)
-    root = Path(root)
-    target = root / spec.folder
-    tmp = root / f".{spec.folder}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        writer(tmp, splits)
-        if merge and target.exists():
-            for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
-                dest = target / path.relative_to(tmp)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, dest)
-        else:
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return fill_folder_atomic(Path(root) / spec.folder, lambda tmp: writer(tmp, splits), merge=merge)
 
 
 def _read_manifest(path: Path) -> dict[str, dict]:
@@ -102,9 +83,8 @@ def _read_manifest(path: Path) -> dict[str, dict]:
 
 
 def _write_manifest(path: Path, recorded: dict[str, dict]) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"datasets": recorded}, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)  # atomic: readers never see a half-written manifest
+    # atomic: readers never see a half-written manifest
+    write_text_atomic(path, json.dumps({"datasets": recorded}, indent=2, sort_keys=True) + "\n")
 
 
 def ensure_synthetic(root: str | Path, names: Iterable[str], *, train_per_class: int,

@@ -11,12 +11,12 @@ so submitit loads only then.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import time
 from pathlib import Path
 
 from semcl.errors import ConfigError
+from semcl.files import move
 from semcl.launch.base import Backend
 from semcl.runs import Run, Store
 
@@ -120,7 +120,7 @@ def set_aside_record(store: Store, run_id: str) -> Path:
     kept = folder.set_aside(folder.metrics.name, stamp)
     for path in (folder.metrics, folder.trained):
         try:
-            os.replace(path, folder.set_aside(path.name, stamp))
+            move(path, folder.set_aside(path.name, stamp))
         except FileNotFoundError:  # another `semcl run` set it aside first, or it never had one
             pass
     return kept

@@ -11,6 +11,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from semcl.files import write_bytes_atomic
 from semcl.locations import PACKAGE, registry_root
 
 # the whole package's source keys the index, not this module's folder (it moved into registry/ once)
@@ -71,10 +72,8 @@ def read_index(path: Path, key: str) -> dict | None:
 
 def write_index(path: Path, data: dict) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the new index
+        # atomic: a concurrent reader sees the old or the new index; a cache needs no fsync
+        write_bytes_atomic(path, json.dumps(data).encode(), durable=False)
     except OSError:
         pass  # a read-only home: no cache, every call takes the full path
 

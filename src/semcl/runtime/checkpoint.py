@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import errno
 import math
-import os
 import pickle
 import random
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +24,7 @@ import numpy as np
 import torch
 
 from semcl.errors import ResultsError
-from semcl.files import DISK_FULL, disk_full_message, file_mode
+from semcl.files import DISK_FULL, disk_full_message, write_atomic
 
 RESTART = "delete it to restart the run from scratch"
 
@@ -48,18 +46,9 @@ def scratch_writes() -> Iterator[None]:
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
     """torch.save to a temp file unique to this writer, fsync, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            if _DURABLE[-1]:
-                os.fsync(f.fileno())
-        os.chmod(tmp, file_mode())  # mkstemp makes 0600; a run's files all get the umask's mode
-        os.replace(tmp, path)
+        write_atomic(path, lambda f: torch.save(state, f), durable=_DURABLE[-1])
     except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
         full = isinstance(err, OSError) and err.errno in DISK_FULL
         # torch's zip writer reports a short write (a full disk) as "unexpected pos N vs M"
         if full or (isinstance(err, RuntimeError) and "unexpected pos" in str(err)):

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from semcl.files import write_bytes_atomic
+
 ENV = "SEMCL_PROGRESS"
 MIN_INTERVAL_S = 0.5  # <= 2 step lines per second
 FILE_INTERVAL_S = 1.0  # progress.json: <= 1 rewrite per second
@@ -123,10 +125,7 @@ class Progress:
 
 def write_progress(path: Path, doc: dict) -> None:
     """Replace progress.json by `doc` plus the wall time (temp-then-rename, no fsync)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({**doc, "time": time.time()}, sort_keys=True))
-    os.replace(tmp, path)
+    write_bytes_atomic(Path(path), json.dumps({**doc, "time": time.time()}, sort_keys=True).encode(), durable=False)
 
 
 def write_phase(path: Path, phase: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import numpy as np
 from PIL import Image
 
 from semcl.data.video.decode import import_av
+from semcl.files import fill_folder_atomic
 
 
 def write_frame_folder(folder: Path, frames: np.ndarray, quality: int = 95) -> None:
@@ -54,14 +53,4 @@ def write_ucf_lists(folder: Path, class_names: list[str], train: list[tuple[str,
 def write_atomically(target: Path, fill: Callable[[Path], None]) -> Path:
     """Run ``fill(tmp)`` on a temporary sibling of ``target`` and move it into place (replacing it),
     so an interrupted write never leaves a half-written dataset a reader would accept."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        fill(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return fill_folder_atomic(target, fill)

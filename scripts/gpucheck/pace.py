@@ -22,9 +22,9 @@ class Clock:
     then), the last batch (for the ceiling) and the preflight's activation meter on the first step."""
 
     def __init__(self, device: torch.device) -> None:
-        from semcl.preflight.check import _StepMeter  # the meter semcl check's memory estimate uses
+        from semcl.preflight.check import StepMeter  # the meter semcl check's memory estimate uses
 
-        self.device, self.meter, self.starts, self.batch = device, _StepMeter(), [], None
+        self.device, self.meter, self.starts, self.batch = device, StepMeter(), [], None
 
     @contextmanager
     def __call__(self, batch):

@@ -78,11 +78,11 @@ def row_config(run, sizes: Sizes, batch: int, batches: int, overrides: dict | No
     """The run's config on a stand-in of at least `batches` batches of `batch` (preflight's check_config: synthetic
     data, the batch; reduced in a dry run), then precision as the engine trains it (`fast`: bf16)."""
     from semcl.data.registry import DATASETS
-    from semcl.preflight.check import _stand_in_per_class, check_config
+    from semcl.preflight.check import check_config, stand_in_images_per_class
     from semcl.runtime.precision import effective_config
 
     classes = DATASETS[run.config.data.name].synthetic_classes
-    per_class = max(_stand_in_per_class(run), -(-batches * batch // classes) + 1)
+    per_class = max(stand_in_images_per_class(run), -(-batches * batch // classes) + 1)
     cfg = copy.deepcopy(effective_config(check_config(run, sizes.reduce(), batch, per_class)))
     for key, value in (overrides or {}).items():
         section, name = key.split(".", 1)
@@ -92,12 +92,12 @@ def row_config(run, sizes: Sizes, batch: int, batches: int, overrides: dict | No
 
 def build(run, cfg, per_class: int, work: Path, device: torch.device):
     """(method, train set, data root) as the job builds them, on the row's stand-in; the model has the real
-    dataset's class count (preflight's _data_info)."""
+    dataset's class count (preflight's stand_in_data_info)."""
     from semcl.data import load
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
     from semcl.engine.build import build_method, method_class
-    from semcl.preflight.check import _data_info
+    from semcl.preflight.check import stand_in_data_info
     from semcl.runs import Store
     from semcl.runtime.checkpoint import rng_state, seed_everything, set_rng_state
 
@@ -107,7 +107,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device):
     seed_everything(run.seed)
     train_set = load(d.name, root, "train", d.image_size)
     cls, deps = method_class(run, Store(work / "store"), cfg)
-    method = build_method(cls, cfg, _data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+    method = build_method(cls, cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
     # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
     state = rng_state()
     method.write_stand_in_files(root)

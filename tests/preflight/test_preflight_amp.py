@@ -15,7 +15,7 @@ from semcl.methods.base import Batch, Method
 from semcl.methods.registry import METHODS
 from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
-from semcl.preflight.check import _StepMeter, check_run, distinct_runs
+from semcl.preflight.check import StepMeter, check_run, distinct_runs
 from semcl.registry.tables import get_table
 from semcl.runs import Store
 from semcl.runtime.checkpoint import load
@@ -101,7 +101,7 @@ def test_an_fp16_row_steps_in_bf16_with_the_scaler_on_the_cpu(amp_table, tmp_pat
 
 
 def test_the_step_context_swaps_only_the_cpu_fp16_autocast():
-    meter = _StepMeter()
+    meter = StepMeter()
     batch = Batch.of([torch.zeros(3, 2)], torch.zeros(3, dtype=torch.long))
     seen = []
     with torch.autocast("cpu", dtype=torch.float16):

@@ -14,7 +14,7 @@ import torch
 from semcl.data.imageset import ImageSet
 from semcl.evals.protocols import robustness
 from semcl.methods.hierarchical_triplet.method import HierarchicalTriplet
-from semcl.preflight.check import _stand_in_per_class, check_config, check_run, distinct_runs
+from semcl.preflight.check import check_config, check_run, distinct_runs, stand_in_images_per_class
 from semcl.registry.tables import get_table
 from semcl.runs import Store, plan_runs
 
@@ -100,13 +100,13 @@ def test_a_robustness_set_is_scored_on_its_first_limit_images():
 def test_scns_instance_s_stand_in_has_one_image_per_class_enough_for_its_pools():
     run = _run("scns/kd-tinyimagenet", "SCNS-instance ResNet50 to vgg8")
     assert run.config.method.k == 10
-    assert _stand_in_per_class(run) == 1  # 199 other-class images >= k 10; 200 teacher forwards, not 400
+    assert stand_in_images_per_class(run) == 1  # 199 other-class images >= k 10; 200 teacher forwards, not 400
     # a k above the other classes' count takes more: k 250 over 199 other classes -> 2 each
     big = dataclasses.replace(run, config=dataclasses.replace(
         run.config, method=dataclasses.replace(run.config.method, k=250)))
-    assert _stand_in_per_class(big) == 2
+    assert stand_in_images_per_class(big) == 2
     # other students keep the default
-    assert _stand_in_per_class(_run("scns/kd-tinyimagenet", "Student wrn_16_2")) == 2
+    assert stand_in_images_per_class(_run("scns/kd-tinyimagenet", "Student wrn_16_2")) == 2
 
 
 def test_the_evaluations_train_on_one_image_of_at_most_twenty_classes():

@@ -12,7 +12,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from semcl.data.neighbours import knn_table
 from semcl.methods.base import Batch
 from semcl.preflight.check import CONTEXT_GB, _fake_estimate
-from semcl.preflight.fake import _tracker, _tracker_peak, _warm_optimizer, knn_peak, mining_peak, step_peak
+from semcl.preflight.fake import _tracker, _tracker_peak, knn_peak, mining_peak, step_peak, warm_optimizer
 from semcl.preflight.report import RowCheck, render
 
 
@@ -70,7 +70,7 @@ def _real_peak(method: _Tiny, batch: Batch) -> int:
     """The same step as step_peak, on real CPU tensors, under the same tracker: as the engine's (Stepper), the
     previous step's gradients are freed after the forward."""
     opt = method.configure_optimizer(None)
-    _warm_optimizer(opt)
+    warm_optimizer(opt)
     for p in method.net.parameters():
         p.grad = torch.zeros_like(p)
     tracker = _tracker()
@@ -136,7 +136,7 @@ def test_a_real_optimisers_state_gives_the_fake_step_the_same_peak_as_its_own_wa
     own = step_peak(method, _Cfg, _batch(4), 256)
     opt = method.configure_optimizer(None)
     assert step_peak(method, _Cfg, _batch(4), 256, warm=opt) == own  # fresh: no state to take
-    _warm_optimizer(opt)
+    warm_optimizer(opt)
     assert step_peak(method, _Cfg, _batch(4), 256, warm=opt) == own == _real_peak(_Tiny(), _batch(256))
     # the state taken is fakes of the real slots, keyed by the fake parameters, the real ones untouched
     mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -149,7 +149,7 @@ def test_a_real_optimisers_state_gives_the_fake_step_the_same_peak_as_its_own_wa
         assert set(got) == set(want) and type(got["exp_avg"]).__name__ == "FakeTensor"
         assert all(got[k].shape == want[k].shape and got[k].dtype == want[k].dtype for k in want)
     other = torch.optim.Adam(_Tiny().net.parameters(), lr=1e-3)  # another model's optimiser: not taken
-    _warm_optimizer(other)
+    warm_optimizer(other)
     assert not _state_from(other, fake_opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode)
 
 
@@ -166,7 +166,7 @@ def test_the_trimmed_tracker_counts_what_torchs_own_does():
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(48, 64), nn.ReLU(), nn.Linear(64, 10))
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-        _warm_optimizer(opt)
+        warm_optimizer(opt)
         tracker = make()
         tracker.track_external(net, opt)
         with tracker:
@@ -275,7 +275,7 @@ def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_state_real():
     batch = _batch(128)
     real_method = _HostSampled(labels, 50, given)
     opt = real_method.configure_optimizer(None)
-    _warm_optimizer(opt)
+    warm_optimizer(opt)
     for p in real_method.net.parameters():
         p.grad = torch.zeros_like(p)
     tracker = _tracker()

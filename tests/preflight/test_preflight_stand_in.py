@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.preflight.check import _calibrate_norm, _stand_in_per_class
+from semcl.preflight.check import _calibrate_norm, stand_in_images_per_class
 from semcl.registry.tables import get_table
 from semcl.runs import plan_runs
 
@@ -19,9 +19,9 @@ def _run(table: str, label: str):
 def test_stand_in_holds_more_than_k_images_for_neighbour_search():
     # HSA k 40 on the 20-class ImageNet stand-in: ceil(41 / 20) + 1 = 4 per class, 80 images > 40
     assert _run("hsa/abl-k", "k 40").config.method.k == 40
-    assert _stand_in_per_class(_run("hsa/abl-k", "k 40")) == 4
-    assert _stand_in_per_class(_run("hsa/abl-k", "k 5")) == 2  # ceil(6 / 20) + 1
-    assert _stand_in_per_class(_run("rince/tab2", "Cross-entropy")) == 2  # no k
+    assert stand_in_images_per_class(_run("hsa/abl-k", "k 40")) == 4
+    assert stand_in_images_per_class(_run("hsa/abl-k", "k 5")) == 2  # ceil(6 / 20) + 1
+    assert stand_in_images_per_class(_run("rince/tab2", "Cross-entropy")) == 2  # no k
 
 
 class _Tiny(nn.Module):

@@ -160,7 +160,7 @@ class CifarResNet(nn.Module):
         self.num_stages = len(num_blocks)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.out_dim: int = in_planes
-        _init_weights(self, zero_init_residual, "fan_in" if fan_in_init else "fan_out")
+        init_weights(self, zero_init_residual, "fan_in" if fan_in_init else "fan_out")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu(self.bn1(self.conv1(x)))
@@ -171,7 +171,7 @@ class CifarResNet(nn.Module):
         return torch.flatten(self.avgpool(x), 1)
 
 
-def _init_weights(model: nn.Module, zero_init_residual: bool, mode: str = "fan_out") -> None:
+def init_weights(model: nn.Module, zero_init_residual: bool, mode: str = "fan_out") -> None:
     """Kaiming-normal (relu gain) convs, fan_out (torchvision's choice) or fan_in (init.kaiming_normal_'s
     default, the LDAM / PaCo CIFAR ResNet-32); BN weight 1 / bias 0."""
     for m in model.modules():

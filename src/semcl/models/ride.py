@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from semcl.models.backbones import CifarResNet, _init_weights, build_backbone
+from semcl.models.backbones import CifarResNet, build_backbone, init_weights
 
 _STAGES = ("layer1", "layer2", "layer3", "layer4")
 
@@ -64,7 +64,7 @@ class RideBackbone(nn.Module):
                 layers.append(_build_stage(base, block, blocks, in_planes, planes, stride))
                 in_planes = planes * block.expansion
             expert = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(1))
-            _init_weights(expert, zero_init_residual=False)  # the suite's (= torchvision's) ResNet init
+            init_weights(expert, zero_init_residual=False)  # the suite's (= torchvision's) ResNet init
             self.experts.append(expert)
         self.num_experts = num_experts
         self.expert_dim: int = in_planes

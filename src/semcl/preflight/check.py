@@ -180,7 +180,7 @@ def _saved_bytes():
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
 
 
-def _data_info(train_set, real_classes: int):
+def stand_in_data_info(train_set, real_classes: int):
     """The DataInfo of the real dataset's class count over the stand-in's training set (the stand-ins
     of the large sets have 20 classes; the model must have the real head)."""
     import torch
@@ -236,7 +236,7 @@ def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: i
                       fake: bool, memory_only: bool = False, private: bool = False, dep_runs: tuple = (),
                       full_size: bool = False) -> RowCheck:
     full_size = full_size or memory_only
-    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, _stand_in_per_class(run), for_dependents,
+    out = _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch, stand_in_images_per_class(run), for_dependents,
                      fake, memory_only, private, dep_runs, full_size)
     if out.error and "optim.batch_size" in out.error and run.config.optim.batch_size > batch:
         from semcl.data.registry import DATASETS
@@ -248,7 +248,7 @@ def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: i
     return out
 
 
-def _stand_in_per_class(run) -> int:
+def stand_in_images_per_class(run) -> int:
     """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
     on the 20 stand-in classes needs more than 40 images), or what the method declares (Method.stand_in_per_class:
     SCNS-instance's teacher pass over every image)."""
@@ -304,7 +304,7 @@ class _FirstBatch(Exception):
     is not run."""
 
 
-class _StepMeter:
+class StepMeter:
     """The dry run's step_context (semcl.engine.train): the bytes autograd saves in the first step's
     forward, its batch size and views (for the BN calibration); later steps pass through. Every step's
     fp16 autocast runs as bf16 on the CPU (_cpu_half_as_bf16)."""
@@ -382,7 +382,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
         test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
         device = torch.device("cpu")
-        method = build_method(cls, cfg, _data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+        method = build_method(cls, cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
         method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
@@ -392,7 +392,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         if memory_only:
             _memory_only(out, method, cfg, train_set, root, run, ckpt, device, test_set)
             return out
-        meter = _StepMeter()
+        meter = StepMeter()
         history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
                         step_context=meter)
         opt = method.configure_optimizer(cfg.optim)  # a fresh one: its state comes from the checkpoint
@@ -532,14 +532,14 @@ def _build_fresh_state(run, reduce, store) -> dict:
     from semcl.methods.registry import METHODS
     from semcl.runtime.precision import effective_config
 
-    per_class = _stand_in_per_class(run)
+    per_class = stand_in_images_per_class(run)
     # as the memory check builds it; a missing weights file is reported by the row's own check
     cfg, _ = _without_missing_weights(effective_config(check_config(run, reduce, 4, per_class, full_size=True)))
     d = cfg.data
     root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                             train_per_class=per_class, test_per_class=1)
     train_set = _stand_in(d.name, root, "train", d.image_size)
-    method = METHODS[run.config.method.name].load()(cfg, _data_info(train_set, DATASETS[d.name].num_classes))
+    method = METHODS[run.config.method.name].load()(cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes))
     return method.state_dict()
 
 
@@ -549,9 +549,9 @@ def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device,
     real step on zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
     from semcl.engine.train import train
     from semcl.estimate.workload import train_samples
-    from semcl.preflight.fake import _warm_optimizer
+    from semcl.preflight.fake import warm_optimizer
 
-    meter = _StepMeter(stop=True)
+    meter = StepMeter(stop=True)
     try:
         train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1, step_context=meter,
               shapes_only=True)
@@ -565,7 +565,7 @@ def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device,
     # fake step takes as fakes (cheaper than a faked warm step, except a fused optimiser's: a few ops faked, a
     # real pass over every weight; the fake step then warms its own). It moves this throwaway copy's weights.
     if method.mining_search() is not None or not any(g.get("fused") for g in opt.param_groups):
-        _warm_optimizer(opt)
+        warm_optimizer(opt)
     _fake_estimate(out, method, cfg, opt, meter.first, train_samples(run.config))
     if out.fake_gpu_gb is None:  # check_run runs the whole check for the formula
         return
@@ -628,7 +628,7 @@ class TableRef:
     path: Path
 
 
-def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
+def check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
                 for_dependents: bool, memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
     from semcl.runs import Store
 
@@ -636,7 +636,7 @@ def _check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce,
                      for_dependents=for_dependents, memory_only=memory_only, dep_runs=dep_runs)
 
 
-def _step_cost(run) -> float:
+def real_step_cost(run) -> float:
     """A check's relative cost, for the pool's order: the row's model time per training sample (semcl.estimate.gpu_hours;
     the same networks, views and input size as the check's step), 0 where it cannot be told."""
     from semcl.estimate.gpu_hours import seconds_per_sample
@@ -647,7 +647,7 @@ def _step_cost(run) -> float:
         return 0.0
 
 
-def _sample(runs: list, per_method: int, seen_methods: set[str]) -> list:
+def sample_runs(runs: list, per_method: int, seen_methods: set[str]) -> list:
     by_id = {r.run_id: r for r in runs}
     counts: dict[str, int] = {}
     keep: set[str] = set()

@@ -137,7 +137,7 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
     _as_on_cuda(opt)
     if not _state_from(warm, opt, dict(zip(method.parameters(), fake.parameters(), strict=True)), mode):
         with mode:
-            _warm_optimizer(opt)
+            warm_optimizer(opt)
     # the previous step's gradients: the engine frees them after the forward, just before the backward
     # (semcl.engine.train.Stepper), so the forward's activations peak with them resident
     with mode:
@@ -220,7 +220,7 @@ def _state_from(real, opt, fakes: dict, mode) -> bool:
     return True
 
 
-def _warm_optimizer(opt) -> None:
+def warm_optimizer(opt) -> None:
     """The optimiser's state as at any step after the first: one step on zero gradients (under fake mode)."""
     for group in opt.param_groups:
         for p in group["params"]:

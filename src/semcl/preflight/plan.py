@@ -30,7 +30,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     on; with `cache` (a folder), passed checks are read from and written to it by key. `rows_per_method` is
     the CI sample: per table, the first row of each method not sampled in an earlier table (at least the
     table's first row), and what they build on."""
-    from semcl.preflight.check import TableRef, _check_task, _sample, _step_cost, distinct_runs, real_step_size
+    from semcl.preflight.check import TableRef, check_task, distinct_runs, real_step_cost, real_step_size, sample_runs
     from semcl.preflight.pool import run_ordered
     from semcl.preflight.shapes import ShapeCache, alias_folder, code_key, from_cache, memory_key, release_scratch
     from semcl.runs import Store
@@ -41,7 +41,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     for table in tables:
         runs = distinct_runs(table, profile)
         if rows_per_method is not None:
-            runs = _sample(runs, rows_per_method, seen_methods)
+            runs = sample_runs(runs, rows_per_method, seen_methods)
         entries += [(table, run) for run in runs]
     first: dict[str, tuple] = {}  # run id -> (table, run) where it is first reported
     for table, run in entries:
@@ -65,7 +65,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     ckeys = {rid: k + mkeys[rid] if rid in depended else k for rid, k in ckeys.items()}
     crep: dict[str, str] = {}  # code key -> the run whose real step covers it: its cheapest network (the first of ties)
     mrep: dict[str, str] = {}  # memory key -> the first run of it
-    step_cost = {rid: _step_cost(first[rid][1]) for rid in first}
+    step_cost = {rid: real_step_cost(first[rid][1]) for rid in first}
     for rid in first:
         if ckeys[rid] not in crep or step_cost[rid] < step_cost[crep[ckeys[rid]]]:
             crep[ckeys[rid]] = rid
@@ -149,7 +149,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     def cost(task: str) -> float:  # a memory-only check: no real step, no evaluation
         return step_cost[rep_of[task]] * (1.0 if task[0] == "c" else 0.25)
 
-    run_ordered(order, prereq, _check_task, args, jobs, on_done, died, cost=cost)
+    run_ordered(order, prereq, check_task, args, jobs, on_done, died, cost=cost)
 
     def result(key: str, task: str) -> tuple[RowCheck, str | None]:
         """The check for `key` (this call's, else the cache's) and its run id (None: cached)."""

@@ -20,7 +20,7 @@ from semcl.locations import registry_root
 from semcl.registry.index_store import cache_file, read_index, source_key, table_meta, write_index
 
 
-def _profile_runs(table, profile: str) -> list[list]:
+def profile_runs(table, profile: str) -> list[list]:
     """[run_id, row label, seed, cost estimate, depends_on, GPUs held, training key, the cost of its evaluation
     alone] per planned run, in plan order."""
     from semcl.estimate.cost import estimate_cost, evaluation_cost
@@ -51,7 +51,7 @@ def load_index(profile: str, registry: Path | None = None) -> dict:
 
         tables = load_registry(reg if registry else None)
         data["tables"] = [table_meta(t) for t in tables.values()]
-        data["profiles"][slot] = {t.id: _profile_runs(t, profile) for t in tables.values()
+        data["profiles"][slot] = {t.id: profile_runs(t, profile) for t in tables.values()
                                   if profile in t.profiles}
         write_index(path, data)
     return {"tables": data["tables"], "runs": data["profiles"][slot]}

@@ -29,7 +29,7 @@ _OPEN, _CLOSE = "[{", "]}"
 
 
 def method_fields(method: str | None) -> frozenset[str]:
-    from semcl.registry.tables import _method_fields as fields
+    from semcl.registry.tables import method_config_fields as fields
 
     return fields(method)
 

@@ -208,8 +208,8 @@ def _on_gpu(method: str) -> bool:
 def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str, Any]:
     """A profile's `method.*` keys apply to the rows whose method has that field (e.g. a smaller
     memory bank for every contrastive row); a key no method knows is still an error."""
-    known = _method_fields(None)
-    mine = _method_fields(method)
+    known = method_config_fields(None)
+    mine = method_config_fields(method)
     out = {}
     for key, value in overrides.items():
         if key.startswith("method."):
@@ -223,7 +223,7 @@ def _for_method(overrides: dict[str, Any], method: str, where: str) -> dict[str,
 
 
 @cache
-def _method_fields(method: str | None) -> frozenset[str]:
+def method_config_fields(method: str | None) -> frozenset[str]:
     """The config fields of one method's schema (None: of every method); METHODS is fixed at import."""
     specs = METHODS.values() if method is None else (METHODS[method],)
     return frozenset(f.name for spec in specs for f in dataclasses.fields(spec.schema))

@@ -48,7 +48,7 @@ def _why_no_runs(row) -> str:
     return "its method is not implemented"
 
 
-def _unknown_row(label: str, tables: list) -> ConfigError:
+def unknown_row(label: str, tables: list) -> ConfigError:
     listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
     return ConfigError(f"unknown row {label!r} (rows of {listing})")
 
@@ -154,7 +154,7 @@ def vary_grid(table, grid: list[dict[str, Any]], rows: list[str] | None, profile
     return dataclasses.replace(table, rows=out_rows, profiles=profiles, row_resources=row_resources), labels
 
 
-def _no_row_has(texts: list[str], grid: list[dict[str, Any]], where: str) -> ConfigError:
+def no_row_has(texts: list[str], grid: list[dict[str, Any]], where: str) -> ConfigError:
     return ConfigError(f"--set {sweep_text(texts)}: no row of {where} has "
                        f"{'these keys' if len(grid[0]) > 1 else 'this key'}")
 
@@ -165,7 +165,7 @@ def variant_tables(tables: list, texts: list[str] | None, rows: list[str] | None
     one stderr line, and none at all is an error. Without: the `--row` rows (all when none)."""
     for label in rows or []:
         if not any(label in (r.label for r in t.rows) for t in tables):
-            raise _unknown_row(label, tables)
+            raise unknown_row(label, tables)
     if not texts:
         if not rows:
             return tables
@@ -183,8 +183,8 @@ def variant_tables(tables: list, texts: list[str] | None, rows: list[str] | None
         else:
             untouched.append(table.id)
     if not out:
-        raise _no_row_has(texts, grid, ", ".join(t.id for t in tables))
-    _say(notes)
+        raise no_row_has(texts, grid, ", ".join(t.id for t in tables))
+    print_notes(notes)
     if untouched:
         print(f"semcl: --set {sweep_text(texts)}: no row of {', '.join(untouched)} has it; left out",
               file=sys.stderr)
@@ -198,24 +198,24 @@ def table_view(table, texts: list[str] | None, rows: list[str] | None, profile: 
         raise ConfigError("--row selects the rows --set varies in `semcl table`; add --set key=value")
     for label in rows or []:
         if label not in (r.label for r in table.rows):
-            raise _unknown_row(label, [table])
+            raise unknown_row(label, [table])
     grid, notes = parse_grid(texts), []
     varied, labels = vary_grid(table, grid, rows, profile, notes)
     if not labels:
-        raise _no_row_has(texts, grid, table.id)
-    _say(notes)
+        raise no_row_has(texts, grid, table.id)
+    print_notes(notes)
     return varied
 
 
-def _say(notes: list[str]) -> None:
+def print_notes(notes: list[str]) -> None:
     for line in dict.fromkeys(notes):
         print(line, file=sys.stderr)
 
 
 def plan_index(tables: list, profile: str) -> dict:
     """The shape of semcl.registry.index.load_index for these (varied or row-selected) tables."""
-    from semcl.registry.index import _profile_runs
+    from semcl.registry.index import profile_runs
     from semcl.registry.index_store import table_meta
 
     return {"tables": [table_meta(t) for t in tables],
-            "runs": {t.id: _profile_runs(t, profile) for t in tables if profile in t.profiles}}
+            "runs": {t.id: profile_runs(t, profile) for t in tables if profile in t.profiles}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from semcl.errors import ConfigError
 from semcl.registry.set_options import parse_grid, sweep_text
-from semcl.registry.variant_rows import _no_row_has, _say, _unknown_row, vary_grid
+from semcl.registry.variant_rows import no_row_has, print_notes, unknown_row, vary_grid
 
 __all__ = ["one_variant", "vary_tables"]
 
@@ -18,7 +18,7 @@ def vary_tables(tables: list, texts: list[str], rows: list[str] | None, profile:
     are; no table varied at all is the error `table --set` gives."""
     for label in rows or []:
         if not any(label in (r.label for r in t.rows) for t in tables):
-            raise _unknown_row(label, tables)
+            raise unknown_row(label, tables)
     grid, notes, out, labels_of, any_varied = parse_grid(texts), [], [], {}, False
     for table in tables:
         mine = [r.label for r in table.rows if r.label in rows] if rows else None
@@ -32,8 +32,8 @@ def vary_tables(tables: list, texts: list[str], rows: list[str] | None, profile:
             names = [r.label for r in varied.rows]
             labels_of[table.id] = {names[names.index(v) - 1]: v for v in labels}
     if not any_varied:
-        raise _no_row_has(texts, grid, ", ".join(t.id for t in tables))
-    _say(notes)
+        raise no_row_has(texts, grid, ", ".join(t.id for t in tables))
+    print_notes(notes)
     return out, labels_of
 
 

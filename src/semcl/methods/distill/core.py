@@ -32,7 +32,7 @@ class KDTeacher(Method):
         return self.backbone(x)
 
 
-def _zip_stages(g_s: list, g_t: list) -> tuple[list, list]:
+def zip_stages(g_s: list, g_t: list) -> tuple[list, list]:
     """The first min(len) entries of both lists (RepDistiller's zip over unequal stage lists)."""
     n = min(len(g_s), len(g_t))
     return list(g_s[:n]), list(g_t[:n])

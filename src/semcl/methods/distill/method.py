@@ -36,7 +36,7 @@ from semcl.losses.distill import (
     sp_loss,
 )
 from semcl.methods.distill.contrast import CRD, SCNSClass, SCNSInstance
-from semcl.methods.distill.core import Distill, KDTeacher, _zip_stages
+from semcl.methods.distill.core import Distill, KDTeacher, zip_stages
 from semcl.models.kd import KD_MODEL_ALIASES
 
 
@@ -59,7 +59,7 @@ class AT(Distill):
         self.teacher_feats = tuple(range(1, len(t_shapes) - 1))
 
     def distill_loss(self, feats_s, feats_t, batch):
-        return at_loss(*_zip_stages(feats_s[1:-1], feats_t[1:-1]))
+        return at_loss(*zip_stages(feats_s[1:-1], feats_t[1:-1]))
 
 
 class SP(Distill):
@@ -86,12 +86,12 @@ class CC(Distill):
 
 class VID(Distill):
     def build(self, s_shapes, t_shapes):
-        g_s, g_t = _zip_stages(s_shapes[1:-1], t_shapes[1:-1])
+        g_s, g_t = zip_stages(s_shapes[1:-1], t_shapes[1:-1])
         self.teacher_feats = tuple(range(1, 1 + len(g_t)))
         self.heads = nn.ModuleList(VIDHead(s[1], t[1]) for s, t in zip(g_s, g_t, strict=True))
 
     def distill_loss(self, feats_s, feats_t, batch):
-        g_s, g_t = _zip_stages(feats_s[1:-1], feats_t[1:-1])
+        g_s, g_t = zip_stages(feats_s[1:-1], feats_t[1:-1])
         return sum(head(s, t) for head, s, t in zip(self.heads, g_s, g_t, strict=True))
 
 
@@ -114,7 +114,7 @@ class NST(Distill):
         self.teacher_feats = tuple(range(1, len(t_shapes) - 1))
 
     def distill_loss(self, feats_s, feats_t, batch):
-        return nst_loss(*_zip_stages(feats_s[1:-1], feats_t[1:-1]))
+        return nst_loss(*zip_stages(feats_s[1:-1], feats_t[1:-1]))
 
 
 def ab_connector(s_shape: tuple[int, ...], t_shape: tuple[int, ...]) -> nn.Module:
@@ -132,7 +132,7 @@ class AB(Distill):
     preact = True
 
     def build(self, s_shapes, t_shapes):
-        g_s, g_t = _zip_stages(s_shapes[1:-1], t_shapes[1:-1])
+        g_s, g_t = zip_stages(s_shapes[1:-1], t_shapes[1:-1])
         self.teacher_feats = tuple(range(1, 1 + len(g_t)))
         if self.cfg.method.connector == "repdistiller":
             conns = [ab_connector(s, t) for s, t in zip(g_s, g_t, strict=True)]
@@ -143,7 +143,7 @@ class AB(Distill):
     def init_loss(self, batch):
         feats_s, _ = self.backbone.forward_features(batch.views[0], preact=True)
         feats_t, _ = self.teacher_targets(batch)
-        g_s, g_t = _zip_stages(feats_s[1:-1], feats_t[1:-1])
+        g_s, g_t = zip_stages(feats_s[1:-1], feats_t[1:-1])
         return ab_loss([c(s) for c, s in zip(self.connectors, g_s, strict=True)], g_t)
 
 
@@ -152,7 +152,7 @@ class FSP(Distill):
     Needs equal channel counts per stage (RepDistiller: FSP is N/A for wrn-40-2 -> wrn-40-1)."""
 
     def build(self, s_shapes, t_shapes):
-        g_s, g_t = _zip_stages(s_shapes[:-1], t_shapes[:-1])
+        g_s, g_t = zip_stages(s_shapes[:-1], t_shapes[:-1])
         if [s[1] for s in g_s] != [t[1] for t in g_t]:
             raise ValueError(f"fsp: student {self.cfg.model.backbone} and teacher {self.cfg.method.teacher_arch} "
                              f"differ in stage channels ({[s[1] for s in g_s]} vs {[t[1] for t in g_t]})")
@@ -161,7 +161,7 @@ class FSP(Distill):
     def init_loss(self, batch):
         feats_s, _ = self.backbone.forward_features(batch.views[0])
         feats_t, _ = self.teacher_targets(batch)
-        return fsp_loss(*_zip_stages(feats_s[:-1], feats_t[:-1]))
+        return fsp_loss(*zip_stages(feats_s[:-1], feats_t[:-1]))
 
 
 FT_INIT_LR_SMALL = 0.01  # RepDistiller helper/pretrain.py: FT initialisation lr of these students

@@ -52,8 +52,9 @@ def _fill_store(reg: Path, table_id: str, results: Path) -> int:
     import random
 
     from semcl.evals.protocols import metric_key
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     table = get_table(table_id, reg)
     store = Store(results)

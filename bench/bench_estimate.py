@@ -29,8 +29,8 @@ def public_rows() -> list[dict]:
 def estimated_gpu_hours(table_id: str, row: str) -> tuple[float, str]:
     """(GPU-hours, bound) of the row's first paper run on the GPUs its entry asks for."""
     from semcl.estimate.gpu_hours import estimate
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     table = get_table(table_id)
     run = next(r for r in plan_runs(table, "paper") if r.row_label == row)

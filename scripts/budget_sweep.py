@@ -19,8 +19,9 @@ from pathlib import Path
 import yaml
 
 from semcl.launch.local import submit_runs
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
+from semcl.store import Store
 
 
 def _set(cfg, dotted: str, value) -> None:

@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import load_registry
-from semcl.runs import plan_runs
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "run_ids.json"

@@ -68,7 +68,7 @@ def _worker(rank: int, run, store_dir: str, device_name: str, init: str, out: st
     import logging
 
     from semcl.engine.job import execute_run
-    from semcl.runs import Store
+    from semcl.store import Store
 
     logging.getLogger("semcl").setLevel(logging.WARNING)
     torch.set_num_threads(1)
@@ -112,8 +112,8 @@ def smoke_run(epochs: int):
 
     from gpucheck.rows import with_config
 
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     base = next(r for r in plan_runs(get_table("gpaco/tab5"), "smoke") if r.row_label.startswith("PaCo"))
     cfg = copy.deepcopy(base.config)
@@ -125,7 +125,7 @@ def smoke_run(epochs: int):
 
 
 def final_state(store: Path, run) -> dict:
-    from semcl.runs import Store
+    from semcl.store import Store
 
     return torch.load(Store(store).folder(run.run_id).checkpoint, map_location="cpu", weights_only=False)["method"]
 

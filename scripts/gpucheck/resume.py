@@ -86,7 +86,7 @@ def two_rank_row(ranks_result: dict, device: torch.device, work: Path) -> dict:
     store = work / "store-b"
     with deterministic(device, {}):
         first = two_ranks(run, store, device, work / "b1", stop=1)  # during the 1st step: a checkpoint after step 8 of 12
-    from semcl.runs import Store
+    from semcl.store import Store
 
     state = torch.load(Store(store).folder(run.run_id).checkpoint, map_location="cpu", weights_only=False)
     at = (state["epoch"], state.get("step", 0))

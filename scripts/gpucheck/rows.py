@@ -60,8 +60,8 @@ DRY = Sizes(dry=True, warmup=1, steps=3, ceiling_steps=2, batch=4, precision_bat
 
 def paper_run(family: str):
     """(run, resources) of the family's paper row (its first seed)."""
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     table_id, row = FAMILIES[family]
     table = get_table(table_id)
@@ -98,8 +98,8 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device):
     from semcl.data.synthetic import ensure_synthetic
     from semcl.engine.build import build_method, method_class
     from semcl.preflight.check import stand_in_data_info
-    from semcl.runs import Store
     from semcl.runtime.checkpoint import rng_state, seed_everything, set_rng_state
+    from semcl.store import Store
 
     d = cfg.data
     root = ensure_synthetic(work / "data" / f"{d.name}-{per_class}", [d.name], train_per_class=per_class,
@@ -117,7 +117,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device):
 
 def with_config(run, cfg):
     """The Run with `cfg` (and its id)."""
-    from semcl.runs import make_run_id
+    from semcl.registry.plan import make_run_id
 
     return dataclasses.replace(run, config=cfg, run_id=make_run_id(cfg, run.seed))
 

@@ -25,7 +25,7 @@ PLAN_COLUMNS = ["id", "row", "seed", "profile", "cost", "status", "after"]  # at
 
 
 def _store(results: str | Path | None):
-    from semcl.runs import Store
+    from semcl.store import Store
 
     return Store(Path(results) if results else None)
 
@@ -57,9 +57,9 @@ def table(table_id: str, profile: str = "paper", sets: list[str] | None = None, 
 
 
 def runs(table_id: str, profile: str = "paper", sets: list[str] | None = None, rows: list[str] | None = None) -> list:
-    """The planned runs (semcl.runs.Run: run_id, row_label, seed, the resolved config), in plan order; with
+    """The planned runs (semcl.registry.plan.Run: run_id, row_label, seed, the resolved config), in plan order; with
     `sets`, the variants' runs beside the registered rows' (`table`)."""
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     return plan_runs(table(table_id, profile, sets, rows), profile)
 
@@ -86,7 +86,7 @@ def plan(table_id: str, profile: str = "paper", results: str | Path | None = Non
 
         raise ConfigError(f"{table(table_id).path}: table {table_id!r} has no profile {profile!r}")
     store = _store(results)
-    planned = plan_json(index, meta, profile, store.root / "runs", lambda: store)["tables"][0]["runs"]
+    planned = plan_json(index, meta, profile, store.folders.runs, lambda: store)["tables"][0]["runs"]
     return pd.DataFrame(planned) if planned else pd.DataFrame(columns=PLAN_COLUMNS)  # every key the CLI prints
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import semcl
 from semcl.errors import ConfigError, ResultsError
 from semcl.locations import built_from, registry_root
+from semcl.store.root import ResultsRoot
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 MANIFEST = "manifest.json"
@@ -133,7 +134,7 @@ def make_snapshot(results: Path, package: Path | None = None, registry: Path | N
     existing one, else a new one."""
     package = Path(package or Path(semcl.__file__).parent).resolve()
     registry = Path(registry or registry_root()).resolve()
-    parent = (results / "snapshots").resolve()
+    parent = ResultsRoot(results).snapshots.resolve()
     parent.mkdir(parents=True, exist_ok=True)
     code = code_manifest(package, registry)
     for folder in _candidates(parent, code):

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,9 @@ import pytest
 from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

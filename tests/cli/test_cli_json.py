@@ -11,8 +11,9 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.estimate.cost import estimate_cost
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

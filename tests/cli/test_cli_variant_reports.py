@@ -14,9 +14,10 @@ import torch
 
 from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
+from semcl.registry.plan import make_run_id, plan_runs
 from semcl.registry.set_options import slug
 from semcl.registry.tables import get_table
-from semcl.runs import Store, make_run_id, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 SET = "optim.lr=0.1"

@@ -10,8 +10,9 @@ import yaml
 
 from semcl.cli.main import main
 from semcl.config import config_to_dict
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 TABLE = "rince/tab9"
 

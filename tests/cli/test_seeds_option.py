@@ -7,9 +7,9 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.errors import ConfigError
+from semcl.registry.plan import plan_runs
 from semcl.registry.seeds import parse_seeds, seed_list, with_seeds
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def test_counts_and_lists():

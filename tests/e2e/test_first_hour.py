@@ -39,7 +39,7 @@ def test_index_is_cached_and_invalidated_by_a_registry_change(tmp_path, monkeypa
     reg = _small_registry(tmp_path)
     monkeypatch.setenv("SEMCL_CACHE", str(tmp_path / "cache"))
     first = load_index("mini", reg)
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     table = load_table(reg / "rince" / "tab2.yaml", reg / "presets")
     assert [r[0] for r in first["runs"]["rince/tab2"]] == [r.run_id for r in plan_runs(table, "mini")]
@@ -72,8 +72,9 @@ def test_every_option_has_a_help_line_and_version(capsys):
 
 
 def test_readme_blocks_are_regenerated_from_the_store(tmp_path):
+    from semcl.registry.plan import plan_runs
     from semcl.report.readme import update_readme
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     reg = _small_registry(tmp_path)
     table = load_registry(reg)["rince/tab2"]  # linked: its select rows read tab9 / tab10

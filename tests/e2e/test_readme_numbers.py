@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from semcl.engine.provenance import ISA_LEVELS, cpu_isa, pin_isa_env
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.readme import BLOCK, compact_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 README, RUNS_FILE = REPO / "README.md", REPO / "reproduce" / "README.runs.json"
@@ -65,7 +66,8 @@ from pathlib import Path
 import torch
 from semcl.engine.job import execute_run
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.registry.plan import plan_runs
+from semcl.store import Store
 want, store, root = json.loads(sys.argv[1]), Store(Path(sys.argv[2])), Path(sys.argv[3])
 torch.set_num_threads(1)  # as every CPU run trains (semcl.engine.job.arithmetic_threads)
 out = []

@@ -105,8 +105,8 @@ def test_wheel_carries_registry_profiles_and_data_files(installed):
 
 
 def test_installed_semcl_lists_shows_and_plans_outside_the_clone(installed):
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     where = _semcl(installed, "--version")
     assert where.returncode == 0 and "semcl 0.1.0" in where.stdout

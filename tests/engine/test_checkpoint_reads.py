@@ -17,9 +17,10 @@ import torch
 from semcl.engine.dependencies import dependencies
 from semcl.errors import ResultsError
 from semcl.files import file_mode, write_json_atomic
-from semcl.run_folder import LOGITS as LOGITS_FILE
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime import checkpoint
+from semcl.store import Store
+from semcl.store.run_folder import LOGITS as LOGITS_FILE
 
 
 class SideEffect:

@@ -14,8 +14,9 @@ import torch
 
 from semcl.cli.main import main
 from semcl.errors import ConfigError
+from semcl.registry.plan import make_run_id, member_seeds, plan_runs, waves
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, make_run_id, member_seeds, plan_runs, waves
+from semcl.store import Store
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ import semcl.engine.train as train_mod
 import semcl.engine.view_source as view_source_mod
 from semcl.launch.backends import prepare_synthetic_data
 from semcl.launch.local import RunBatch
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 # ImageNet-LT's file layout (synthetic JPEGs), 2 epochs of 6 steps, two views (PaCo-style "+" recipes)
 TABLE = """\

@@ -35,9 +35,10 @@ from semcl.engine.job import execute_run
 from semcl.methods.registry import METHODS
 from semcl.preflight.check import Reduce
 from semcl.preflight.plan import check_tables
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.host_sync import like_an_accelerator
+from semcl.store import Store
 
 SRC = Path(semcl.__file__).parent
 SCALAR_READS = {"aten._local_scalar_dense.default"}

@@ -14,9 +14,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from semcl.engine.job import execute_run
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime import interrupt
+from semcl.store import Store
 
 
 class Preempted(BaseException):

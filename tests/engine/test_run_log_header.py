@@ -8,8 +8,8 @@ import logging
 import torch
 
 import semcl.engine.provenance as provenance
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def test_header_names_the_run_device_versions_and_commit(tmp_path, monkeypatch):

@@ -16,9 +16,10 @@ from semcl.engine.job import execute_run
 from semcl.errors import ResultsError
 from semcl.evals.linear_probe import linear_probe
 from semcl.evals.protocols.context import EvalCheckpoint
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.run_folder import TRAINED as TRAINED_FILE
-from semcl.runs import Run, Store, make_run_id, plan_runs
+from semcl.store import Store
+from semcl.store.run_folder import TRAINED as TRAINED_FILE
 
 
 def _run(table: str, row: str, epochs: int = 2, **changes) -> Run:

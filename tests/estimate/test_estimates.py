@@ -5,8 +5,8 @@ import pytest
 from semcl.data.registry import DATASETS
 from semcl.estimate.gpu_hours import COUNTED_FLOPS, estimate, seconds_per_sample
 from semcl.estimate.throughput import measured_rate, rows
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 A100_TF32, A100_AMP, A100_AMP_8 = 938.0, 2470.0, 2077.6  # NVIDIA DLE ResNet-50, img/s per GPU (8 GPUs: 16621 / 8)
 TIMM_R50 = 826.06  # timm RTX 3090 AMP ResNet-50

@@ -44,8 +44,8 @@ def test_a_published_vit_run_is_brought_to_one_a100_by_nvidias_figures():
 
 def test_no_step_is_faster_than_the_host_floor():
     from semcl.estimate.gpu_hours import estimate
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     run = next(r for r in plan_runs(get_table("scns/kd-cifar100"), "paper") if r.row_label == "KD resnet56 to resnet20")
     cfg = run.config

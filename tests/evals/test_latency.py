@@ -13,9 +13,10 @@ from semcl.errors import ConfigError
 from semcl.evals.latency import measure_latency, percentile
 from semcl.evals.protocols import describe, metric_key
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import _column, get_table
 from semcl.report.tables import long_table, render, summary
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 class FakeTime:

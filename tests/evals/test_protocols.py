@@ -17,8 +17,9 @@ from semcl.errors import ConfigError
 from semcl.evals import protocols
 from semcl.evals.protocols import EVALUATIONS, Column, EvalConfig, describe, metric_key, validate_column
 from semcl.evals.protocols.spec import COMMON_FIELDS
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry, load_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():

@@ -11,9 +11,10 @@ from semcl.engine.evaluate import evaluate
 from semcl.errors import ConfigError
 from semcl.evals.protocols import metric_key
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import _column, get_table
 from semcl.report.tables import long_table, render, summary
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 # 4 classes with 150 / 100 / 20 / 5 training images; 2 test images each
 TRAIN_COUNTS = [150, 100, 20, 5]

@@ -9,12 +9,14 @@ of a parent package is not an edge (every submodule would otherwise "import" its
 No module imports one from a layer above it (the same edges). The layers, lowest first (LAYER_ORDER;
 LAYERS places each module by its longest dotted prefix, a package covering its submodules):
 
-  base     errors, files, schema, yaml_strict, locations, run_folder, runtime/ (checkpoint files, signals, progress,
-           history, trackers, process groups, the run lock), analysis/: know nothing of runs' configs or networks
+  base     errors, files, schema, yaml_strict, locations, store/ (the results root, the run folder, finished
+           records), runtime/ (checkpoint files, signals, progress, history, trackers, process groups, the run lock),
+           analysis/: know nothing of runs' configs or networks
   config   the run-config schema (semcl.config) and the precision settings read off it (runtime.precision)
   data, models, losses   the pieces a method is built from
   methods, evals         methods and evaluation protocols (they share: stage pooling, detection transfer)
-  plan     registry/ (table entries, resources, the index), run_config, runs (ids, the store), estimate/, snapshot
+  plan     registry/ (table entries, resources, the index, the planner: runs and their ids), run_config,
+           estimate/, snapshot
   engine   build a run, train, evaluate, job, export: above plan, since a job executes a planned run (runs.Run)
   launch   launch/ (the Backend interface, local and SLURM backends, shared trainings), preflight/
   report   tables, figures, claims, the numbers overlay, file trails
@@ -114,12 +116,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 LAYER_ORDER = ["base", "config", "data/models/losses", "methods/evals", "plan", "engine", "launch", "report", "cli"]
 LAYERS: dict[str, str] = {
     **dict.fromkeys(["semcl", "semcl.errors", "semcl.files", "semcl.schema", "semcl.yaml_strict", "semcl.locations",
-                     "semcl.run_folder",
-                     "semcl.runtime", "semcl.analysis"], "base"),
+                     "semcl.store", "semcl.runtime", "semcl.analysis"], "base"),
     **dict.fromkeys(["semcl.config", "semcl.runtime.precision"], "config"),
     **dict.fromkeys(["semcl.data", "semcl.models", "semcl.losses"], "data/models/losses"),
     **dict.fromkeys(["semcl.methods", "semcl.evals"], "methods/evals"),
-    **dict.fromkeys(["semcl.run_config", "semcl.estimate", "semcl.registry", "semcl.runs", "semcl.snapshot"], "plan"),
+    **dict.fromkeys(["semcl.run_config", "semcl.estimate", "semcl.registry", "semcl.snapshot"], "plan"),
     "semcl.engine": "engine",
     **dict.fromkeys(["semcl.launch", "semcl.preflight"], "launch"),
     "semcl.report": "report",
@@ -171,7 +172,7 @@ def test_cycle_finder_sees_lazy_relative_and_package_imports(tmp_path: Path) -> 
 
 
 def test_data_package_and_registry_import_without_torch() -> None:
-    code = ("import sys, semcl.data, semcl.data.registry, semcl.runs; semcl.data.stats('cifar10'); "
+    code = ("import sys, semcl.data, semcl.data.registry, semcl.registry.plan; semcl.data.stats('cifar10'); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'torchvision')); "
             "assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

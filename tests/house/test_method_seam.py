@@ -28,7 +28,7 @@ from semcl.registry.entry import RowEntry
 from semcl.run_config import build_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "semcl"
-SPINE = ["cli", "registry", "config.py", "run_config.py", "runs.py", "launch", "engine", "runtime", "estimate",
+SPINE = ["cli", "registry", "config.py", "run_config.py", "store", "launch", "engine", "runtime", "estimate",
          "preflight", "report"]
 
 

@@ -25,9 +25,9 @@ from semcl.evals import protocols
 from semcl.evals.protocols import EVALUATIONS, knn, validate_column
 from semcl.evals.protocols.assemble import DeclarationError, assemble
 from semcl.evals.protocols.spec import Column, Evaluation
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import load_registry, load_table
 from semcl.run_config import build_config
-from semcl.runs import plan_runs
 from semcl.schema import POSITIVE
 
 REPO = Path(__file__).resolve().parents[2]

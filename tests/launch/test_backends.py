@@ -78,8 +78,8 @@ def toy(monkeypatch):
 
 
 def test_a_toy_backend_plans_submits_and_reports_through_the_interface(toy, tmp_path, capsys, monkeypatch):
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     want = [r.run_id for r in plan_runs(get_table("rince/tab9"), "smoke")]
     assert cli.main(["--results", str(tmp_path), "plan", "rince/tab9", "--profile", "smoke", "--executor", "toy",

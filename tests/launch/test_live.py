@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from semcl.launch.live import LiveView, describe, epoch_line, follow
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
 from semcl.runtime.progress import ProgressFile, read_progress, write_phase
 from semcl.runtime.runlock import run_lock
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

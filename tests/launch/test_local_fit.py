@@ -13,8 +13,8 @@ import pytest
 from semcl.cli.main import main
 from semcl.errors import ConfigError
 from semcl.launch.local_fit import refuse_unfit
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:

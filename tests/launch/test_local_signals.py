@@ -16,8 +16,9 @@ import pytest
 
 import semcl.engine.train as train_mod
 from semcl.launch.local import RunBatch
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ training is over, then the evaluation job (sacct states given here by hand)."""
 from __future__ import annotations
 
 from semcl.launch.slurm.manifest import current_job, job_ids, run_state
-from semcl.runs import Store
+from semcl.store import Store
 
 
 def _entry(tmp_path) -> dict:

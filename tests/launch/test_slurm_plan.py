@@ -114,8 +114,9 @@ def test_a_run_evaluating_another_runs_training_holds_the_evaluation_gpus(tmp_pa
     cluster's evaluation GPU and time, not the 32 GPUs its row trains on."""
     from semcl.launch.backends import runs_to_submit
     from semcl.launch.slurm.submit import evaluation_resources
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     linear, semi = get_table("hsa/linear"), get_table("hsa/semi")
     trainer = next(r for r in plan_runs(linear, "paper") if r.row_label == "CsMl, 800 ep, multi-crop (v2 best configuration)")

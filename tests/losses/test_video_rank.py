@@ -65,9 +65,10 @@ def test_resume_mid_epoch_replays_the_same_clips(tmp_path, monkeypatch) -> None:
 
     from semcl.data.video import ClipSampler
     from semcl.engine.job import execute_run
+    from semcl.registry.plan import Run, make_run_id, plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import Run, Store, make_run_id, plan_runs
     from semcl.runtime import interrupt
+    from semcl.store import Store
 
     base = next(r for r in plan_runs(get_table("rince/tab4"), "smoke") if r.row_label == "RINCE")
     cfg = copy.deepcopy(base.config)

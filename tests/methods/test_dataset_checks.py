@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_table
-from semcl.runs import plan_runs
 
 ENTRY = """
 id: test/k

@@ -17,8 +17,8 @@ from semcl.methods.spec import MethodSpec
 from semcl.models import LinearClassifier, build_backbone
 from semcl.preflight.check import StepMeter, check_run, distinct_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store
 from semcl.runtime.checkpoint import load
+from semcl.store import Store
 
 
 @dataclass

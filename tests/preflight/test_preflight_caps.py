@@ -15,8 +15,9 @@ from semcl.data.imageset import ImageSet
 from semcl.evals.protocols import robustness
 from semcl.methods.hierarchical_triplet.method import HierarchicalTriplet
 from semcl.preflight.check import check_config, check_run, distinct_runs, stand_in_images_per_class
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def _run(table: str, label: str, profile: str = "paper"):
@@ -124,7 +125,7 @@ def test_the_evaluations_train_on_one_image_of_at_most_twenty_classes():
 
 def test_a_fresh_dependency_state_is_built_once_per_process(monkeypatch, tmp_path):
     from semcl.preflight import check as check_module
-    from semcl.runs import Store
+    from semcl.store import Store
 
     built = []
     monkeypatch.setattr(check_module, "_FRESH", {})

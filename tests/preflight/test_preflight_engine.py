@@ -22,8 +22,8 @@ from semcl.models import LinearClassifier, build_backbone
 from semcl.preflight.plan import check_tables
 from semcl.preflight.pool import run_ordered
 from semcl.preflight.shapes import ShapeCache, shape_key, shape_of
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 @dataclass
@@ -213,7 +213,7 @@ def test_scratch_checkpoints_are_freed_once_no_check_reads_them(tmp_path):
     """A KD teacher's checkpoint stays until its student is checked (the student passes, reading it); at the
     end no checkpoint is left in the scratch store, and every record is."""
     from semcl.registry.tables import get_table
-    from semcl.runs import Store
+    from semcl.store import Store
 
     table = get_table("scns/kd-cifar100")
     keep = {"Teacher resnet56", "KD resnet56 to resnet20"}

@@ -7,8 +7,8 @@ import pytest
 
 from semcl.preflight.check import CONTEXT_GB, _memory_without_a_step
 from semcl.preflight.report import RowCheck, render
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def _check(table_id: str, label: str) -> RowCheck:

@@ -19,8 +19,8 @@ from semcl.preflight import fake as fake_module
 from semcl.preflight.plan import check_tables
 from semcl.preflight.report import render
 from semcl.preflight.shapes import code_key, memory_key
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 @dataclass

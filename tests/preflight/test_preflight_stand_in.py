@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from semcl.preflight.check import _calibrate_norm, stand_in_images_per_class
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def _run(table: str, label: str):

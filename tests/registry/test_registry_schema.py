@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import load_registry, load_table
-from semcl.runs import plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 from semcl.errors import ConfigError
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.figures import write_figure
-from semcl.runs import Store
+from semcl.store import Store
 
 ENTRY = """id: rince/figtest
 paper: rince

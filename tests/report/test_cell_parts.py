@@ -7,10 +7,11 @@ from contextlib import redirect_stderr, redirect_stdout
 
 from semcl.cli.main import main
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.tables import cell_legend, long_table, render, summary
 from semcl.report.user_numbers import Overlay, UserNumber
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 TOP1 = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std sqrt(13) = 3.61
 

@@ -11,12 +11,13 @@ from scipy import stats
 from semcl.cli.main import main
 from semcl.errors import ConfigError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.claim_stats import INCONCLUSIVE_FEW, bootstrap_interval, judge, rule_text
 from semcl.report.claim_verdicts import MISSING, NOT_MEASURED, judge_claims, render_csv, render_md
 from semcl.report.claims import load_claims, load_claims_file
 from semcl.report.reproduction import build_report
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 # per-seed linear top-1 of rince/tab2 rows (seeds 123, 546, 937), chosen so each verdict is hand-checkable
 TOP1 = {

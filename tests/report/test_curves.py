@@ -13,10 +13,11 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.curves import history_curves
-from semcl.runs import Store, plan_runs
 from semcl.runtime.history import HISTORY_FILE, append_entry
+from semcl.store import Store
 
 
 def _fabricate(tmp_path) -> tuple[Store, list]:

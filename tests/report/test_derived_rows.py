@@ -8,9 +8,10 @@ import pytest
 
 from semcl.errors import ConfigError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import load_table
 from semcl.report.tables import long_table, render, summary
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 ENTRY = """
 id: test/derived

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from semcl.evals.protocols.features import FEATURES_FILE, run
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.feature_figures import (
     colour_key,
@@ -23,7 +24,7 @@ from semcl.report.feature_figures import (
     x_range,
 )
 from semcl.report.figures import write_figure
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 R = 1 / math.sqrt(2)
 # 4 points: classes 0, 0, 1, 2; superclasses 0, 0, 0, 1

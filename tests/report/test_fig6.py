@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from semcl.errors import ConfigError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.curve_figures import CURVE_FILES
 from semcl.report.figures import write_figure
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def _curve(path, recall, precision):

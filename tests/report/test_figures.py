@@ -9,10 +9,11 @@ import pytest
 
 from semcl.errors import ConfigError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.figures import figure_points, write_figure
 from semcl.report.scatter_figure import coincident, paper_marks
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 TOP1 = {123: 50.0, 546: 52.0, 937: 57.0}  # mean 53, std sqrt(13)
 LATENCY = {123: 10.0, 546: 12.0, 937: 11.0}  # mean 11, std 1

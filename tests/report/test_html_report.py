@@ -20,8 +20,9 @@ import yaml
 
 from semcl.cli.main import main
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 NOISE = {123: -0.1, 546: 0.0, 937: 0.1}  # per seed: sample std 0.1

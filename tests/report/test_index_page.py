@@ -12,8 +12,9 @@ from html.parser import HTMLParser
 import pytest
 
 from semcl.cli.main import main
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 class _Rows(HTMLParser):

@@ -10,9 +10,9 @@ import yaml
 
 from semcl.cli.main import main
 from semcl.errors import ConfigError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.user_numbers import Overlay, UserNumber, load_numbers, overlay_path
-from semcl.runs import plan_runs
 
 RIDE = "RIDE-ResNet (3 experts)"  # gpaco/fig1a: the registry has its latency (15.3, paper-prose), no top-1 (others do)
 

@@ -12,11 +12,12 @@ import yaml
 
 from semcl.cli import main as cli
 from semcl.config import config_to_dict
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.registry.variant_rows import variant_tables
 from semcl.report.older_configs import ABSENT, OlderRun, changed_keys, describe, flatten
-from semcl.run_folder import STORE_FORMAT
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
+from semcl.store.run_folder import STORE_FORMAT
 
 TABLE = "rince/tab9"
 

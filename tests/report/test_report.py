@@ -6,9 +6,10 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table, load_registry
 from semcl.report.reproduction import build_report
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 TOP1 = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std 3.61
 

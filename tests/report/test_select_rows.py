@@ -6,9 +6,10 @@ import pytest
 
 from semcl.errors import ConfigError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import load_registry
 from semcl.report.tables import long_table, render, select_row, summary
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 COLS = """columns:
   - {key: top1, label: "Top-1", eval: linear_probe, epoch: last}

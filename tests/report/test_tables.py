@@ -8,9 +8,10 @@ import pytest
 
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Reported, get_table
 from semcl.report.tables import long_table, render, summary, write_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 VALUES = {123: 60.0, 546: 62.0, 937: 67.0}  # mean 63, sample std sqrt(13) = 3.6056
 

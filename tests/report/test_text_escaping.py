@@ -18,7 +18,7 @@ from semcl.registry.tables import Reported, get_table, load_registry
 from semcl.report.escape import csv_field, md_cell, tex_text
 from semcl.report.tables import long_table, render, summary
 from semcl.report.user_numbers import USER, Overlay, UserNumber, load_numbers
-from semcl.runs import Store
+from semcl.store import Store
 
 PAYLOAD = "Table 2\n\\input{/etc/passwd}\r\\write18{rm -rf ~}\u2028<script>alert(1)</script> | =1+1"
 

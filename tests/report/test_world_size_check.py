@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from semcl.errors import ResultsError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.tables import long_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def _write(store: Store, run, world_size):

@@ -95,8 +95,9 @@ def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, m
 
     import semcl.engine.job as job_mod
     from semcl import files
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     run = plan_runs(get_table("rince/tab2"), "smoke")[0]
     store = Store(tmp_path / "results")

@@ -15,11 +15,12 @@ import semcl.engine.job as job_mod
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
 from semcl.errors import ConfigError, ResultsError
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.history import HISTORY_FILE, append_entry, read_history, rewrite
 from semcl.runtime.progress import Progress
 from semcl.runtime.tracking import chosen_backends, open_trackers
+from semcl.store import Store
 
 
 def _smoke_run(epochs: int) -> Run:

@@ -10,10 +10,11 @@ import sys
 import pytest
 
 import semcl.engine.job as job_mod
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
 from semcl.report.tables import notes
-from semcl.runs import Store, plan_runs
 from semcl.runtime.precision import ENV, effective_config, stored
+from semcl.store import Store
 
 SEMCL = [sys.executable, "-m", "semcl.cli"]
 

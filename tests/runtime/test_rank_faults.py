@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from semcl.errors import ConfigError
-from semcl.run_folder import RunFolder
 from semcl.runtime import distributed, rank_errors
+from semcl.store.run_folder import RunFolder
 
 
 def _rank(rank: int, init: str, folder: str, rank1_raises: bool) -> None:

@@ -16,10 +16,11 @@ import pytest
 
 from semcl.cli.main import main
 from semcl.launch.backends import runs_to_submit
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
 from semcl.runtime import runlock
 from semcl.runtime.runlock import LockInfo, RunOwned, acquire, heartbeat, is_stale, read_lock, release, run_lock
+from semcl.store import Store
 
 
 @pytest.fixture

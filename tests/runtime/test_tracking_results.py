@@ -10,8 +10,8 @@ import types
 
 import semcl.engine.job as job_mod
 from semcl.engine.job import execute_run
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.tracking import (
     TB_OWNER,
     eval_scalars,
@@ -21,6 +21,7 @@ from semcl.runtime.tracking import (
     settings,
     tensorboard_dir,
 )
+from semcl.store import Store
 
 
 def test_tensorboard_folder_is_named_by_profile_table_row_seed_and_owned_by_one_run_id(tmp_path):

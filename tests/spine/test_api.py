@@ -12,8 +12,9 @@ from semcl import api
 from semcl.cli.main import main
 from semcl.errors import ConfigError, ResultsError
 from semcl.estimate.cost import estimate_cost
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 TABLE, PROFILE = "rince/tab2", "smoke"
 

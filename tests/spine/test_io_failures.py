@@ -22,8 +22,9 @@ from semcl.cli.main import main
 from semcl.errors import ResultsError
 from semcl.evals.protocols import metric_key
 from semcl.files import write_json_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
@@ -480,7 +481,7 @@ def test_a_done_base_whose_file_is_gone_is_retrained_and_the_dependent_says_how(
 
 def test_the_dependency_file_table_names_what_each_kind_reads():
     from semcl.methods.spec import DEPENDENCY_FILES, DEPENDENCY_KINDS
-    from semcl.run_folder import RunFolder
+    from semcl.store.run_folder import RunFolder
 
     assert set(DEPENDENCY_FILES) == set(DEPENDENCY_KINDS)
     folder = RunFolder(Path("r"))  # the table names RunFolder attributes; these are the files they resolve to

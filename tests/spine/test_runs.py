@@ -8,9 +8,10 @@ import pytest
 
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
+from semcl.registry.plan import make_run_id, plan_runs
 from semcl.registry.tables import get_table
 from semcl.run_config import build_config
-from semcl.runs import Store, make_run_id, plan_runs
+from semcl.store import Store
 
 
 def test_run_id_is_a_pure_function_of_config_and_seed():

@@ -13,9 +13,11 @@ import shutil
 import pytest
 
 from semcl.cli import main as cli
+from semcl.config import hashable_config
+from semcl.registry.plan import make_train_key, plan_runs
 from semcl.registry.tables import get_table
 from semcl.run_config import build_config
-from semcl.runs import Store, hashable_config, make_train_key, plan_runs
+from semcl.store import Store
 
 BASE = {"method": {"name": "ce"}, "data": {"name": "cifar100"}, "optim": {"lr": 0.1}}
 

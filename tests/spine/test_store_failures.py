@@ -24,9 +24,10 @@ from semcl.data import ensure_synthetic, load
 from semcl.data.name_similarity import load_similarity
 from semcl.data.safe_pickle import load_npy, load_pickle, loads
 from semcl.errors import DataError, ResultsError
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Store, plan_runs
 from semcl.runtime import runlock
+from semcl.store import Store
 
 
 class _System:
@@ -210,10 +211,10 @@ def test_four_processes_snapshot_at_once_five_times(tmp_path, code):
 def test_a_damaged_snapshot_is_rebuilt_not_reused(tmp_path, code, capsys):
     first = snapshot.make_snapshot(tmp_path, *code)
     assert snapshot.make_snapshot(tmp_path, *code) == first  # verified: reused
-    (first / "src" / "semcl" / "runs.py").unlink()
+    (first / "src" / "semcl" / "run_config.py").unlink()
     second = snapshot.make_snapshot(tmp_path, *code)
     assert second == first.with_name(first.name + "-1") and snapshot.snapshot_problem(second) is None
-    assert f"{first}: broken snapshot (1 file(s) missing, added or changed, e.g. src/semcl/runs.py)" in \
+    assert f"{first}: broken snapshot (1 file(s) missing, added or changed, e.g. src/semcl/run_config.py)" in \
         capsys.readouterr().err
     (second / "experiments" / "stray.yaml").write_text("x: 1\n")  # an added file is damage too
     assert snapshot.snapshot_problem(second) == "1 file(s) missing, added or changed, e.g. experiments/stray.yaml"

@@ -8,8 +8,8 @@ import json
 from contextlib import redirect_stderr, redirect_stdout
 
 from semcl.cli.main import main
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 
 def _run(results, workers: str) -> None:

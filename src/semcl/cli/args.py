@@ -20,11 +20,18 @@ def results_root(args) -> Path:
     return Path(args.results) if args.results else default_results_root()
 
 
+def results_folders(args):
+    """The folders under the results root (semcl.store.ResultsRoot)."""
+    from semcl.store.root import ResultsRoot
+
+    return ResultsRoot(results_root(args))
+
+
 PROFILE_NAMES = ("paper", "mini", "smoke")  # = semcl.registry.tables.PROFILE_NAMES (tests/e2e/test_first_hour.py)
 
 
 def open_store(args):
-    from semcl.runs import Store
+    from semcl.store import Store
 
     return Store(Path(args.results) if args.results else None)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from semcl.cli.args import add_profile, add_set, add_tables, positive_int, results_root, tables_named
+from semcl.cli.args import add_profile, add_set, add_tables, positive_int, results_folders, tables_named
 from semcl.errors import SemclError
 
 
@@ -13,8 +13,8 @@ def preflight_file(args) -> Path:
     if getattr(args, "set", None):  # a variant's check never replaces the registered rows' status
         from semcl.registry.variant_rows import slug
 
-        return results_root(args) / "preflight" / "variants" / slug(args.set) / f"{args.profile}.json"
-    return results_root(args) / "preflight" / f"{args.profile}.json"
+        return results_folders(args).preflight(slug(args.set)) / f"{args.profile}.json"
+    return results_folders(args).preflight() / f"{args.profile}.json"
 
 
 def cmd_check(args) -> None:
@@ -40,7 +40,7 @@ def cmd_check(args) -> None:
     with tempfile.TemporaryDirectory(prefix="semcl-check-") as work:
         results = check_tables(tables, args.profile, Path(work), cluster.gpu_mem_gb, reduce=reduce,
                                batch=args.batch, progress=progress, jobs=args.jobs or default_jobs(),
-                               cache=None if args.no_cache else results_root(args) / "preflight" / "cache")
+                               cache=None if args.no_cache else results_folders(args).preflight_cache)
     print(render(results), end="")
     if reduce is None:  # only a full-size check clears a table for the cluster
         write_status(preflight_file(args), args.profile, results)

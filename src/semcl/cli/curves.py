@@ -12,16 +12,17 @@ from pathlib import Path
 def cmd_curves(args) -> None:
     from semcl.cli.args import get_table
     from semcl.report.curves import write_curves
-    from semcl.runs import Store
+    from semcl.store import Store
 
     store = Store(Path(args.results) if args.results else None)
-    out = Path(args.out) if args.out else store.root / "curves"
+    out = Path(args.out) if args.out else store.folders.curves()
     table, options = get_table(args.table), ""
     if args.set:
         from semcl.registry.variant_rows import slug, table_view
+        from semcl.store.root import VARIANTS
 
         table = table_view(table, args.set, None, args.profile)
-        out, options = out / "variants" / slug(args.set), "".join(f" --set {shlex.quote(s)}" for s in args.set)
+        out, options = out / VARIANTS / slug(args.set), "".join(f" --set {shlex.quote(s)}" for s in args.set)
     data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options)
     last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))

@@ -9,7 +9,7 @@ from semcl.cli.args import add_profile, add_tables, data_root, tables_named
 
 def cmd_data_check(args) -> None:
     from semcl.data.check_report import check_all, failure, needed_datasets, render
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     runs = [r for t in tables_named(args) for r in plan_runs(t, args.profile)]
     root = data_root(args)

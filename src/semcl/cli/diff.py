@@ -25,8 +25,8 @@ def read_config(store, run_id: str) -> dict | None:
 def planned_config(run_id: str, other: dict | None) -> dict | None:
     """The config of `run_id` as the other run's table plans it now under its profile (None: not planned)."""
     from semcl.config import config_to_dict
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table, load_registry
-    from semcl.runs import plan_runs
 
     table_id, profile = (other or {}).get("table"), (other or {}).get("profile")
     if table_id not in load_registry() or profile not in get_table(table_id).profiles:

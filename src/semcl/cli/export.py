@@ -14,7 +14,7 @@ def row_run(args) -> tuple[str, str | None]:
     """(the run id of `<table> <row>` (with --set: its variant's) at --seed, else the table's first seed; the
     variant's folder-safe name for the file name, None without --set)."""
     from semcl.cli.args import get_table
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     table, label, tag = get_table(args.run_id), args.row, None
     if args.set:

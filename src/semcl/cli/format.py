@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from semcl.run_folder import RunFolder
+from semcl.store.run_folder import RunFolder
 
 
 def dump(obj) -> None:

@@ -11,6 +11,7 @@ from semcl.cli.args import (
     get_table,
     load_registry,
     open_store,
+    results_folders,
     results_root,
     seeds_of,
     with_seeds,
@@ -27,7 +28,7 @@ def cmd_table(args) -> None:
         from semcl.registry.variant_rows import slug, table_view
 
         table = table_view(table, args.set, args.row, args.profile)
-        out_dir = open_store(args).root / "tables" / "variants" / slug(args.set)
+        out_dir = open_store(args).folders.tables(slug(args.set))
     table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
     text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
     print(text, end="")
@@ -59,7 +60,7 @@ def cmd_figure(args) -> None:
         if table.figure.get("kind") == "analytic":
             raise ConfigError(f"{table.path}: figure of {table.id} is analytic (no runs); --set has nothing to vary")
         table = table_view(table, args.set, args.row, args.profile)
-        out = open_store(args).root / "figures" / "variants" / slug(args.set)
+        out = open_store(args).folders.figures(slug(args.set))
     points, path = write_figure(table, args.profile, open_store(args), out)
     print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
@@ -73,17 +74,18 @@ def cmd_report(args) -> None:
     if args.index:  # one page over every table, beside the per-paper reports
         from semcl.report.index_page import write_index
 
-        path = write_index(open_store(args), args.profile, Path(args.out) if args.out else results_root(args) / "reports")
+        path = write_index(open_store(args), args.profile, Path(args.out) if args.out else results_folders(args).reports())
         print(f"(written to {path})", file=sys.stderr)
         return
     if not args.paper:
         raise ConfigError("name a paper (rince, gpaco, paco, hsa, scns), or --index for the page over every table")
     try:
-        out = Path(args.out) if args.out else results_root(args) / "reports"  # never the tracked reproduce/ by default
+        out = Path(args.out) if args.out else results_folders(args).reports()  # never the tracked reproduce/ by default
         if args.set:  # the variant tables' page beside the default one, never over it
             from semcl.registry.variant_rows import slug
+            from semcl.store.root import VARIANTS
 
-            out = out / "variants" / slug(args.set)
+            out = out / VARIANTS / slug(args.set)
         ov = overlay(args)
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report

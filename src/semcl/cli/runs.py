@@ -17,6 +17,7 @@ from semcl.cli.args import (
     open_store,
     positive_float,
     positive_int,
+    results_folders,
     results_root,
     say_skipped,
     tables_named,
@@ -70,8 +71,8 @@ def cmd_plan(args) -> None:
     if args.format == "json":
         from semcl.cli.format import dump, plan_json
 
-        return dump(plan_json(index, tables, args.profile, results_root(args) / "runs", lambda: open_store(args)))
-    runs_dir, store = results_root(args) / "runs", None
+        return dump(plan_json(index, tables, args.profile, results_folders(args).runs, lambda: open_store(args)))
+    runs_dir, store = results_folders(args).runs, None
     unit = "GPU-h" if args.profile == "paper" else "CPU-min"
     trained = _trained_keys(results_root(args))
     overall = _Bill(trained)  # a run two tables share counts once; a training two runs share is paid once
@@ -117,18 +118,18 @@ def selects_lines(selects: dict[str, str], shown: set[str], command: str, profil
 
 
 def _trained_keys(root) -> dict[str, str]:
-    """Training key -> the run of the store that holds its training (results/trained/<key>.json, semcl.runs);
+    """Training key -> the run of the store that holds its training (results/trained/<key>.json, semcl.store);
     an unreadable claim is left out (the plan then bills that training in full, the run re-claims it)."""
-    from semcl.run_folder import TRAININGS
+    from semcl.store import ResultsRoot
 
     try:
-        names = [name for name in os.listdir(root / TRAININGS) if name.endswith(".json")]
+        names = [name for name in os.listdir(ResultsRoot(root).trainings) if name.endswith(".json")]
     except OSError:
         return {}
     owners = {}
     for name in names:
         try:
-            doc = json.loads((root / TRAININGS / name).read_text())
+            doc = json.loads((ResultsRoot(root).trainings / name).read_text())
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("run_id"), str):
@@ -168,7 +169,7 @@ class _Bill:
 def _plan_with_layout(args, be) -> None:
     """`plan` through a backend that previews its job layout: the run lines, then what it would submit."""
     from semcl.estimate.cost import estimate_cost
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     store = open_store(args)
     for table in tables_named(args):
@@ -218,7 +219,7 @@ def _runs_with_resources(args, tables: list) -> list:
             if not any(label in (r.label for r in t.rows) for t in tables):
                 listing = "; ".join(f"{t.id}: {', '.join(repr(r.label) for r in t.rows)}" for t in tables)
                 raise ConfigError(f"unknown row {label!r} (rows of {listing})")
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     return [(r, t.resources_for(r.row_label, args.profile)) for t in tables
             for r in plan_runs(t, args.profile, None if args.set else args.row)]  # --set: the tables hold the variants
@@ -258,7 +259,7 @@ def cmd_run(args) -> None:
 def _statuses(args, store):
     """(table, run, status, detail) for every planned run, reattaching to jobs a backend submitted earlier."""
     from semcl.launch.backends import run_states
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     tables = tables_named(args)
     runs = [(t, r) for t in tables for r in plan_runs(t, args.profile)]
@@ -270,7 +271,7 @@ def _watch(args, store, timeout: float | None = None) -> dict[str, str]:
     seconds); the states read at every --poll, the progress files every second. Ctrl-C ends the watch."""
     from semcl.launch.backends import run_states
     from semcl.launch.live import LiveView, follow
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     runs = list({r.run_id: r for t in tables_named(args) for r in plan_runs(t, args.profile)}.values())
 

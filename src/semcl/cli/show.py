@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 
-from semcl.cli.args import add_json, add_profile, get_table, results_root, say_skipped
+from semcl.cli.args import add_json, add_profile, get_table, results_folders, say_skipped
 from semcl.cli.numbers import add_numbers_option, overlaid
 from semcl.errors import ConfigError
-from semcl.run_folder import RunFolder
+from semcl.store.run_folder import RunFolder
 
 
 def cmd_list(args) -> None:
     from semcl.registry.index import load_index
 
     index = load_index(args.profile)
-    runs_dir = results_root(args) / "runs"
+    runs_dir = results_folders(args).runs
     papers = sorted({t["paper"] for t in index["tables"]})
     if args.paper and args.paper not in papers:
         raise ConfigError(f"unknown paper {args.paper!r} (papers: {', '.join(papers)})")

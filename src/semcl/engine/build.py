@@ -14,9 +14,10 @@ from semcl.engine.dependencies import dependencies
 from semcl.methods.base import DataInfo, Dependency
 from semcl.methods.registry import method_spec
 from semcl.models.layout import apply_memory_format
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime import distributed
 from semcl.runtime.precision import configure_backend
+from semcl.store import Store
 
 
 def method_class(run: Run, store: Store, cfg) -> tuple[type, list[Dependency]]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
 from semcl.methods.spec import DEPENDENCY_KINDS
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime.checkpoint import safe_load
+from semcl.store import Store
 
 
 def _finished(store: Store, run_id: str, what: str) -> None:

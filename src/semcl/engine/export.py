@@ -28,8 +28,8 @@ from semcl.errors import DataError, SemclError
 from semcl.files import write_atomic
 from semcl.methods.registry import METHODS
 from semcl.models.weight_formats import detectron2_name, layout_mismatch
-from semcl.run_folder import RunFolder
 from semcl.runtime.checkpoint import safe_load
+from semcl.store.run_folder import RunFolder
 
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
 # our backbone name -> timm's model name for the same network (parameter names equal torchvision's)
@@ -186,7 +186,7 @@ def _own_builder(backbone: Backbone, sd: Mapping[str, torch.Tensor]) -> dict:
 
 def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
     """(resolved config, finished record or None) of a run folder."""
-    from semcl.runs import Store
+    from semcl.store import Store
 
     record = Store(run_dir.parent.parent).read_record(run_id)
     if record is not None and isinstance(record.get("config"), dict):

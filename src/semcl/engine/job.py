@@ -29,13 +29,14 @@ from semcl.engine.provenance import cpu_isa, device_name, git_state, mkl_mode, o
 from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
-from semcl.run_folder import STORE_FORMAT, RunFolder
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime import distributed, rank_errors
 from semcl.runtime.checkpoint import seed_everything
 from semcl.runtime.precision import effective_config
 from semcl.runtime.progress import write_phase
 from semcl.runtime.tracking import log_results
+from semcl.store import Store
+from semcl.store.run_folder import STORE_FORMAT, RunFolder
 
 STAGES = ("all", "train", "evaluate")
 
@@ -43,7 +44,7 @@ STAGES = ("all", "train", "evaluate")
 def synthetic_root(store: Store, run: Run) -> Path:
     """One folder per generator setting: tables with other sizes never rewrite data a job is reading."""
     d = run.config.data
-    return store.root / "synthetic" / f"train{d.synthetic_train_per_class}-test{d.synthetic_test_per_class}"
+    return store.folders.synthetic / f"train{d.synthetic_train_per_class}-test{d.synthetic_test_per_class}"
 
 
 def prepare_synthetic(run: Run, store: Store) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from semcl.locations import built_from
-from semcl.runs import Run
+from semcl.registry.plan import Run
 from semcl.runtime import distributed
 
 PACKAGES = ("torch", "torchvision", "numpy", "submitit", "semcl")

@@ -43,11 +43,11 @@ from semcl.engine.schedule import lr_at
 from semcl.engine.view_source import view_source
 from semcl.errors import ResultsError
 from semcl.methods.base import Batch, Method, TrainContext
-from semcl.run_folder import is_checkpoint_folder
 from semcl.runtime import distributed, interrupt
 from semcl.runtime.checkpoint import RESTART, load_resumable, restore, rng_state, save_atomic, set_rng_state
 from semcl.runtime.history import EpochLog
 from semcl.runtime.runlock import heartbeat
+from semcl.store.run_folder import is_checkpoint_folder
 
 log = logging.getLogger("semcl.train")
 

@@ -53,7 +53,7 @@ def estimated_minutes(cfg: RunConfig, profile: str, gpus: int = 1, cpus_per_gpu:
 
 def evaluation_cost(cfg: RunConfig, profile: str, gpus: int = 1) -> str:
     """The part of `estimate_cost` that evaluating alone costs: what a run pays whose training another run of the
-    same training key does (semcl.runs). Paper profile: the evaluation job's GPU-hours; else the probe's CPU-minutes."""
+    same training key does (semcl.registry.plan). Paper profile: the evaluation job's GPU-hours; else the probe's CPU-minutes."""
     if profile == "paper" and not cfg.data.synthetic:
         from semcl.estimate.gpu_hours import estimate
 

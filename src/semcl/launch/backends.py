@@ -18,7 +18,8 @@ from pathlib import Path
 from semcl.errors import ConfigError
 from semcl.files import move
 from semcl.launch.base import Backend
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
+from semcl.store import Store
 
 # executor name -> "module:Class" of its Backend (`semcl run --executor NAME`). Strings, because the
 # backends import this module (the shared selection), not the other way round. A new executor is one

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from semcl.registry.plan import Run
     from semcl.registry.resources import Resources
-    from semcl.runs import Run, Store
+    from semcl.store import Store
 
 # the cluster profile used when none is named: slurm/profiles/local.yaml, the single-node cluster of the tests
 DEFAULT_CLUSTER = "local"

@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 
 from semcl.errors import ResultsError
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime.history import read_history
 from semcl.runtime.progress import duration, read_progress, speed
+from semcl.store import Store
 
 ACTIVE = ("pending", "running", "requeued")  # states that keep `--watch` and `wait` going
 SETTLED = ("done", "failed")

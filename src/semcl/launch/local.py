@@ -21,8 +21,9 @@ from semcl.estimate.cost import estimated_minutes
 from semcl.files import low_space_note
 from semcl.launch.backends import prepare_synthetic_data, runs_to_submit
 from semcl.launch.base import Backend, LaunchOptions
-from semcl.runs import Run, Store, waves
+from semcl.registry.plan import Run, waves
 from semcl.runtime.runlock import RunOwned, run_lock
+from semcl.store import Store
 
 
 class RunBatch:
@@ -179,7 +180,7 @@ def submit_runs(runs: list[Run], store: Store, data_root: Path, *, executor: str
         return 0
     prepare_synthetic_data(todo, store)
     cpus = os.cpu_count() or 1
-    ex = submitit.AutoExecutor(folder=store.root / "submitit" / "%j", cluster=executor)
+    ex = submitit.AutoExecutor(folder=store.folders.submitit / "%j", cluster=executor)
     ex.update_parameters(timeout_min=24 * 60)
     failed = 0
     stages = waves(todo)

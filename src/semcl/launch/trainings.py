@@ -1,4 +1,4 @@
-"""One training per training key (semcl.runs): which run trains a key that several planned runs share, and the
+"""One training per training key (semcl.registry.plan): which run trains a key that several planned runs share, and the
 one-time mapping of a store written before training keys.
 
 A store from before holds trained run folders but no claims (results/trained/<key>.json). The first submission
@@ -17,14 +17,15 @@ import dataclasses
 import yaml
 
 from semcl.errors import SemclError
-from semcl.run_folder import TRAININGS, RunFolder
-from semcl.runs import Run, Store, plan_runs
+from semcl.registry.plan import Run, plan_runs
+from semcl.store import Store
+from semcl.store.run_folder import RunFolder
 
 LEGACY_MARKER = ".legacy-claimed"
 
 
 def share_trainings(todo: list[Run], planned: list[Run], store: Store) -> list[Run]:
-    """Runs of one training key (semcl.runs) train once: the run that claimed the key, else a planned run that
+    """Runs of one training key (semcl.registry.plan) train once: the run that claimed the key, else a planned run that
     already trained it (a store from before the claims), else the first run to go out, trains; the others are
     scheduled after it (`waits_for`, not part of their ids) and evaluate its final checkpoint."""
     trainer_of: dict[str, str] = {}
@@ -58,8 +59,8 @@ def claim_legacy_trainings(store: Store) -> list[str]:
     folders that could not be mapped."""
     from semcl.registry.tables import get_table
 
-    marker = store.root / TRAININGS / LEGACY_MARKER
-    runs_dir = store.root / "runs"
+    marker = store.folders.trainings / LEGACY_MARKER
+    runs_dir = store.folders.runs
     if marker.exists() or not runs_dir.is_dir():
         return []
     plans: dict[tuple[str, str], dict[str, str]] = {}

@@ -14,7 +14,7 @@ from typing import Any
 #   teacher:   one frozen teacher run's final weights (knowledge distillation)
 # (the value: how errors name such a run)
 DEPENDENCY_KINDS = {"init_from": "base run", "ensemble": "ensemble member", "teacher": "teacher run"}
-# the file of a finished run that a run depending on it reads, per kind (a RunFolder property, semcl.run_folder)
+# the file of a finished run that a run depending on it reads, per kind (a RunFolder property, semcl.store.run_folder)
 DEPENDENCY_FILES = {"init_from": "checkpoint", "ensemble": "logits", "teacher": "checkpoint"}
 
 

@@ -361,7 +361,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         folder = store.folder(run.run_id)
         # `private`: a memory check of a row whose run folder is its code path's (semcl.preflight.plan aliases it):
         # its own checkpoint elsewhere, no record (its dependents read the real step's)
-        own = store.root / "memory" / run.run_id if private else folder.path
+        own = store.folders.memory / run.run_id if private else folder.path
         own.mkdir(parents=True, exist_ok=True)
         for_dependents = for_dependents and not private
         cls, deps = method_class(run, store, cfg)
@@ -605,7 +605,7 @@ def estimate_gpu_gb(method, cfg, opt, act_per_sample: float, batch_per_gpu: floa
 
 def distinct_runs(table, profile: str) -> list:
     """One run per implemented row (its first seed), plus the runs it builds on, bases first."""
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     runs = plan_runs(table, profile)
     first = table.seeds_for(profile)[0]
@@ -630,7 +630,7 @@ class TableRef:
 
 def check_task(run, table: TableRef, work: Path, resources, gpu_mem_gb, reduce, batch: int,
                 for_dependents: bool, memory_only: bool = False, dep_runs: tuple = ()) -> RowCheck:
-    from semcl.runs import Store
+    from semcl.store import Store
 
     return check_run(run, table, Store(work), resources, gpu_mem_gb, reduce=reduce, batch=batch,
                      for_dependents=for_dependents, memory_only=memory_only, dep_runs=dep_runs)

@@ -33,7 +33,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     from semcl.preflight.check import TableRef, check_task, distinct_runs, real_step_cost, real_step_size, sample_runs
     from semcl.preflight.pool import run_ordered
     from semcl.preflight.shapes import ShapeCache, alias_folder, code_key, from_cache, memory_key, release_scratch
-    from semcl.runs import Store
+    from semcl.store import ResultsRoot, Store
 
     store = Store(work)
     entries = []  # (table, run), in report order
@@ -122,7 +122,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     def on_done(task: str, res: RowCheck) -> None:
         checked[task] = res
         if task[0] == "m":  # a memory check's own folder (semcl.preflight.check: `private`) is read by no one
-            shutil.rmtree(Path(work) / "memory" / rep_of[task], ignore_errors=True)
+            shutil.rmtree(ResultsRoot(Path(work)).memory / rep_of[task], ignore_errors=True)
         if task[0] == "c":
             for rid in same_code[task]:  # rows of this code path that others build on read its folder
                 alias_folder(store, rep_of[task], rid)

@@ -4,7 +4,7 @@ validation of every row, or the run-id hashing of every run.
 Loading the registry validates every row of every table under every profile and resolves each
 run's config to hash its id: seconds of CPU with 40+ tables. What `list` and `plan` print depends
 only on the registry files and the source code (methods, datasets, config schema), so the index
-is computed once by the full path (`semcl.registry.tables`, `semcl.runs`) and stored as JSON under
+is computed once by the full path (`semcl.registry.tables`, `semcl.registry.plan`) and stored as JSON under
 `$SEMCL_CACHE` (default `$XDG_CACHE_HOME/semcl` or `~/.cache/semcl`), keyed by the path, size and
 mtime of every `*.py` under `src/semcl` and every `*.yaml` under the registry root. Any change to
 either invalidates it; a cache that cannot be written is skipped (the index is then rebuilt per
@@ -24,7 +24,7 @@ def profile_runs(table, profile: str) -> list[list]:
     """[run_id, row label, seed, cost estimate, depends_on, GPUs held, training key, the cost of its evaluation
     alone] per planned run, in plan order."""
     from semcl.estimate.cost import estimate_cost, evaluation_cost
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     out = []
     for r in plan_runs(table, profile):

@@ -22,7 +22,7 @@ from semcl.registry.tables import Table, load_registry
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, holm, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.report.escape import md_cell, md_text
-from semcl.runs import Store
+from semcl.store import Store
 
 USER = "user-supplied"  # = semcl.report.user_numbers.USER
 
@@ -279,11 +279,12 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
         text = render_csv(verdicts)
     else:
         raise ValueError(f"unknown format {fmt!r}")
-    out_dir = out_dir or store.root / "claims"
+    out_dir = out_dir or store.folders.claims()
     if sets:  # beside the default page, never over it
         from semcl.registry.set_options import slug
+        from semcl.store.root import VARIANTS
 
-        out_dir = out_dir / "variants" / slug(sets)
+        out_dir = out_dir / VARIANTS / slug(sets)
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = "" if seeds is None else "." + ("seeds-" + "-".join(map(str, seeds)) if isinstance(seeds, list)
                                           else f"{seeds}-seeds")  # beside the default page, never over it

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 CURVE_FILES = {"pr_curve": "video_pr_curve.csv"}  # figure kind -> the run-folder file it reads
 

@@ -17,9 +17,10 @@ import pandas as pd
 
 from semcl.errors import ConfigError, ResultsError
 from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
-from semcl.runs import Store, plan_runs
 from semcl.runtime.history import HISTORY_FILE, read_history
+from semcl.store import Store
 
 
 def run_history(store: Store, run_id: str) -> list[dict]:

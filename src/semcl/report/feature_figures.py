@@ -24,8 +24,9 @@ import pandas as pd
 
 from semcl.evals.protocols.features import FEATURES_FILE
 from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 RANKS = ("same class", "same superclass", "other")
 

@@ -25,7 +25,7 @@ from semcl.registry.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.registry.tables import Table
 from semcl.report.scatter_figure import draw, figure_points
 from semcl.report.tables import long_table, summary
-from semcl.runs import Store
+from semcl.store import Store
 
 __all__ = ["figure_points", "line_points", "write_figure"]
 
@@ -121,6 +121,6 @@ FIGURE_WRITERS = {
 
 
 def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
-    out_dir = out_dir or store.root / "figures"
+    out_dir = out_dir or store.folders.figures()
     kind = table.figure.get("kind") if table.figure is not None else "scatter"
     return FIGURE_WRITERS[kind](table, profile, store, out_dir)

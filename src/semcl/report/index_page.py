@@ -14,10 +14,11 @@ from pathlib import Path
 
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import PROFILE_NAMES, Table, load_registry
 from semcl.report.html import _anchor, _row, _verdict_class
 from semcl.report.html_template import STATE_LEGEND, page
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 INDEX_FILE = "index.html"
 

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from semcl.config import config_to_dict
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
+from semcl.store import Store
 
 ABSENT = object()  # a key on one side only
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a store holds thousands of run folders
@@ -76,7 +77,7 @@ def change_line(key: str, then: Any, now: Any) -> str:
 def stored_runs(store: Store, skip: set[str]) -> list[StoredRun]:
     """Every finished run folder under results/runs/ not in `skip`, with a readable config.yaml. A folder
     without a record, or with an unreadable one, is left to `status` (a run in flight, a failure)."""
-    runs_dir = store.root / "runs"
+    runs_dir = store.folders.runs
     if not runs_dir.is_dir():
         return []
     out = []
@@ -177,8 +178,8 @@ def status_lines(store: Store, shown: dict[str, list[Run]], profile: str, subset
     """Per table id, the lines `semcl status` adds under its runs. `shown`: the runs status lists per table;
     `subset`: they are some rows or `--set` variants of it (the runs of its other registered rows are then not
     older, and only the shown rows' older runs are listed); `verbose`: every older run, not the first few."""
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     full = {tid: plan_runs(get_table(tid), profile) if subset else runs for tid, runs in shown.items()}
     known = {r.run_id for runs in (*full.values(), *shown.values()) for r in runs}

@@ -68,7 +68,7 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
 def block_runs(table, profile: str, store, rows: str | None = None) -> list[dict]:
     """The finished runs a block averages: table, profile, row, seed, run_id, commit, cpu_isa, mkl_cbwr, metrics
     (plan order)."""
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     keep = re.compile(rows) if rows else None
     out = []
@@ -86,7 +86,7 @@ def update_readme(path: Path, store, get_table, runs: list[dict] | None = None) 
     """Rewrite every marked block of `path` whose table has runs in `store`; returns (table, profile) of
     each rewritten block, and appends each block's runs (block_runs) to `runs` when given. ConfigError naming
     the file and the block for an unknown table or profile."""
-    from semcl.runs import plan_runs
+    from semcl.registry.plan import plan_runs
 
     text = path.read_text()
     done: list[tuple[str, str]] = []

@@ -20,10 +20,11 @@ import pandas as pd
 
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table, load_registry
 from semcl.report.escape import md_cell
 from semcl.report.tables import long_table, render, summary
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 
 def paper_tables(paper: str) -> list[Table]:

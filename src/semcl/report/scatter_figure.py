@@ -19,7 +19,7 @@ import pandas as pd
 from semcl.files import save_figure_atomic
 from semcl.registry.tables import Table
 from semcl.report.tables import long_table, summary
-from semcl.runs import Store
+from semcl.store import Store
 
 MARKERS = "osD^vP*Xh<>p"
 CAPTION = ("Paper and ours on separate axes: the paper's values come from its own hardware and protocol, ours from "

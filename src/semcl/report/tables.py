@@ -20,9 +20,10 @@ import pandas as pd
 from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
 from semcl.files import write_text_atomic
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Row, Table
 from semcl.report.escape import csv_frame, md_cell, md_text, tex_comment, tex_text
-from semcl.runs import Store, plan_runs
+from semcl.store import Store
 
 DASH = "—"
 
@@ -354,7 +355,7 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
 def write_table(table: Table, profile: str, store: Store, fmt: str, out_dir: Path | None = None) -> tuple[str, Path]:
     long = long_table(table, profile, store)
     text = render(table, profile, summary(table, profile, long), fmt)
-    out_dir = out_dir or store.root / "tables"
+    out_dir = out_dir or store.folders.tables()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{table.id.replace('/', '_')}.{profile}.{fmt}"
     write_text_atomic(path, text)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from semcl.errors import ResultsError
 from semcl.files import file_mode, write_text_atomic
-from semcl.run_folder import HISTORY, RunFolder
+from semcl.store.run_folder import HISTORY, RunFolder
 
-HISTORY_FILE = HISTORY  # semcl.run_folder spells the run folder's files
+HISTORY_FILE = HISTORY  # semcl.store.run_folder spells the run folder's files
 
 
 def _line(entry: dict) -> str:

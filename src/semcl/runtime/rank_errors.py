@@ -15,7 +15,7 @@ import os
 import time
 
 from semcl.files import write_json_atomic
-from semcl.run_folder import RunFolder
+from semcl.store.run_folder import RunFolder
 
 
 class RankError(RuntimeError):

@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from semcl.errors import ConfigError, ResultsError
-from semcl.run_folder import LOCK
+from semcl.store.run_folder import LOCK
 
-LOCK_FILE = LOCK  # semcl.run_folder spells the run folder's files
+LOCK_FILE = LOCK  # semcl.store.run_folder spells the run folder's files
 HEARTBEAT_EVERY_S = 30.0
 
 

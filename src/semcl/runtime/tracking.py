@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from semcl.errors import ConfigError
-from semcl.run_folder import RunFolder
+from semcl.store.run_folder import RunFolder
 
 ENV = "SEMCL_TRACKING"
 TB_ROOT = "tensorboard"  # beside runs/ in the results folder

@@ -21,9 +21,10 @@ from semcl.engine.job import execute_run
 from semcl.launch.slurm.manifest import latest_jobs, run_state
 from semcl.launch.slurm.profile import load_cluster_profile
 from semcl.launch.slurm.submit import submit_slurm
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.slurm_state import sacct_states
+from semcl.store import Store
 
 SEMCL = [sys.executable, "-m", "semcl.cli"]
 HAVE_SLURM = shutil.which("sbatch") is not None and subprocess.run(["sinfo"], capture_output=True).returncode == 0

@@ -25,8 +25,9 @@ from semcl.launch.backends import prepare_synthetic_data
 from semcl.launch.slurm.manifest import latest_jobs
 from semcl.launch.slurm.profile import load_cluster_profile, slurm_parameters
 from semcl.launch.slurm.submit import submit_slurm
+from semcl.registry.plan import Run
 from semcl.registry.resources import Resources
-from semcl.runs import Run, Store
+from semcl.store import Store
 
 NODES = sorted(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()) \
     if HAVE_SLURM else []

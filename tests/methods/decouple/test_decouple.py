@@ -229,8 +229,9 @@ def test_tau_is_chosen_on_validation_as_the_first_best_grid_value():
 
 def test_tau_norm_row_chooses_tau_on_the_val_split_end_to_end(tmp_path):
     from semcl.engine.job import execute_run
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     runs = {r.row_label: r for r in plan_runs(get_table("gpaco/tab2"), "smoke", ["Decouple tau-norm ResNet-50"])}
     store = Store(tmp_path)

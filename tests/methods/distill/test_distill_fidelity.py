@@ -333,8 +333,8 @@ def test_main_stage_momentum_equals_a_fresh_sgd(tmp_path):
 
 
 def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     rows = {r.row_label: r.config.method for r in plan_runs(get_table("scns/kd-cifar100"), "paper") if r.seed == 123}
     assert rows["CC resnet32x4 to resnet8x4"].variant == "repdistiller"
@@ -353,8 +353,8 @@ def test_kd_tables_plan_the_repdistiller_defaults_and_the_named_variants():
 def test_scns_students_refuse_a_k_their_dataset_cannot_serve():
     from semcl.errors import ConfigError
     from semcl.methods.registry import METHODS
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     spec = METHODS["scns_class"]
     spec.check_dataset(_cfg("scns_class", teacher_arch="resnet14", k=9).method, 10)  # 9 other classes: fine
@@ -369,7 +369,7 @@ def test_scns_students_refuse_a_k_their_dataset_cannot_serve():
 
 
 def test_the_old_ab_and_two_stage_behaviours_are_named_variants_with_their_own_run_ids(tmp_path):
-    from semcl.runs import make_run_id
+    from semcl.registry.plan import make_run_id
 
     conv, _, train_set = _student(AB, "ab", tmp_path, connector="conv", main_stage_optimizer="carried", init_epochs=1)
     assert all(isinstance(c, ConvRegressor) for c in conv.connectors)

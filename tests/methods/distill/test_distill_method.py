@@ -215,8 +215,9 @@ profiles:
 
 def test_smoke_run_trains_the_teacher_first_then_the_students(registry_copy, tmp_path):
     from semcl.cli.main import main
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table, load_registry
-    from semcl.runs import Store, plan_runs
+    from semcl.store import Store
 
     (registry_copy / "test").mkdir()
     (registry_copy / "test" / "kd.yaml").write_text(SMOKE_TABLE)
@@ -247,8 +248,8 @@ def test_smoke_run_trains_the_teacher_first_then_the_students(registry_copy, tmp
 
 
 def test_kd_cifar100_paper_plan_shares_each_teacher_per_seed_and_keeps_the_protocol():
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     table = get_table("scns/kd-cifar100")
     runs = plan_runs(table, "paper")
@@ -277,7 +278,7 @@ def test_scns_class_user_vectors_file_is_pinned_by_its_sha256(tmp_path):
 
     from semcl.data.word_vectors import content_sha256
     from semcl.errors import ConfigError
-    from semcl.runs import make_run_id
+    from semcl.registry.plan import make_run_id
 
     vec = tmp_path / "vecs.txt"
     rows = {"apple": [1, 0, 0], "pear": [0.9, 0.1, 0], "truck": [0, 1, 0], "bus": [0, 0.9, 0.1], "orange": [0.8, 0, 0.2]}

@@ -11,9 +11,10 @@ import torch
 
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
+from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import Run, Store, make_run_id, plan_runs
 from semcl.runtime.checkpoint import load
+from semcl.store import Store
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -150,8 +150,8 @@ def test_instance_pools_come_from_the_teacher_runs_backbone(tmp_path):
 
 
 def test_instance_rows_build_on_their_similarity_network_run():
+    from semcl.registry.plan import plan_runs
     from semcl.registry.tables import get_table
-    from semcl.runs import plan_runs
 
     runs = {r.row_label: r for r in plan_runs(get_table("scns/sup-cifar10"), "paper") if r.seed == 123}
     for arch in ("resnet18_cifar", "resnet50_cifar"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from semcl.launch.base import Backend, LaunchOptions
 from semcl.launch.slurm.profile import load_cluster_profile
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
+from semcl.store import Store
 
 
 class SlurmBackend(Backend):

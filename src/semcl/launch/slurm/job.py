@@ -13,9 +13,10 @@ from pathlib import Path
 import submitit
 
 from semcl.launch.slurm.profile import ClusterProfile
-from semcl.run_folder import RunFolder
-from semcl.runs import Run, Store
+from semcl.registry.plan import Run
 from semcl.runtime.runlock import owner, run_lock
+from semcl.store import Store
+from semcl.store.run_folder import RunFolder
 
 
 class RunJob(submitit.helpers.Checkpointable):

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic
-from semcl.runs import Store
 from semcl.runtime.slurm_state import ACTIVE
+from semcl.store import Store
 
 
 def write_manifest(store: Store, meta: dict, jobs: list[dict]) -> Path:
-    folder = store.root / "manifests"
+    folder = store.folders.manifests
     path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{jobs[0]['job_id'].split('_')[0]}.json"
     write_json_atomic(path, {**meta, "jobs": jobs})
     return path
@@ -25,7 +25,7 @@ def latest_jobs(store: Store) -> dict[str, dict]:
     """run id -> its most recent job entry over all manifests. A manifest that is not one of ours
     (torn, foreign, hand-edited) is skipped with one warning naming it: the other tables' jobs stay in view."""
     out: dict[str, dict] = {}
-    folder = store.root / "manifests"
+    folder = store.folders.manifests
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
         try:
             jobs = manifest_jobs(path)

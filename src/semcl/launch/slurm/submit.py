@@ -24,8 +24,9 @@ from semcl.launch.slurm.profile import (
     signature,
     slurm_parameters,
 )
+from semcl.registry.plan import Run, waves
 from semcl.registry.resources import Resources
-from semcl.runs import Run, Store, waves
+from semcl.store import ResultsRoot, Store
 
 
 def slurm_groups(runs: list[tuple[Run, Resources]], cluster: ClusterProfile) -> list[tuple[dict, list[Run]]]:
@@ -78,7 +79,7 @@ def array_executor(root: Path, params: dict, cluster: ClusterProfile, chunk: lis
                    after: list[str], cls: type[submitit.SlurmExecutor] = submitit.SlurmExecutor
                    ) -> submitit.SlurmExecutor:
     """The executor that submits one array: used for the submission and for its preview alike."""
-    ex = slurm_executor(root / "submitit", params, cluster, len(chunk), setup,
+    ex = slurm_executor(ResultsRoot(root).submitit, params, cluster, len(chunk), setup,
                         f"semcl-{chunk[0].table_id.replace('/', '-')}", cls)
     if after:  # a failed base cancels its second stages instead of leaving them pending
         ex.update_parameters(dependency="afterok:" + ":".join(after),
@@ -106,7 +107,7 @@ def describe_arrays(runs: list[tuple[Run, Resources]], cluster: ClusterProfile, 
     root = store.root.resolve()
     res_of = {r.run_id: res for r, res in runs}
     unique = list({r.run_id: r for r, _ in runs}.values())
-    setup = job_setup_lines(root / "snapshots" / "<snapshot>")
+    setup = job_setup_lines(ResultsRoot(root).snapshots / "<snapshot>")
     job_of: dict[str, str] = {}
     lines = []
     for k, (params, chunk) in enumerate(array_chunks(unique, [], res_of, cluster, max_array_size() - 1)):
@@ -140,7 +141,7 @@ def evaluation_executor(root: Path, params: dict, cluster: ClusterProfile, chunk
                         ) -> submitit.SlurmExecutor:
     """The executor of the evaluation array that follows a multi-task training array."""
     eparams = evaluation_parameters(params, cluster, f"{chunk[0].table_id} ({chunk[0].profile})")
-    ex = slurm_executor(root / "submitit", eparams, cluster, len(chunk), setup,
+    ex = slurm_executor(ResultsRoot(root).submitit, eparams, cluster, len(chunk), setup,
                         f"semcl-{chunk[0].table_id.replace('/', '-')}-eval", cls)
     ex.update_parameters(dependency=evaluation_dependency(training_ids),
                          additional_parameters={**eparams.get("additional_parameters", {}), "kill-on-invalid-dep": "yes"})
@@ -200,8 +201,8 @@ def submit_slurm(runs: list[tuple[Run, Resources]], store: Store, data_root: Pat
             job_of[run.run_id] = ev.job_id if ev is not None else job.job_id
             entries.append({"job_id": job.job_id, "run_id": run.run_id, "table": run.table_id,
                             "row": run.row_label, "seed": run.seed, "profile": run.profile,
-                            "folder": str(root / "submitit" / job.job_id),
-                            **({"eval_job_id": ev.job_id, "eval_folder": str(root / "submitit" / ev.job_id)}
+                            "folder": str(ResultsRoot(root).submitit / job.job_id),
+                            **({"eval_job_id": ev.job_id, "eval_folder": str(ResultsRoot(root).submitit / ev.job_id)}
                                if ev is not None else {}),
                             **({"after": after} if after else {})})
         if refused:

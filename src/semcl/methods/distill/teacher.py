@@ -13,7 +13,7 @@ from semcl.data import build_augment, stats
 from semcl.data.registry import DATASETS
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
-from semcl.run_folder import RunFolder
+from semcl.store.run_folder import RunFolder
 from semcl.yaml_strict import StrictLoader
 
 PASS_BATCH = 256  # images per forward of the caching pass (eval mode: the result does not depend on it)

@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from semcl.run_folder import RunFolder
 from semcl.runtime import distributed, rank_errors
+from semcl.store.run_folder import RunFolder
 
 MESSAGE = "doctor: a deliberate error on rank 1"
 

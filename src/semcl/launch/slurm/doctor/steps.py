@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
-from semcl.run_folder import RunFolder
-from semcl.runs import Run, Store, plan_runs
+from semcl.registry.plan import Run, plan_runs
 from semcl.runtime import distributed
+from semcl.store import Store
+from semcl.store.run_folder import RunFolder
 
 # (table, row) per family: few enough that the local cluster's CI stays short
 FAMILIES = {"cross-entropy": ("rince/tab2", "Cross-entropy"), "contrastive": ("rince/tab2", "RINCE-in")}

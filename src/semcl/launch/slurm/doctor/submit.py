@@ -10,6 +10,7 @@ from semcl.launch.slurm.doctor.page import Check, judge, read_ranks, write_page
 from semcl.launch.slurm.doctor.steps import FAMILIES
 from semcl.launch.slurm.profile import ClusterProfile, slurm_parameters
 from semcl.registry.resources import Resources
+from semcl.store.root import ResultsRoot
 
 NODES, TASKS_PER_NODE = 2, 2
 
@@ -41,9 +42,9 @@ def run_doctor(cluster: ClusterProfile, results: Path, timeout_s: float, min_fre
     params = doctor_parameters(cluster)
     world = params["nodes"] * params["ntasks_per_node"]
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    folder = (results / "doctor" / f"{cluster.name}-{stamp}").resolve()
+    folder = (ResultsRoot(results).doctor / f"{cluster.name}-{stamp}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    ex = submitit.SlurmExecutor(folder=folder / "submitit" / "%j", max_num_timeout=1)
+    ex = submitit.SlurmExecutor(folder=ResultsRoot(folder).submitit / "%j", max_num_timeout=1)
     ex.update_parameters(**params, setup=list(cluster.setup), job_name=f"semcl-doctor-{cluster.name}")
     start = time.time()
     job = ex.submit(DoctorJob(folder, settings_for(cluster)))

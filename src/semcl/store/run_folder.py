@@ -33,8 +33,6 @@ RANK_ERRORS, FAULTS = "rank_errors", "faults"
 # as they are); 2 = with training keys (trained.json beside every finished training, `trained_by` on shared ones).
 # A record of a newer format than this code's is refused in one line: the code that wrote it reads it.
 STORE_FORMAT = 2
-# beside runs/: one claim per training key, naming the run whose folder holds that training (semcl.runs)
-TRAININGS = "trained"
 # what a record set aside for a retrain is renamed to (nothing is deleted): metrics.replaced-<stamp>.json
 REPLACED = "{stem}.replaced-{stamp}{suffix}"
 

@@ -120,7 +120,7 @@ def test_tex_markdown_and_csv_keep_the_payload_inert(tmp_path):
     assert tex_text("50% of a_b {x} \\y ± 1") == r"50\% of a\_b \{x\} \textbackslash{}y $\pm$ 1"
 
 
-def test_table_csv_writes_a_formula_label_as_text(tmp_path):
+def test_table_csv_writes_a_formula_label_as_text(tmp_path, monkeypatch):
     # a row label "=1+2" (SAFE_LABEL admits it) in a user's own registry: `table --format csv` writes it as text,
     # whatever dtype pandas gives the text column (pandas 3: `str`, which a `dtype == object` test never saw)
     from semcl.locations import registry_root
@@ -130,8 +130,9 @@ def test_table_csv_writes_a_formula_label_as_text(tmp_path):
     (reg / "hsa").mkdir()
     yaml_text = (registry_root() / "hsa" / "abl-components.yaml").read_text()
     (reg / "hsa" / "abl-components.yaml").write_text(yaml_text.replace("{label: MoCo v2,", '{label: "=1+2",'))
-    code, out, err = _cli("--registry", str(reg), "--results", str(tmp_path / "res"), "table", "hsa/abl-components",
-                          "--profile", "smoke", "--format", "csv")
+    monkeypatch.setenv("SEMCL_REGISTRY", str(reg))  # what --registry sets (restored after the test)
+    code, out, err = _cli("--results", str(tmp_path / "res"), "table", "hsa/abl-components", "--profile", "smoke",
+                          "--format", "csv")
     assert code == 0, err
     assert out.splitlines() == ["row,column,implemented,paper,provenance,mean,std,n,delta,source",
                                 "'=1+2,top1,True,,,,,0,,", "'+ kNN positives,top1,True,,,,,0,,",

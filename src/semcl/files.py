@@ -113,11 +113,6 @@ def write_text_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
     write_bytes_atomic(path, text.encode(encoding))
 
 
-def write_csv_atomic(path: Path, frame, **to_csv: Any) -> None:
-    """A pandas DataFrame as CSV (`to_csv`'s keyword arguments), written atomically."""
-    write_text_atomic(path, frame.to_csv(**to_csv))
-
-
 def save_figure_atomic(fig, path: Path, **savefig: Any) -> None:
     """A matplotlib figure saved atomically, in the format of `path`'s suffix."""
     fmt = savefig.pop("format", None) or Path(path).suffix.lstrip(".") or None

@@ -91,3 +91,34 @@ def test_a_symlink_loop_in_the_registry_is_one_line_when_the_snapshot_is_made(tm
     assert str(err.value).startswith(f"{reg}/loop") and "cannot be copied into the job's code snapshot" in str(err.value)
     assert str(err.value).endswith("remove or fix the link") and "\n" not in str(err.value)
     assert not [p for p in (tmp_path / "results" / "snapshots").iterdir() if not p.name.startswith(".lock")]
+
+
+FORTY = ",".join(str(i) for i in range(1, 41))
+READERS = {"plan": ["plan", "hsa/abl-components"], "status": ["status", "hsa/abl-components"],
+           "table": ["table", "hsa/abl-components"], "report": ["report", "hsa/abl-components"],
+           "curves": ["curves", "hsa/abl-components"], "run": ["run", "hsa/abl-components"],
+           "claims": ["claims", "hsa"], "export": ["export", "hsa/abl-components", "MoCo v2", "--format", "state_dict"]}
+SET_ERRORS = {
+    "grid": ([f"schedule.epochs={FORTY}", f"optim.lr={FORTY}"],
+             "--set: 40 (optim.lr) x 40 (schedule.epochs) values make 1600 variants, more than 1000 (the most one "
+             "command takes; split the sweep)"),
+    "binary": (["model.pretrained=!!binary aGk="],
+               "--set 'model.pretrained=!!binary aGk=': key 'model.pretrained' has a value of YAML type bytes; only "
+               "numbers, strings, true/false, null and [lists] of them"),
+    "set": (["model.pretrained=!!set {a, b}"],
+            "--set 'model.pretrained=!!set {a, b}': key 'model.pretrained' has a value of YAML type set; only "
+            "numbers, strings, true/false, null and [lists] of them"),
+    "newline": (['model.pretrained="a\\nb"'],
+                "--set 'model.pretrained=\"a\\\\nb\"': key 'model.pretrained' holds the control character U+000A; "
+                "one line of text only"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SET_ERRORS))
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_every_command_that_reads_set_refuses_a_huge_grid_or_odd_value_in_one_line(tmp_path, command, case):
+    texts, message = SET_ERRORS[case]
+    sets = [a for t in texts for a in ("--set", t)]
+    code, err = _cli("--results", str(tmp_path), *READERS[command], "--profile", "smoke", *sets)
+    assert code == 2 and err == f"semcl: error: {message}\n"
+    assert not any(tmp_path.iterdir())  # nothing planned, run or written

@@ -63,6 +63,15 @@ def test_plain_npy_and_matrix_csv_round_trip(tmp_path):
     assert names == NAMES and torch.equal(sim, MATRIX)  # repr round-trips float64 exactly
 
 
+def test_matrix_csv_writes_formula_like_names_as_text_and_reads_them_back(tmp_path):
+    odd = ["-lion", "=tiger", "'bus", "minibus"]
+    path = save_similarity(tmp_path / "sim.csv", odd, MATRIX)
+    lines = path.read_text().splitlines()
+    assert lines[0] == "name,'-lion,'=tiger,''bus,minibus" and lines[1] == "'-lion,1.0,0.5,0.1,0.05"
+    names, sim = load_similarity(path)
+    assert names == odd and torch.equal(sim, MATRIX)
+
+
 def test_pairs_csv(tmp_path):
     path = tmp_path / "pairs.csv"
     with path.open("w", newline="") as f:

@@ -116,7 +116,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 LAYER_ORDER = ["base", "config", "data/models/losses", "methods/evals", "plan", "engine", "launch", "report", "cli"]
 LAYERS: dict[str, str] = {
     **dict.fromkeys(["semcl", "semcl.errors", "semcl.files", "semcl.schema", "semcl.yaml_strict", "semcl.locations",
-                     "semcl.store", "semcl.runtime", "semcl.analysis"], "base"),
+                     "semcl.store", "semcl.csv_files", "semcl.runtime", "semcl.analysis"], "base"),
     **dict.fromkeys(["semcl.config", "semcl.runtime.precision"], "config"),
     **dict.fromkeys(["semcl.data", "semcl.models", "semcl.losses"], "data/models/losses"),
     **dict.fromkeys(["semcl.methods", "semcl.evals"], "methods/evals"),

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from semcl.errors import ConfigError
-from semcl.registry.set_options import parse_grid, parse_sets, slug, split_values, sweep_text
+from semcl.registry.set_options import MAX_VARIANTS, parse_grid, parse_sets, slug, split_values, sweep_text
 
 
 @pytest.mark.parametrize("raw, pieces", [
@@ -65,3 +65,37 @@ def test_a_single_variant_keeps_its_folder_name_and_a_sweep_gets_its_own():
     assert parse_sets(["optim.lr=0.1"]) == {"optim.lr": 0.1}
     with pytest.raises(ConfigError, match="^--set: key 'optim.lr' is given 2 values; one is expected here$"):
         parse_sets(["optim.lr=0.1,0.2"])
+
+
+def test_a_grid_past_the_cap_is_refused_before_it_is_built():
+    forty = ",".join(str(i) for i in range(1, 41))
+    with pytest.raises(ConfigError) as err:
+        parse_grid([f"schedule.epochs={forty}", f"optim.lr={forty}"])
+    assert str(err.value) == ("--set: 40 (optim.lr) x 40 (schedule.epochs) values make 1600 variants, more than "
+                              f"{MAX_VARIANTS} (the most one command takes; split the sweep)")
+    assert MAX_VARIANTS == 1000
+    grid = parse_grid(["schedule.epochs=" + ",".join(str(i) for i in range(1, 11)),
+                       "optim.lr=" + ",".join(str(i) for i in range(1, 101))])
+    assert len(grid) == MAX_VARIANTS  # the cap itself is allowed
+
+
+@pytest.mark.parametrize("raw, kind", [
+    ("!!binary aGk=", "bytes"), ("!!set {a, b}", "set"), ("!!omap [a: 1]", "tuple"), ("[1, !!binary aGk=]", "bytes"),
+])
+def test_a_value_that_is_not_json_data_is_one_line_naming_the_key(raw, kind):
+    with pytest.raises(ConfigError) as err:
+        parse_grid([f"model.pretrained={raw}"])
+    assert str(err.value) == (f"--set 'model.pretrained={raw}': key 'model.pretrained' has a value of YAML type "
+                              f"{kind}; only numbers, strings, true/false, null and [lists] of them")
+
+
+@pytest.mark.parametrize("raw, code", [
+    ('"a\\nb"', "000A"), ('"a\\tb"', "0009"), ('"a\\rb"', "000D"), ('"a\\u200bb"', "200B"), ('"a\\u2028b"', "2028"),
+    ('["ok", "a\\nb"]', "000A"),
+])
+def test_a_control_character_in_a_string_value_is_refused(raw, code):
+    # refused, not escaped: the folder name and run id of every variant that can be typed stay as they were
+    with pytest.raises(ConfigError) as err:
+        parse_grid([f"model.pretrained={raw}"])
+    assert str(err.value) == (f"--set {'model.pretrained=' + raw!r}: key 'model.pretrained' holds the control "
+                              f"character U+{code}; one line of text only")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import textwrap
 
@@ -204,6 +206,14 @@ def test_cli_and_report_use_the_shipped_claims(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("id,table,column,")
     text, _ = build_report("rince", "paper", store, tmp_path / "reproduce")
     assert "## Claims" in text and "| `abs-in-top1` |" in text and "Rule: " in text
+
+
+def test_the_claims_csv_writes_formula_like_row_labels_as_text(tmp_path, capsys):
+    assert main(["--results", str(tmp_path), "claims", "hsa", "--profile", "smoke", "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    knn = next(r for r in rows if r[0] == "components-knn")
+    assert knn[1:5] == ["hsa/abl-components", "top1", "'+ kNN positives", "MoCo v2"]
+    assert not [c for r in rows for c in r if c.startswith(("=", "+", "@", "\t", "\r"))]
 
 
 def test_every_shipped_claims_file_loads_and_the_registry_skips_them():

@@ -92,3 +92,17 @@ def test_a_diverged_seed_is_counted_apart_and_said(tmp_path):
                      "--out", str(tmp_path / "fig")]) == 0
     assert err.getvalue().splitlines()[0] == ("semcl: Cross-entropy: 2 seed(s) with a NaN or inf loss, first at epoch "
                                               "2; the curve averages the finite seeds (n)")
+
+
+def test_the_curves_csv_writes_a_formula_like_row_label_as_text(tmp_path):
+    store = Store(tmp_path / "results")
+    run = next(r for r in plan_runs(get_table("hsa/abl-components"), "smoke") if r.row_label == "+ kNN positives")
+    folder = store.run_dir(run.run_id)
+    folder.mkdir(parents=True)
+    append_entry(folder / HISTORY_FILE, {"epoch": 1, "loss": -0.5, "lr": 0.1})
+    with redirect_stdout(io.StringIO()):
+        code = main(["--results", str(store.root), "curves", "hsa/abl-components", "--profile", "smoke",
+                     "--rows", "kNN", "--out", str(tmp_path / "fig")])
+    assert code == 0
+    text = (tmp_path / "fig" / "hsa_abl-components.smoke.loss.csv").read_text()
+    assert text == "row,epoch,mean,std,min,max,n,nonfinite\n'+ kNN positives,1,-0.5,,-0.5,-0.5,1,0\n"

@@ -19,6 +19,7 @@ import pytest
 
 from semcl import files
 from semcl.cli.main import main
+from semcl.csv_files import write_frame_csv
 from semcl.errors import ResultsError
 from semcl.evals.protocols import metric_key
 from semcl.files import write_json_atomic
@@ -65,7 +66,7 @@ def test_interrupted_text_write_leaves_the_old_file(tmp_path, monkeypatch):
 
 def test_a_write_that_fails_midway_names_the_file_and_keeps_the_old_one(tmp_path):
     path = tmp_path / "points.csv"
-    files.write_csv_atomic(path, pd.DataFrame({"x": [1, 2]}), index=False)
+    write_frame_csv(path, pd.DataFrame({"x": [1, 2]}))
 
     def full_disk(f):
         f.write(b"x,y\n1,")

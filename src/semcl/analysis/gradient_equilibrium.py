@@ -24,8 +24,6 @@ a constant per τ, so the grid costs O(G1·G2), not O(G1·G2·M).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from itertools import pairwise
@@ -34,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semcl.files import save_figure_atomic, write_text_atomic
+from semcl.csv_files import write_csv
+from semcl.files import save_figure_atomic
 
 POSITIVES = ("exclusive", "cumulative")
 FIG4_SETTINGS = ((0.1, 0.2), (0.1, 0.7), (0.2, 0.1))  # panels (a)-(c), docs/papers/rince.md §b.2
@@ -254,11 +253,7 @@ def draw_fig5(out_dir: str | Path, *, settings: Sequence[tuple[float, float]] = 
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: list[tuple]) -> None:
-    buf = io.StringIO(newline="")
-    w = csv.writer(buf)
-    w.writerow(header)
-    w.writerows([v if isinstance(v, str) else repr(float(v)) for v in row] for row in rows)
-    write_text_atomic(path, buf.getvalue())
+    write_csv(path, header, ([v if isinstance(v, str) else float(v) for v in row] for row in rows))
 
 
 def _pyplot():

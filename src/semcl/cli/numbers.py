@@ -53,7 +53,8 @@ def cmd_add(args) -> None:
 
 
 def cmd_import(args) -> None:
-    from semcl.report.user_numbers import merge, read_csv, save_numbers
+    from semcl.report.numbers_csv import read_csv
+    from semcl.report.user_numbers import merge, save_numbers
 
     ov = overlay(args)
     path = Path(args.file)
@@ -67,7 +68,7 @@ def cmd_import(args) -> None:
 
 
 def cmd_template(args) -> None:
-    from semcl.report.user_numbers import write_template
+    from semcl.report.numbers_csv import write_template
 
     cells = write_template(_table(args.table), sys.stdout)
     print(f"({cells} cell(s) of {args.table} without a registry number; fill value, std and source, then "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from semcl.csv_files import read_cell, write_csv
 from semcl.data.hierarchy import rank_matrix, threshold_similarity
 from semcl.data.safe_pickle import load_npy
 from semcl.errors import ConfigError, DataError
-from semcl.files import write_text_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # docs/papers/rince.md §g.3
@@ -116,12 +115,8 @@ def save_similarity(path: str | Path, names: Sequence[str], sim: torch.Tensor) -
     path = Path(path)
     if sim.shape != (len(names), len(names)):
         raise ValueError(f"similarity is {tuple(sim.shape)} but {len(names)} names were given")
-    buf = io.StringIO(newline="")
-    w = csv.writer(buf)
-    w.writerow(["name", *names])
-    for name, row in zip(names, sim.detach().cpu().to(torch.float64).tolist(), strict=True):
-        w.writerow([name, *(repr(v) for v in row)])
-    write_text_atomic(path, buf.getvalue())
+    rows = sim.detach().cpu().to(torch.float64).tolist()
+    write_csv(path, ["name", *names], ([name, *row] for name, row in zip(names, rows, strict=True)))
     return path
 
 
@@ -207,12 +202,12 @@ def _load_csv(path: Path, names: Sequence[str] | None, missing: float) -> tuple[
         raise DataError(f"{path}: empty")
     header = rows[0]
     if header[0] == "name":  # matrix CSV
-        got = header[1:]
+        got = [read_cell(n) for n in header[1:]]  # a name save_similarity escaped for spreadsheets, as it was
         try:
             values = [[float(v) for v in row[1:]] for row in rows[1:]]
         except ValueError as err:
             raise DataError(f"{path}: malformed value ({err})") from None
-        if [row[0] for row in rows[1:]] != got or any(len(v) != len(got) for v in values):
+        if [read_cell(row[0]) for row in rows[1:]] != got or any(len(v) != len(got) for v in values):
             raise DataError(f"{path}: a matrix CSV needs one row per header name, in header order")
         return got, torch.tensor(values, dtype=torch.float64)
     need = ("name_a", "wnid_a", "name_b", "wnid_b")

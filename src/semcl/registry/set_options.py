@@ -14,7 +14,9 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
+import unicodedata
 from typing import Any
 
 import yaml
@@ -35,7 +37,7 @@ def method_fields(method: str | None) -> frozenset[str]:
 
 
 def parse_value(raw: str, text: str) -> Any:
-    """A YAML scalar or flow list (`0.1`, `true`, `null`, `crop_flip`, `[0.1, 0.225]`)."""
+    """A YAML scalar or flow list (`0.1`, `true`, `null`, `crop_flip`, `[0.1, 0.225]`) of plain JSON data."""
     try:
         value = yaml.load(raw, Loader=StrictLoader) if raw else None  # no repeated keys, no alias bombs
     except yaml.YAMLError as err:
@@ -44,7 +46,33 @@ def parse_value(raw: str, text: str) -> Any:
         value = float(value)
     if isinstance(value, dict):
         raise ConfigError(f"--set {text!r}: the value must be a scalar or a list, not a mapping")
+    _check_plain(value, text)
     return value
+
+
+_PLAIN = (type(None), bool, int, float, str)
+_BREAKS = ("Cc", "Cf", "Zl", "Zp")  # line breaks, tabs, other controls, invisible format characters
+
+
+def _check_plain(value: Any, text: str) -> None:
+    """`value` is JSON data (None, bool, number, string, list of those) whose strings are one line of text: a YAML
+    tag such as `!!binary` (bytes) or `!!set` (a set) has no JSON form for a label or an id, and a line break
+    would split the line `plan` prints for the variant. Refused rather than escaped, so no variant's folder name
+    or run id depends on how a control character is shown."""
+    key = text.partition("=")[0].strip()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif not isinstance(v, _PLAIN):
+            raise ConfigError(f"--set {text!r}: key {key!r} has a value of YAML type {type(v).__name__}; only "
+                              "numbers, strings, true/false, null and [lists] of them")
+        elif isinstance(v, str):
+            bad = next((ch for ch in v if unicodedata.category(ch) in _BREAKS), None)
+            if bad is not None:
+                raise ConfigError(f"--set {text!r}: key {key!r} holds the control character U+{ord(bad):04X}; "
+                                  "one line of text only")
 
 
 def check_key(key: str, text: str) -> None:
@@ -88,6 +116,7 @@ def parse_values(texts: list[str] | None) -> dict[str, list[Any]]:
     """{dotted key: its values in the order given}, keys sorted (a label or a folder name does not depend on the
     order they were typed in)."""
     out: dict[str, list[Any]] = {}
+    seen: dict[str, set[str]] = {}
     for text in texts or []:
         key, sep, raw = text.partition("=")
         key = key.strip()
@@ -100,20 +129,35 @@ def parse_values(texts: list[str] | None) -> dict[str, list[Any]]:
             raise ConfigError(f"--set {text!r}: key {key!r} has an empty value in its list of values")
         for piece in pieces:
             value = parse_value(piece, text)
-            if any(_same(value, v) for v in out.get(key, [])):
+            if _identity(value) in seen.setdefault(key, set()):
                 raise ConfigError(f"--set {text!r}: key {key!r} is given the value {show_value(value)} twice")
+            seen[key].add(_identity(value))
             out.setdefault(key, []).append(value)
     return dict(sorted(out.items()))
 
 
-def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # 1 and true are two values
+def _identity(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)  # 1 and true are two values
+
+
+# the most variants one `--set` grid may make: past it a typo (a key x 1000 values twice) would build and plan a
+# million variants before printing anything
+MAX_VARIANTS = 1000
+
+
+def grid_size(values: dict[str, list[Any]]) -> int:
+    return math.prod(len(v) for v in values.values())
 
 
 def parse_grid(texts: list[str] | None) -> list[dict[str, Any]]:
     """One {dotted key: value} per variant: every combination of the keys' values (keys sorted, each key's
-    values in the order given)."""
+    values in the order given). ConfigError, before any is built, past MAX_VARIANTS."""
     values = parse_values(texts)
+    size = grid_size(values)
+    if size > MAX_VARIANTS:
+        counts = " x ".join(f"{len(v)} ({k})" for k, v in values.items())
+        raise ConfigError(f"--set: {counts} values make {size} variants, more than {MAX_VARIANTS} "
+                          "(the most one command takes; split the sweep)")
     keys = list(values)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values.values())]
 

@@ -8,12 +8,11 @@ profile does not measure says so instead of a verdict.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from semcl.csv_files import csv_text
 from semcl.errors import ConfigError
 from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
@@ -213,9 +212,7 @@ CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated"
 
 
 def render_csv(verdicts: list[Verdict]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
-    w.writeheader()
+    rows = []
     for v in verdicts:
         c, j = v.claim, v.judgement
         row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b or "", "direction": c.direction,
@@ -226,8 +223,8 @@ def render_csv(verdicts: list[Verdict]) -> str:
             row.update({k: ("" if isinstance(x, float) and math.isnan(x) else x) for k, x in (
                 ("mean_a", j.mean_a), ("std_a", j.std_a), ("n_a", j.n_a), ("mean_b", j.mean_b), ("std_b", j.std_b),
                 ("n_b", j.n_b), ("diff", j.diff), ("p", j.p), ("ci_low", j.ci_low), ("ci_high", j.ci_high))})
-        w.writerow(row)
-    return buf.getvalue()
+        rows.append([row.get(f, "") for f in CSV_FIELDS])
+    return csv_text(CSV_FIELDS, rows)
 
 
 def on_variants(cf: ClaimsFile, registry: dict[str, Table], profile: str, sets: list[str],

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.csv_files import write_frame_csv
+from semcl.files import save_figure_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
 from semcl.store import Store
@@ -90,7 +91,7 @@ def write_curve_figure(table: Table, profile: str, store: Store, out_dir: Path) 
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
-    write_csv_atomic(out_dir / f"{stem}.csv", data, index=False)
+    write_frame_csv(out_dir / f"{stem}.csv", data)
     save_figure_atomic(fig, out_dir / f"{stem}.png")
     plt.close(fig)
     return summarise(data), out_dir / f"{stem}.png"

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from semcl.csv_files import write_frame_csv
 from semcl.errors import ConfigError, ResultsError
-from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.files import save_figure_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
 from semcl.runtime.history import HISTORY_FILE, read_history
@@ -81,7 +82,7 @@ def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: 
     ax.legend(fontsize=6)
     fig.tight_layout()
     stem = f"{table.id.replace('/', '_')}.{profile}.{metric}"
-    write_csv_atomic(Path(out_dir) / f"{stem}.csv", data, index=False)
+    write_frame_csv(Path(out_dir) / f"{stem}.csv", data)
     save_figure_atomic(fig, Path(out_dir) / f"{stem}.png")
     plt.close(fig)
     return data, Path(out_dir) / f"{stem}.png"

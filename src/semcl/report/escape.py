@@ -1,11 +1,11 @@
-"""Text escaped for where it is written: a LaTeX table or comment, a Markdown table cell or line, a CSV field.
+"""Text escaped for where it is written: a LaTeX table or comment, a Markdown table cell or line.
 
 Tables carry text the suite does not write itself: paper sources and row labels from the registry, and the
 sources a user gives `semcl numbers` (checked to be one line when added, semcl.report.user_numbers.plain_text).
 A results folder is shared, so every format treats that text as data: a line break must not leave a
 `% ` comment of a .tex table (the next line would be LaTeX: `\\input`, `\\write18`), a `|` must not split a
-Markdown cell, an HTML tag must not render, a leading `=` must not become a spreadsheet formula. HTML pages
-escape with `html.escape` (semcl.report.html).
+Markdown cell, an HTML tag must not render. HTML pages escape with `html.escape` (semcl.report.html); every CSV
+is written by semcl.csv_files, which keeps a leading `=` from becoming a spreadsheet formula.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-import pandas as pd
-
 _BREAKS = ("Cc", "Cf", "Zl", "Zp")  # line breaks, tabs, other controls and invisible format characters
 _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
         "_": r"\_", "^": r"\^{}", "~": r"\~{}", "±": r"$\pm$", "—": "--"}
 _HTML_TAG = re.compile(r"<(?=[A-Za-z/!?])")  # the start of a tag or comment; "p < 0.05" stays as it is
-_FORMULA = ("=", "+", "-", "@")  # what a spreadsheet reads as the start of a formula
 
 
 def one_line(text: str) -> str:
@@ -45,24 +42,3 @@ def md_text(text: str) -> str:
 def md_cell(text: str) -> str:
     """A Markdown table cell: a Markdown line whose `|` does not end the cell."""
     return md_text(text).replace("|", r"\|")
-
-
-def csv_field(value):
-    """A CSV field a spreadsheet shows as text: a string that starts like a formula and is not a number gets a
-    leading apostrophe (the convention spreadsheets read as "text"); numbers and other values are unchanged."""
-    if not isinstance(value, str) or not value.startswith(_FORMULA):
-        return value
-    try:
-        float(value)
-        return value
-    except ValueError:
-        return "'" + value
-
-
-def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with every text column passed through `csv_field`."""
-    out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == object:
-            out[col] = out[col].map(csv_field)
-    return out

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from semcl.files import save_figure_atomic, write_csv_atomic
+from semcl.csv_files import write_frame_csv
+from semcl.files import save_figure_atomic
 from semcl.registry.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.registry.tables import Table
 from semcl.report.scatter_figure import draw, figure_points
@@ -105,7 +106,7 @@ def _write_points(table: Table, profile: str, store: Store, out_dir: Path) -> tu
     points = (line_points if lines else figure_points)(table, profile, store)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
-    write_csv_atomic(out_dir / f"{stem}.csv", points, index=False)
+    write_frame_csv(out_dir / f"{stem}.csv", points)
     (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png")
     return points, out_dir / f"{stem}.png"
 

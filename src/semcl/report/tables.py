@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from semcl.csv_files import frame_csv_text
 from semcl.errors import ResultsError
 from semcl.evals.protocols import describe, metric_key
 from semcl.files import write_text_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Row, Table
-from semcl.report.escape import csv_frame, md_cell, md_text, tex_comment, tex_text
+from semcl.report.escape import md_cell, md_text, tex_comment, tex_text
 from semcl.store import Store
 
 DASH = "—"
@@ -334,7 +335,7 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
     wide = wide_cells(table, summ)
     title = table_title(table, profile)
     if fmt == "csv":
-        return csv_frame(summ).to_csv(index=False)
+        return frame_csv_text(summ)
     if fmt == "md":
         head = "| Row | " + " | ".join(md_cell(labels[k]) for k in wide.columns) + " |"
         sep = "|" + "---|" * (len(wide.columns) + 1)

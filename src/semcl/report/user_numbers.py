@@ -1,10 +1,10 @@
 """Paper numbers the user supplies: an overlay file beside the registry, never part of a run id.
 
 `semcl numbers add / import / remove` write the file (default <results>/numbers.yaml, else
-$SEMCL_NUMBERS or --numbers PATH); `show`, `table`, `report` and `claims` read it through
-`Overlay.apply`, which gives a table's cells the user's values with provenance `user-supplied` and
-the source the user gave. A cell the registry already fills keeps the registry's value unless the
-user's entry was added with --force (`override: true`); the overridden value stays on the cell
+$SEMCL_NUMBERS or --numbers PATH; `import` reads its CSV with semcl.report.numbers_csv); `show`, `table`,
+`report` and `claims` read it through `Overlay.apply`, which gives a table's cells the user's values with
+provenance `user-supplied` and the source the user gave. A cell the registry already fills keeps the registry's
+value unless the user's entry was added with --force (`override: true`); the overridden value stays on the cell
 (`Reported.overrides`) so the table's note can say what it replaced.
 
 File layout (YAML, written atomically):
@@ -15,9 +15,7 @@ File layout (YAML, written atomically):
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import math
 import os
 import unicodedata
@@ -33,7 +31,6 @@ from semcl.yaml_strict import StrictLoader
 ENV = "SEMCL_NUMBERS"
 FILE_NAME = "numbers.yaml"
 USER = "user-supplied"
-CSV_COLUMNS = ("table", "row", "column", "value", "std", "source")
 _KEYS = {"table": str, "row": str, "column": str, "value": float, "std": (float, type(None)), "source": str,
          "override": bool}
 _HEADER = ("# Paper numbers supplied by the user (semcl numbers add / import): shown in tables as user-supplied,\n"
@@ -90,7 +87,7 @@ def plain_text(value: str, where: str, key: str) -> str:
     return value
 
 
-def _entry(d: object, where: str) -> UserNumber:
+def parse_entry(d: object, where: str) -> UserNumber:
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: expected a mapping with keys {', '.join(_KEYS)}")
     unknown = sorted(set(d) - set(_KEYS))
@@ -119,7 +116,7 @@ def load_numbers(path: Path) -> list[UserNumber]:
         return []
     if not isinstance(data, dict) or set(data) - {"numbers"} or not isinstance(data.get("numbers", []), list):
         raise ConfigError(f"{path}: expected one key 'numbers' holding a list")
-    out = [_entry(d, f"{path}: numbers[{i}]") for i, d in enumerate(data.get("numbers") or [])]
+    out = [parse_entry(d, f"{path}: numbers[{i}]") for i, d in enumerate(data.get("numbers") or [])]
     seen: set[tuple[str, str, str]] = set()
     for i, n in enumerate(out):
         if n.cell in seen:
@@ -199,68 +196,6 @@ def merge(existing: list[UserNumber], new: list[UserNumber], get_table, force: b
             by_cell[n.cell] = len(existing)
             existing.append(n)
     return said
-
-
-def read_csv(path: Path) -> list[UserNumber]:
-    """Entries from a CSV with columns table,row,column,value,std,source (std may be empty; a line whose value
-    and std are both empty is a cell left blank, as `semcl numbers template` writes them, and is skipped);
-    ConfigError naming the file, line and key."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read ({type(err).__name__}: {err})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))  # a quoted field keeps its line breaks (then refused)
-    head = reader.fieldnames or []
-    missing = [c for c in CSV_COLUMNS if c not in head and c != "std"]
-    extra = [c for c in head if c not in CSV_COLUMNS]
-    if missing or extra:
-        raise ConfigError(f"{path}: line 1: columns must be {','.join(CSV_COLUMNS)} "
-                          f"({'missing ' + missing[0] if missing else 'unknown ' + repr(extra[0])})")
-    out, seen, blank = [], {}, 0
-    end = reader.line_num  # the header's last line
-    for rec in reader:
-        line, end = end + 1, reader.line_num  # the file line where the record starts (a quoted field may span lines)
-        where = f"{path}: line {line}"
-        if None in rec:
-            raise ConfigError(f"{where}: more fields than the {len(head)} columns")
-        d: dict = {k: (rec.get(k) or "").strip() for k in CSV_COLUMNS}
-        if d["value"] == "" and d["std"] == "":
-            blank += 1
-            continue
-        for key in ("value", "std"):
-            raw = d[key]
-            if key == "std" and raw == "":
-                d[key] = None
-                continue
-            try:
-                d[key] = float(raw)
-            except ValueError:
-                raise ConfigError(f"{where}: key '{key}' = {raw!r} is not a number") from None
-        n = _entry(d, where)
-        if n.cell in seen:
-            raise ConfigError(f"{where}: a second value for {n.table} row {n.row!r} column {n.column!r} "
-                              f"(first on line {seen[n.cell]})")
-        seen[n.cell] = line
-        out.append(n)
-    if not out and not blank:
-        raise ConfigError(f"{path}: no numbers (header only)")
-    return out
-
-
-def template_rows(table) -> list[dict]:
-    """One CSV line per cell of `table` that the registry has no number for (every row, implemented or not, x
-    every column), value / std / source empty: the user fills what the PDF prints and imports the file."""
-    return [{"table": table.id, "row": row.label, "column": col.key, "value": "", "std": "", "source": ""}
-            for row in table.rows for col in table.columns if row.reported.get(col.key) is None]
-
-
-def write_template(table, out) -> int:
-    """The template of `table` as CSV on the text stream `out`; returns the number of cells."""
-    rows = template_rows(table)
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return len(rows)
 
 
 class Overlay:

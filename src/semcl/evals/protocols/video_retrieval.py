@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.config import TOP_K
+from semcl.csv_files import write_csv
 from semcl.evals.protocols.retrieval import DEFAULT_KS, recall_k
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
-from semcl.files import write_text_atomic
 from semcl.schema import POSITIVE, at_most
 
 log = logging.getLogger("semcl.evaluate")
@@ -67,9 +67,9 @@ def run(ctx) -> dict[str, float]:
     scores, curve = retrieval_scores(feats["test"], ctx.test.labels, feats["train"], ctx.train.labels,
                                      ks=tuple(ctx.cfg.eval.video_retrieval), return_curve=True)
     if ctx.logits_path is not None:  # the run folder
-        rows = "".join(f"{i + 1},{r:.6f},{p:.6f}\n" for i, (r, p) in enumerate(zip(curve["recall"], curve["precision"],
-                                                                                    strict=True)))
-        write_text_atomic(ctx.logits_path.parent / PR_FILE, "cutoff,recall,precision\n" + rows)
+        rows = ((i + 1, f"{r:.6f}", f"{p:.6f}") for i, (r, p) in enumerate(zip(curve["recall"], curve["precision"],
+                                                                                 strict=True)))
+        write_csv(ctx.logits_path.parent / PR_FILE, ("cutoff", "recall", "precision"), rows)
     log.info("video retrieval: %s", {key: round(100 * v, 2) for key, v in scores.items()})
     return {f"video_retrieval_{key}": 100.0 * v for key, v in scores.items()}
 

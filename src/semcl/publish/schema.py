@@ -13,6 +13,8 @@ from pathlib import Path
 
 def _inside(folder: Path, name: object) -> str | None:
     """Why `name` is no file of the bundle `folder` (None when it is one)."""
+    if name is None:
+        return "missing"
     if not isinstance(name, str) or not name:
         return f"is {name!r}, not a path in the bundle"
     if name.startswith("/") or ".." in Path(name).parts:

@@ -25,7 +25,7 @@ from semcl.publish.environment import environment
 from semcl.publish.verify import CARD, ENVIRONMENT, MODEL_INDEX, RUNS, verify_bundle
 from semcl.publish.weights import TIMM_CONFIG, WEIGHTS_DIR, WEIGHTS_FILE, PublishedWeights, write_weights
 from semcl.registry.tables import Table
-from semcl.run_folder import RunFolder
+from semcl.run_folder import CONFIG, RunFolder
 from semcl.runs import Store
 
 TENSORBOARD = "tensorboard"  # runs/<id>/tensorboard/: the run's event files
@@ -73,7 +73,7 @@ def _copy(src: Path, dst: Path) -> None:
     write_bytes_atomic(dst, src.read_bytes())
 
 
-def _copy_run_files(store: Store, run_id: str, record: dict, into: Path) -> None:
+def _copy_run_files(store: Store, run_id: str, into: Path) -> None:
     folder = store.folder(run_id)
     for src in (folder.metrics, folder.config, folder.history, folder.log, folder.trained):
         if src.is_file():
@@ -122,7 +122,7 @@ def build_bundle(target: str, profile: str, store: Store, into: Path) -> Publish
                 if rid not in records_all:
                     records_all[rid] = rec
                     run_dir = into / RUNS / rid
-                    _copy_run_files(store, rid, rec, run_dir)
+                    _copy_run_files(store, rid, run_dir)
                     weights_of[rid], why = _weights(store, rid, rec, table, run_dir)
                     if why:
                         missing.append(f"{rid}: {why}")
@@ -132,7 +132,7 @@ def build_bundle(target: str, profile: str, store: Store, into: Path) -> Publish
                 table, label, profile, recs, summ, registry_file=shown_path(table.path),
                 parameters=pw.parameters if pw else None, network=pw.network if pw else None,
                 weights=f"{RUNS}/{first}/{WEIGHTS_DIR}/{WEIGHTS_FILE}" if pw else None,
-                config_file=f"{RUNS}/{first}/{RunFolder(Path()).config.name}"))
+                config_file=f"{RUNS}/{first}/{CONFIG}"))
     if not models:
         raise ResultsError(f"{target}: no finished run under profile {profile!r} in {store.root} (semcl run {target} "
                            f"--profile {profile} first)")

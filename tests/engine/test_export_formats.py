@@ -93,6 +93,12 @@ def test_resnet18_to_torchvision_timm_and_detectron2(tmp_path):
     assert len(model) == len(tv.state_dict()) and not any(k.startswith(("layer", "fc")) for k in model)
     torch.testing.assert_close(torch.from_numpy(model["res4.1.conv1.norm.running_mean"]),
                                ours.layer3[1].bn1.running_mean.float())
+    # by default the same names and tensors in a safetensors file (no pickle), its metafile saying how detectron2 reads it
+    weights, meta_path = export_run(tmp_path, "r18", "detectron2")
+    safe = load_file(weights)
+    assert weights.suffix == ".safetensors" and safe.keys() == model.keys()
+    assert all(torch.equal(safe[k], torch.from_numpy(v)) for k, v in model.items())
+    assert "--container pickle" in json.loads(meta_path.read_text())["load"]["note"]
 
 
 def test_resnet50_to_torchvision_equal_features(tmp_path):

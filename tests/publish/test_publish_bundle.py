@@ -177,6 +177,12 @@ def test_out_inside_the_store_or_over_a_folder_is_refused(published, tmp_path, c
     assert main([*args, str(again), "--force"]) == 0  # a bundle is replaced whole
     assert not (again / "stale.txt").exists() and main(["publish", "--verify", str(again)]) == 0
     assert not list(tmp_path.glob(".again.*"))  # no temporary folder left beside it
+    capsys.readouterr()
+    assert main(["--results", str(results), "publish", "rince/tab3", "--profile", "smoke", "--out",
+                 str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == (f"semcl: error: rince/tab3: no finished run under profile 'smoke' in {results} "
+                                       "(semcl run rince/tab3 --profile smoke first)\n")
+    assert not (tmp_path / "none").exists() and not list(tmp_path.glob(".none.*"))
 
 
 def test_a_tampered_bundle_is_refused_one_line_per_problem(published, tmp_path, capsys):

@@ -123,9 +123,11 @@ def test_export_writes_the_variant_runs_weights(env, trained, capsys):
     variant = run_id("test/ce", "CE a", 0.1)
     assert main(["--results", str(trained), "export", "test/ce", "CE a", "--profile", "smoke", "--set", SET,
                  "--format", "state_dict"]) == 0
-    weights = trained / "exports" / variant / f"resnet_tiny.{slug([SET])}.state_dict.pth"
+    weights = trained / "exports" / variant / f"resnet_tiny.{slug([SET])}.state_dict.safetensors"
     assert capsys.readouterr().out.splitlines()[0] == f"wrote {weights}"
-    exported = torch.load(weights, weights_only=True)
+    from safetensors.torch import load_file
+
+    exported = load_file(weights)
     ckpt = torch.load(trained / "runs" / variant / "checkpoints" / "last.pt", weights_only=False)["method"]
     backbone = {k.removeprefix("backbone."): v for k, v in ckpt.items() if k.startswith("backbone.")}
     assert exported.keys() == backbone.keys() and all(torch.equal(exported[k], backbone[k]) for k in backbone)
@@ -133,7 +135,7 @@ def test_export_writes_the_variant_runs_weights(env, trained, capsys):
     # without --set: the registered row's run, under the default name
     assert main(["--results", str(trained), "export", "test/ce", "CE a", "--profile", "smoke", "--format",
                  "state_dict"]) == 0
-    plain = trained / "exports" / run_id("test/ce", "CE a") / "resnet_tiny.state_dict.pth"
+    plain = trained / "exports" / run_id("test/ce", "CE a") / "resnet_tiny.state_dict.safetensors"
     assert capsys.readouterr().out.splitlines()[0] == f"wrote {plain}"
 
 

@@ -9,6 +9,7 @@ import pickle
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from semcl.cli.main import main
 from semcl.engine.export import export_run
@@ -66,7 +67,7 @@ def test_resnet18_to_torchvision_timm_and_detectron2(tmp_path):
     weights, meta_path = export_run(tmp_path, "r18", "torchvision")
     tv = resnet18(weights=None)
     tv.fc = torch.nn.Identity()
-    tv.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    tv.load_state_dict(load_file(weights), strict=True)
     _same(ours, tv, x)
     meta = json.loads(meta_path.read_text())
     assert (meta["source_run"], meta["code_commit"], meta["metrics"], meta["seed"]) == ("r18", "abc123",
@@ -76,10 +77,10 @@ def test_resnet18_to_torchvision_timm_and_detectron2(tmp_path):
 
     weights, _ = export_run(tmp_path, "r18", "timm")
     tm = timm.create_model("resnet18", pretrained=False, num_classes=0)
-    tm.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    tm.load_state_dict(load_file(weights), strict=True)
     _same(ours, tm, x)
 
-    weights, _ = export_run(tmp_path, "r18", "detectron2")
+    weights, _ = export_run(tmp_path, "r18", "detectron2", container="pickle")  # the .pkl detectron2 opens
     with open(weights, "rb") as f:
         d2 = pickle.load(f)
     assert d2["__author__"] == "semcl" and d2["matching_heuristics"] is True
@@ -92,6 +93,12 @@ def test_resnet18_to_torchvision_timm_and_detectron2(tmp_path):
     assert len(model) == len(tv.state_dict()) and not any(k.startswith(("layer", "fc")) for k in model)
     torch.testing.assert_close(torch.from_numpy(model["res4.1.conv1.norm.running_mean"]),
                                ours.layer3[1].bn1.running_mean.float())
+    # by default the same names and tensors in a safetensors file (no pickle), its metafile saying how detectron2 reads it
+    weights, meta_path = export_run(tmp_path, "r18", "detectron2")
+    safe = load_file(weights)
+    assert weights.suffix == ".safetensors" and safe.keys() == model.keys()
+    assert all(torch.equal(safe[k], torch.from_numpy(v)) for k, v in model.items())
+    assert "--container pickle" in json.loads(meta_path.read_text())["load"]["note"]
 
 
 def test_resnet50_to_torchvision_equal_features(tmp_path):
@@ -102,13 +109,13 @@ def test_resnet50_to_torchvision_equal_features(tmp_path):
     torch.manual_seed(1)
     ours = _randomise_bn(build_backbone("resnet50"))
     _run(tmp_path, "r50", ours, {"method": {"name": "paco"}, "model": {"backbone": "resnet50"}}, record=False)
-    weights, meta_path = export_run(tmp_path, "r50", "torchvision", tmp_path / "out" / "r50.pth")
+    weights, meta_path = export_run(tmp_path, "r50", "torchvision", tmp_path.parent / f"{tmp_path.name}.r50.safetensors")
     tv = resnet50(weights=None)
     tv.fc = torch.nn.Identity()
-    tv.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    tv.load_state_dict(load_file(weights), strict=True)
     _same(ours, tv, torch.randn(1, 3, 32, 32))
     meta = json.loads(meta_path.read_text())
-    assert meta["finished"] is False and meta["metrics"] is None and meta_path.name == "r50.pth.json"
+    assert meta["finished"] is False and meta["metrics"] is None and meta_path.name.endswith("r50.safetensors.json")
 
 
 def test_vit_to_timm_equal_features(tmp_path):
@@ -123,7 +130,7 @@ def test_vit_to_timm_equal_features(tmp_path):
     kwargs = json.loads(meta_path.read_text())["load"]["kwargs"]
     assert kwargs["img_size"] == 32 and kwargs["global_pool"] == "avg" and kwargs["fc_norm"] is True
     theirs = VisionTransformer(**kwargs)
-    theirs.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    theirs.load_state_dict(load_file(weights), strict=True)
     _same(ours, theirs, torch.randn(1, 3, 32, 32))
 
 
@@ -139,7 +146,7 @@ def test_video_r3d18_to_torchvision_and_hara_to_state_dict(tmp_path):
     weights, _ = export_run(tmp_path, "v1", "torchvision")
     tv = r3d_18(weights=None)
     tv.fc = torch.nn.Identity()
-    tv.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    tv.load_state_dict(load_file(weights), strict=True)
     _same(ours, tv, x)
 
     hara = _randomise_bn(build_video_backbone("hara_r3d18_b"))
@@ -148,9 +155,10 @@ def test_video_r3d18_to_torchvision_and_hara_to_state_dict(tmp_path):
         export_run(tmp_path, "v2", "torchvision")
     weights, meta_path = export_run(tmp_path, "v2", "state_dict")
     load = json.loads(meta_path.read_text())["load"]
-    assert load == {"call": "semcl.models.video.build_video_backbone", "args": ["hara_r3d18_b"], "kwargs": {}}
+    assert load == {"call": "semcl.models.video.build_video_backbone", "args": ["hara_r3d18_b"], "kwargs": {},
+                    "read": "safetensors.torch.load_file(weights)"}
     again = build_video_backbone(*load["args"])
-    again.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    again.load_state_dict(load_file(weights), strict=True)
     _same(hara, again, x)
 
 
@@ -165,7 +173,7 @@ def test_kd_student_to_state_dict(tmp_path, arch):
     load = json.loads(meta_path.read_text())["load"]
     assert load["kwargs"] == {"num_classes": 10, "in_channels": 1}
     again = build_kd_model(*load["args"], **load["kwargs"])
-    again.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    again.load_state_dict(load_file(weights), strict=True)
     _same(ours, again, torch.randn(1, 1, 32, 32))
 
 
@@ -175,7 +183,7 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
     ours = build_backbone("resnet_tiny")
     _run(tmp_path, "tiny", ours, {"method": {"name": "ce"}, "model": {"backbone": "resnet_tiny"}})
     assert main(["--results", str(tmp_path), "export", "tiny", "--format", "state_dict"]) == 0
-    assert (tmp_path / "exports" / "tiny" / "resnet_tiny.state_dict.pth.json").is_file()
+    assert (tmp_path / "exports" / "tiny" / "resnet_tiny.state_dict.safetensors.json").is_file()
     capsys.readouterr()
     assert main(["--results", str(tmp_path), "export", "tiny", "--format", "detectron2"]) == 2
     err = capsys.readouterr().err.strip()
@@ -186,10 +194,10 @@ def test_cifar_resnet_plain_and_bad_input_one_line(tmp_path, capsys):
     assert main(["--results", str(tmp_path / "runs" / "tiny"), "export", "..", "--format", "state_dict"]) == 2
     assert capsys.readouterr().err == ("semcl: error: run id '..': not a run id (a folder name under runs/, as "
                                        "`semcl status <table>` lists them)\n")
-    (tmp_path / "outdir").mkdir()  # --out a folder: the file goes inside it under its default name
+    (tmp_path / "exports" / "outdir").mkdir()  # --out a folder: the file goes inside it under its default name
     assert main(["--results", str(tmp_path), "export", "tiny", "--format", "state_dict",
-                 "--out", str(tmp_path / "outdir")]) == 0
-    assert (tmp_path / "outdir" / "resnet_tiny.state_dict.pth").is_file()
+                 "--out", str(tmp_path / "exports" / "outdir")]) == 0
+    assert (tmp_path / "exports" / "outdir" / "resnet_tiny.state_dict.safetensors").is_file()
     capsys.readouterr()
     _run(tmp_path, "odd", ours, {"method": {"name": "ce"}, "model": {"backbone": "mystery_net"}})
     assert main(["--results", str(tmp_path), "export", "odd", "--format", "state_dict"]) == 2
@@ -205,7 +213,7 @@ def test_an_unfinished_run_exports_from_the_config_it_started_with(tmp_path, cap
                   record=False)
     weights, meta = export_run(tmp_path, "going", "state_dict")
     again = build_backbone("resnet_tiny")
-    again.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+    again.load_state_dict(load_file(weights), strict=True)
     assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), ours.state_dict().values(), strict=True))
     (folder / "config.yaml").write_text("run_id: going\nconfig: [1\n")  # truncated: one line naming the file
     assert main(["--results", str(tmp_path), "export", "going", "--format", "state_dict"]) == 2
@@ -216,4 +224,4 @@ def test_an_unfinished_run_exports_from_the_config_it_started_with(tmp_path, cap
 def test_the_cli_names_the_export_formats_without_importing_torch():
     from semcl.cli import export as cli_export
     from semcl.engine import export as export_run
-    assert cli_export.FORMATS == export_run.FORMATS
+    assert cli_export.FORMATS == export_run.FORMATS and cli_export.CONTAINERS == export_run.CONTAINERS

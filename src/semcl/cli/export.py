@@ -8,6 +8,7 @@ from semcl.errors import ConfigError
 
 # = semcl.engine.export.FORMATS (tests/engine/test_export_formats.py); named here so the CLI starts without torch
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
+CONTAINERS = ("safetensors", "pickle")  # = semcl.engine.export.CONTAINERS
 
 
 def row_run(args) -> tuple[str, str | None]:
@@ -42,7 +43,8 @@ def cmd_export(args) -> None:
     if args.row is None and args.set:
         raise ConfigError("--set exports a variant's run: name its table and row (semcl export <table> <row> --set ...)")
     run_id, tag = row_run(args) if args.row is not None else (args.run_id, None)
-    weights, meta = export_run(results_root(args), run_id, args.format, args.out, tag=tag)
+    weights, meta = export_run(results_root(args), run_id, args.format, args.out, tag=tag, container=args.container,
+                               force=args.force)
     print(f"wrote {weights}\nwrote {meta}")
 
 
@@ -54,7 +56,12 @@ def add_parser(sub) -> None:
     sp.add_argument("row", nargs="?", help="a row of that table: its run (seed --seed, else the table's first)")
     sp.add_argument("--format", required=True, choices=FORMATS, help="weight layout to write")
     sp.add_argument("--out", help="weights path (default <results>/exports/<run_id>/<backbone>[.<settings>].<format>"
-                                  ".pth|pkl; <settings>: the --set variant)")
+                                  ".safetensors|pth|pkl; <settings>: the --set variant); never inside the results "
+                                  "store but for its exports/ folder")
+    sp.add_argument("--container", choices=CONTAINERS, default="safetensors",
+                    help="the weights file: safetensors (default; loading it runs no code) or pickle (torch.save's "
+                         ".pth, detectron2's .pkl)")
+    sp.add_argument("--force", action="store_true", help="replace an existing weights file and its metafile")
     add_profile(sp)
     sp.add_argument("--seed", type=int, help="with <table> <row>: the seed of the run (default: the table's first)")
     add_set(sp, None, seeds=False)

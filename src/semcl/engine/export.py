@@ -9,6 +9,11 @@ Formats, per backbone family (``FAMILY_FORMATS``):
 - ``state_dict``: every family (CIFAR ResNets, Hara 3D-ResNets, the small 3D ResNet, KD students): our own
   module's state dict, which reloads strictly into the builder named in the metafile.
 
+The weights go in a safetensors file by default (``<backbone>.<format>.safetensors``: loading it runs no code);
+``container="pickle"`` writes torch.save's ``.pth`` (detectron2: its ``.pkl``) on request. An ``out`` inside the
+results store (but for its exports/ folder), below a file, or over an existing file without ``force`` is refused
+in one line before anything is written (``check_out_path``).
+
 Beside the weights a metafile ``<weights>.json`` (written atomically, like the weights) names the source run,
 its table / row / profile / seed, the resolved config, the metrics (null while unfinished), the code commit the
 run recorded, the weights' sha256 and the call that rebuilds the model.
@@ -196,13 +201,12 @@ def _read_run(run_dir: Path, run_id: str) -> tuple[dict, dict | None]:
     return config, record
 
 
-def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None, tag: str | None = None) -> tuple[Path, Path]:
-    """Write the run's backbone in ``fmt`` and its metafile; returns (weights path, metafile path). `tag` (a --set
-    variant's folder-safe name) goes into the default file name: <backbone>.<tag>.<fmt>."""
-    from semcl.files import write_json_atomic
+CONTAINERS = ("safetensors", "pickle")  # the file the weights go in: safetensors (no code runs on load), or a pickle
 
-    if fmt not in FORMATS:
-        raise SemclError(f"--format {fmt!r}: unknown; known: {', '.join(FORMATS)}")
+
+def run_backbone(results: Path, run_id: str) -> tuple[dict, dict | None, Backbone, dict[str, torch.Tensor]]:
+    """(resolved config, finished record or None, backbone, the backbone's weights as our module names them) of a
+    run of the store `results`, read from its last checkpoint (weights_only)."""
     import re
 
     run_dir = Path(results) / "runs" / run_id
@@ -223,18 +227,73 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None, ta
     sd = {k.removeprefix("backbone."): v for k, v in state["method"].items() if k.startswith("backbone.")}
     if not sd:
         raise DataError(f"{ckpt}: key 'method' holds no 'backbone.' weights")
+    return config, record, backbone, sd
+
+
+def safetensors_bytes(payload: object, metadata: Mapping[str, str]) -> bytes:
+    """The weights as a safetensors file (string metadata in its header); a detectron2 payload keeps its names."""
+    from safetensors.torch import save
+
+    tensors = payload["model"] if isinstance(payload, Mapping) and "model" in payload else payload
+    tensors = {k: (torch.from_numpy(v) if not isinstance(v, torch.Tensor) else v).contiguous()
+               for k, v in tensors.items()}
+    return save(tensors, metadata=dict(metadata))
+
+
+def check_out_path(results: Path, weights: Path, force: bool) -> None:
+    """SemclError (one line) for an --out the export must not write: inside the results store other than its
+    exports/ folder (a run's last.pt or metrics.json would be replaced), below a file, or over an existing file
+    without --force (the weights or their metafile)."""
+    store, target = Path(results).resolve(), weights.resolve()
+    if target.is_relative_to(store) and not target.is_relative_to(store / "exports"):
+        raise SemclError(f"--out {weights}: inside the results store {results} (its runs' files are never "
+                         f"replaced); write it elsewhere or under {Path(results) / 'exports'}")
+    for parent in weights.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SemclError(f"--out {weights}: {parent} is a file, not a folder")
+            break
+    for path in (weights, weights.with_name(weights.name + ".json")):
+        if (path.exists() or path.is_symlink()) and not force:
+            raise SemclError(f"--out {path}: exists; pass --force to replace it")
+        if path.is_dir():
+            raise SemclError(f"--out {path}: a folder is in the way")
+
+
+def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None, tag: str | None = None,
+               container: str = "safetensors", force: bool = False) -> tuple[Path, Path]:
+    """Write the run's backbone in ``fmt`` and its metafile; returns (weights path, metafile path). `tag` (a --set
+    variant's folder-safe name) goes into the default file name: <backbone>.<tag>.<fmt>.<safetensors|pth|pkl>.
+    `container`: safetensors (default; no pickle for third parties) or pickle (torch.save, detectron2's .pkl)."""
+    from semcl.files import write_json_atomic
+
+    if fmt not in FORMATS:
+        raise SemclError(f"--format {fmt!r}: unknown; known: {', '.join(FORMATS)}")
+    if container not in CONTAINERS:
+        raise SemclError(f"--container {container!r}: unknown; known: {', '.join(CONTAINERS)}")
+    config, record, backbone, sd = run_backbone(results, run_id)
     payload, rebuild = convert(backbone, sd, fmt)
-    suffix = ".pkl" if fmt == "detectron2" else ".pth"
+    suffix = ".safetensors" if container == "safetensors" else ".pkl" if fmt == "detectron2" else ".pth"
     name = f"{backbone.name}{'.' + tag if tag else ''}.{fmt}{suffix}"
     weights = Path(out) if out else Path(results) / "exports" / run_id / name
-    if weights.is_dir():  # a folder given as --out: the file goes inside it, under its default name
+    if weights.is_dir():  # a folder given as --out: the file goes inside it under its default name
         weights = weights / name
-    dump = (lambda f: pickle.dump(payload, f)) if fmt == "detectron2" else (lambda f: torch.save(payload, f))
+    check_out_path(results, weights, force)
+    if container == "safetensors":
+        data = safetensors_bytes(payload, {"source_run": run_id, "format": fmt, "backbone": backbone.name})
+        dump = lambda f: f.write(data)  # noqa: E731
+        rebuild = {**rebuild, "read": "safetensors.torch.load_file(weights)"}
+        if fmt == "detectron2":  # its checkpointer opens pickles only
+            rebuild["note"] = ("detectron2's names; DetectionCheckpointer opens a .pkl: export with --container pickle, "
+                               "or pickle {'model': <these tensors as numpy>, 'matching_heuristics': True} yourself")
+    else:
+        dump = (lambda f: pickle.dump(payload, f)) if fmt == "detectron2" else (lambda f: torch.save(payload, f))
     write_atomic(weights, dump)  # a reader never loads half a file
     meta_path = weights.with_name(weights.name + ".json")
     git = (record or {}).get("git") or {}
-    meta = {"source_run": run_id, "format": fmt, "backbone": backbone.name, "family": backbone.family,
-            "weights": weights.name, "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "load": rebuild,
+    meta = {"source_run": run_id, "format": fmt, "container": container, "backbone": backbone.name,
+            "family": backbone.family, "weights": weights.name,
+            "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "load": rebuild,
             **{k: (record or {}).get(k) for k in ("table", "row", "profile", "seed")},
             "finished": record is not None, "metrics": (record or {}).get("metrics"),
             "code_commit": git.get("commit"), "code_dirty": git.get("dirty"), "config": config}

@@ -43,6 +43,7 @@ PROVENANCE_TAGS = {
 }
 PROFILE_NAMES = ("paper", "mini", "smoke")
 CLAIMS_FILE = "claims.yaml"  # experiments/<paper>/claims.yaml: the paper's claims, not a table
+PAPER_FILE = "paper.yaml"  # experiments/<paper>/paper.yaml: the paper's title, authors, arXiv id (semcl.registry.papers)
 DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 # the method name of a reference row: another source's published number shown beside ours (the CRD paper's
 # distillation tables, the MoCo README's detection results); nothing to run, so it counts as implemented
@@ -450,8 +451,8 @@ def load_registry(root: Path | None = None) -> dict[str, Table]:
         raise ConfigError(f"{root}: registry folder not found (set SEMCL_REGISTRY)")
     tables: dict[str, Table] = {}
     for path in sorted(root.rglob("*.yaml")):
-        if "presets" in path.relative_to(root).parts or path.name == CLAIMS_FILE:
-            continue  # presets are layers and claims files are judged claims (semcl.report.claims), not tables
+        if "presets" in path.relative_to(root).parts or path.name in (CLAIMS_FILE, PAPER_FILE):
+            continue  # presets are layers, claims files judged claims (semcl.report.claims), paper files citations
         table = load_table(path, root / "presets")
         if table.id in tables:
             raise ConfigError(f"{path}: key 'id': {table.id!r} already defined in {tables[table.id].path}")

@@ -20,8 +20,8 @@ from safetensors import safe_open
 from semcl.cli.main import main
 from semcl.evals.protocols import metric_key
 from semcl.files import write_sha256sums
+from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
-from semcl.runs import plan_runs
 
 ROW = "RINCE-in"
 pytestmark = pytest.mark.slow  # two smoke runs trained in the fixture (about a minute)

@@ -34,6 +34,7 @@ from semcl.files import write_atomic
 from semcl.methods.registry import METHODS
 from semcl.models.weight_formats import detectron2_name, layout_mismatch
 from semcl.runtime.checkpoint import safe_load
+from semcl.store import ResultsRoot
 from semcl.store.run_folder import RunFolder
 
 FORMATS = ("torchvision", "timm", "detectron2", "state_dict")
@@ -209,7 +210,7 @@ def run_backbone(results: Path, run_id: str) -> tuple[dict, dict | None, Backbon
     run of the store `results`, read from its last checkpoint (weights_only)."""
     import re
 
-    run_dir = Path(results) / "runs" / run_id
+    run_dir = ResultsRoot(Path(results)).runs / run_id
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", run_id):  # `..` or a path names a folder that is no run
         raise SemclError(f"run id {run_id!r}: not a run id (a folder name under runs/, as `semcl status <table>` "
                          "lists them)")
@@ -245,9 +246,9 @@ def check_out_path(results: Path, weights: Path, force: bool) -> None:
     exports/ folder (a run's last.pt or metrics.json would be replaced), below a file, or over an existing file
     without --force (the weights or their metafile)."""
     store, target = Path(results).resolve(), weights.resolve()
-    if target.is_relative_to(store) and not target.is_relative_to(store / "exports"):
+    if target.is_relative_to(store) and not target.is_relative_to(ResultsRoot(store).exports):
         raise SemclError(f"--out {weights}: inside the results store {results} (its runs' files are never "
-                         f"replaced); write it elsewhere or under {Path(results) / 'exports'}")
+                         f"replaced); write it elsewhere or under {ResultsRoot(Path(results)).exports}")
     for parent in weights.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -275,7 +276,7 @@ def export_run(results: Path, run_id: str, fmt: str, out: Path | None = None, ta
     payload, rebuild = convert(backbone, sd, fmt)
     suffix = ".safetensors" if container == "safetensors" else ".pkl" if fmt == "detectron2" else ".pth"
     name = f"{backbone.name}{'.' + tag if tag else ''}.{fmt}{suffix}"
-    weights = Path(out) if out else Path(results) / "exports" / run_id / name
+    weights = Path(out) if out else ResultsRoot(Path(results)).exports / run_id / name
     if weights.is_dir():  # a folder given as --out: the file goes inside it under its default name
         weights = weights / name
     check_out_path(results, weights, force)

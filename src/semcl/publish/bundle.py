@@ -25,8 +25,8 @@ from semcl.publish.environment import environment
 from semcl.publish.verify import CARD, ENVIRONMENT, MODEL_INDEX, RUNS, verify_bundle
 from semcl.publish.weights import TIMM_CONFIG, WEIGHTS_DIR, WEIGHTS_FILE, PublishedWeights, write_weights
 from semcl.registry.tables import Table
-from semcl.run_folder import CONFIG, RunFolder
-from semcl.runs import Store
+from semcl.store import Store
+from semcl.store.run_folder import CONFIG, RunFolder
 
 TENSORBOARD = "tensorboard"  # runs/<id>/tensorboard/: the run's event files
 
@@ -103,8 +103,8 @@ def _weights(store: Store, run_id: str, record: dict, table: Table, into: Path) 
 def build_bundle(target: str, profile: str, store: Store, into: Path) -> Published:
     """Write the bundle of `target` under `profile` into the empty folder `into`."""
     from semcl.registry.papers import load_paper
+    from semcl.registry.plan import plan_runs
     from semcl.report.tables import long_table, render, summary
-    from semcl.runs import plan_runs
 
     tables = tables_of(target, profile)
     models, records_all, weights_of, tables_md, missing = [], {}, {}, [], []
@@ -153,7 +153,7 @@ def build_bundle(target: str, profile: str, store: Store, into: Path) -> Publish
 def publish(target: str, profile: str, out: Path, results: Path, force: bool = False) -> Published:
     """Write the bundle of `target` to `out` (see the module docstring); verified before it is put in place."""
     out, store = Path(out), Store(results)
-    if not (store.root / "runs").is_dir():
+    if not store.folders.runs.is_dir():
         raise ResultsError(f"{store.root}: no results store here (no runs/ folder); --results names it")
     check_out(out, store.root, force)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 from semcl.cli.args import (
+    add_against,
     add_profile,
     add_set,
+    against_of,
     get_table,
     load_registry,
     open_store,
@@ -29,7 +31,16 @@ def cmd_table(args) -> None:
         table = table_view(table, args.set, args.row, args.profile)
         out_dir = open_store(args).root / "tables" / "variants" / slug(args.set)
     table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
-    text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
+    origins = against_of(args)
+    if origins:  # beside the others' runs: both sides per cell, Welch's p and a verdict
+        from semcl.report.against import write_against
+        from semcl.report.origins import slug as against_slug
+
+        store = open_store(args)
+        text, path = write_against(table, args.profile, store, origins, args.format,
+                                   (out_dir or store.root / "tables") / against_slug(origins))
+    else:
+        text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
 
@@ -37,9 +48,9 @@ def cmd_table(args) -> None:
 def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
-    ov = overlay(args)
+    ov, origins = overlay(args), against_of(args)
     text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
-                              seeds=seeds_of(args), sets=args.set, rows=args.row)
+                              seeds=seeds_of(args), sets=args.set, rows=args.row, origins=origins)
     say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
@@ -129,9 +140,11 @@ def add_parser(sub) -> None:
     sp = sub.add_parser("table", help="paper vs ours table from the results store")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
     add_profile(sp)
-    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
+    sp.add_argument("--format", choices=("md", "tex", "csv", "json"), default="md",
+                    help="md (default), tex, csv or json")
     add_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
     add_numbers_option(sp)
+    add_against(sp)
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
@@ -139,6 +152,7 @@ def add_parser(sub) -> None:
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); a claim on a varied row reads its variant's runs")
+    add_against(sp)
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")

@@ -254,8 +254,10 @@ def on_variants(cf: ClaimsFile, registry: dict[str, Table], profile: str, sets: 
 
 def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
                  overlay=None, seeds: int | list[int] | None = None, sets: list[str] | None = None,
-                 rows: list[str] | None = None) -> tuple[str, Path]:
+                 rows: list[str] | None = None, origins: list | None = None) -> tuple[str, Path]:
     """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
+    `origins` (--against, semcl.report.origins): each claim judged on ours and on each origin, side by side, in
+    <out_dir>/against-<names>/;
     `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim
     states none; `sets` / `rows` (--set / --row): judged on the variant rows, written under variants/<slug>/."""
     cf = load_claims(paper)
@@ -270,7 +272,17 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
     elif rows:
         raise ConfigError("--row selects the rows --set varies in `semcl claims`; add --set key=value")
     verdicts = judge_claims(cf, profile, store, registry)
-    if fmt == "md":
+    if origins:
+        from semcl.report.against_claims import render as render_against
+        from semcl.report.origins import slug as against_slug
+
+        sides = {"ours": verdicts, **{o.name: judge_claims(cf, profile, o.store, registry) for o in origins}}
+        text = render_against(cf, profile, sides, origins, fmt)
+        if variant and fmt == "md":
+            head, rest = text.split("\n\n", 1)
+            text = f"{head}\n\n{variant}\n\n{rest}"
+        out_dir = (out_dir or store.root / "claims") / against_slug(origins)
+    elif fmt == "md":
         text = render_md(cf, profile, verdicts, store, registry=registry)
         if variant:  # after the heading line and its blank line
             head, rest = text.split("\n\n", 1)

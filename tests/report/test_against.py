@@ -203,3 +203,104 @@ def test_bad_against_paths_are_one_line(env, tmp_path, capsys):
         rc, out, err = cli(capsys, "--results", env.root, "table", "rince/tab2", "--profile", "smoke",
                            "--against", target)
         assert rc == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_claims_side_by_side_and_a_line_where_they_disagree(env, tmp_path, capsys):
+    # theirs: SCL-in 15 points higher, so "RINCE-in > SCL-in on top1" (abs-in-top1) turns against the claim there
+    bundle = make_bundle(env, tmp_path / "b", shift={("SCL-in", "linear_top1_last"): 15.0})
+    rc, out, err = cli(capsys, "--results", env.root, "claims", "rince", "--profile", "smoke", "--against", bundle)
+    assert rc == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("| `abs-in-top1` |"))
+    # ours: 71 − 62 = +9.00; theirs: 71 − 77 = −6.00 (Welch p by hand for each side)
+    p_ours, p_theirs = welch_by_hand([70, 71, 72], [60, 62, 64]), welch_by_hand([70, 71, 72], [75, 77, 79])
+    assert f"+9.00 (n=3/3, p={p_ours:.3f}) | supported |" in row
+    assert f"-6.00 (n=3/3, p={p_theirs:.3f}) | contradicted |" in row
+    assert "- `abs-in-top1`: ours supported, b contradicted: the origins disagree." in out
+    rc, out, _ = cli(capsys, "--results", env.root, "claims", "rince", "--profile", "smoke", "--against", bundle,
+                     "--format", "csv")
+    lines = {(r["id"], r["origin"]): r for r in csv.DictReader(io.StringIO(out))}
+    assert lines[("abs-in-top1", "b")]["agrees"] == "False" and lines[("abs-in-top1", "ours")]["agrees"] == "True"
+    assert float(lines[("abs-in-top1", "b")]["diff"]) == pytest.approx(-6.0)
+    from semcl import api
+
+    frame = api.claims("rince", "smoke", results=env.root, against=str(bundle)).set_index(["id", "origin"])
+    assert frame.loc[("abs-in-top1", "b"), "verdict"] == "contradicted"
+
+
+def test_curves_overlay_both_origins_in_their_own_style(env, tmp_path, capsys, monkeypatch):
+    bundle = make_bundle(env, tmp_path / "b")
+    lab = tmp_path / "lab" / "results"
+    shutil.copytree(env.root, lab)
+    for hist in (lab / "runs").glob("*/history.jsonl"):  # their loss: 0.5 lower at every epoch
+        hist.write_text("".join(json.dumps({**e, "loss": e["loss"] - 0.5}) + "\n"
+                                for e in map(json.loads, hist.read_text().splitlines())))
+    drawn = {}
+    import semcl.report.curves as curves
+
+    real = curves.save_figure_atomic
+    monkeypatch.setattr(curves, "save_figure_atomic", lambda fig, path, **kw: (
+        drawn.update(lines=[(ln.get_label(), ln.get_linestyle(), ln.get_color()) for ln in fig.axes[0].lines]),
+        real(fig, path, **kw)))
+    rc, out, err = cli(capsys, "--results", env.root, "curves", "rince/tab2", "--profile", "smoke", "--rows", "^RINCE-in$",
+                       "--against", bundle, "--against", f"lab={lab}")
+    assert rc == 0, err
+    data = __import__("pandas").read_csv(env.root / "curves" / "against-b+lab" / "rince_tab2.smoke.loss.csv")
+    last = data[data.epoch == 2].set_index("origin")
+    assert list(last.index) == ["ours", "b", "lab"]
+    assert last.loc["ours", "mean"] == pytest.approx(2.2) and last.loc["b", "mean"] == pytest.approx(2.2)
+    assert last.loc["lab", "mean"] == pytest.approx(1.7) and (last["n"] == 3).all()
+    labels = {label: (style, color) for label, style, color in drawn["lines"]}
+    assert set(labels) == {"RINCE-in [ours] (n=3)", "RINCE-in [b] (n=3)", "RINCE-in [lab] (n=3)"}
+    assert [labels[f"RINCE-in [{o}] (n=3)"][0] for o in ("ours", "b", "lab")] == ["-", "--", ":"]
+    assert len({c for _, c in labels.values()}) == 1  # one row, one colour: the style names the origin
+    assert "lab" in out and "b " in out
+
+
+def test_html_report_shows_the_against_columns(env, tmp_path, capsys):
+    bundle = make_bundle(env, tmp_path / "b", shift={("RINCE-in", "linear_top1_last"): 5.0})
+    rc, out, err = cli(capsys, "--results", env.root, "report", "rince", "--profile", "smoke", "--html",
+                       "--out", tmp_path / "reports", "--against", bundle)
+    assert rc == 0, err
+    page = (tmp_path / "reports" / "against-b" / "rince.smoke.html").read_text()
+    assert '<table class="against" data-table="rince/tab2">' in page
+    assert "<th>ours</th><th>b</th><th>p (Welch, b)</th><th>b vs ours</th>" in page
+    assert ('<tr><td>RINCE-in</td><td>Top-1</td><td>71.00 ± 1.00 (n=3)</td><td>76.00 ± 1.00 (n=3)</td>'
+            '<td>0.004</td><td class="verdict-differs">differs</td></tr>') in page
+    assert '<table class="claims-against">' in page
+    md = (tmp_path / "reports" / "against-b" / "rince.smoke.md").read_text()
+    assert "### Against b" in md and "| RINCE-in | Top-1 | 71.00 ± 1.00 (n=3) | 76.00 ± 1.00 (n=3) | 0.004 | differs |" in md
+    assert not (tmp_path / "reports" / "rince.smoke.html").exists()  # the default page is not overwritten
+
+
+def test_lines_figure_draws_each_origin(env, tmp_path, capsys):
+    table = get_table("hsa/fig3")
+    store = Store(tmp_path / "hsa")
+    from semcl.evals.protocols import metric_key
+
+    sub = table.profile("smoke").substitute
+    for k, run in enumerate(plan_runs(table, "smoke")):
+        write_json_atomic(store.metrics_path(run.run_id), {"run_id": run.run_id, "metrics": {
+            metric_key(c, sub): 10.0 * k + i for i, c in enumerate(table.columns) if metric_key(c, sub)}})
+    bundle = make_bundle_of(store, tmp_path / "b", delta=1.0)
+    rc, out, err = cli(capsys, "--results", store.root, "figure", "hsa/fig3", "--profile", "smoke", "--against", bundle)
+    assert rc == 0, err
+    points = __import__("pandas").read_csv(store.root / "figures" / "against-b" / "hsa_fig3.smoke.csv")
+    mine = points[points.origin == "ours"].set_index(["row", "column"])["mean"]
+    theirs = points[points.origin == "b"].set_index(["row", "column"])["mean"]
+    assert len(mine) == len(theirs) == 15 and mine.notna().sum() == theirs.notna().sum() >= 12
+    assert ((theirs - mine).dropna() == 1.0).all()  # the profile leaves a column out: NaN on both sides
+    assert (store.root / "figures" / "against-b" / "hsa_fig3.smoke.png").stat().st_size > 0
+    # a figure read from per-run files is refused with --against, in one line
+    rc, _, err = cli(capsys, "--results", store.root, "figure", "rince/fig6", "--profile", "smoke", "--against", bundle)
+    assert rc == 2 and "--against draws the scatter and lines kinds" in err
+
+
+def make_bundle_of(store: Store, out: Path, delta: float) -> Path:
+    """Every record of `store` as a bundle, each metric + delta."""
+    for run_dir in sorted((store.root / "runs").iterdir()):
+        (out / "runs" / run_dir.name).mkdir(parents=True)
+        rec = json.loads((run_dir / "metrics.json").read_text())
+        rec["metrics"] = {k: v + delta for k, v in rec["metrics"].items()}
+        (out / "runs" / run_dir.name / "metrics.json").write_text(json.dumps(rec))
+    write_sha256sums(out)
+    return out

@@ -71,7 +71,12 @@ def cmd_figure(args) -> None:
             raise ConfigError(f"{table.path}: figure of {table.id} is analytic (no runs); --set has nothing to vary")
         table = table_view(table, args.set, args.row, args.profile)
         out = open_store(args).root / "figures" / "variants" / slug(args.set)
-    points, path = write_figure(table, args.profile, open_store(args), out)
+    origins = against_of(args)
+    if origins:  # beside the default files, never over them
+        from semcl.report.origins import slug as against_slug
+
+        out = (out or open_store(args).root / "figures") / against_slug(origins)
+    points, path = write_figure(table, args.profile, open_store(args), out, origins)
     print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
 
@@ -95,15 +100,19 @@ def cmd_report(args) -> None:
             from semcl.registry.variant_rows import slug
 
             out = out / "variants" / slug(args.set)
-        ov = overlay(args)
+        ov, origins = overlay(args), against_of(args)
+        if origins:  # beside the default page, never over it
+            from semcl.report.origins import slug as against_slug
+
+            out = out / against_slug(origins)
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report
 
             page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov,
-                                           sets=args.set, rows=args.row)
+                                           sets=args.set, rows=args.row, origins=origins)
         else:
             text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
-                                      rows=args.row)
+                                      rows=args.row, origins=origins)
         say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -159,6 +168,7 @@ def add_parser(sub) -> None:
     add_profile(sp)
     add_set(sp, "with --set: only this row varies (repeatable); each variant is drawn beside the registered rows "
                 "(files in <results>/figures/variants/<settings>/)")
+    add_against(sp)
     sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
     sp.add_argument("paper", nargs="?", help="rince | gpaco | paco | ... (not with --index)")
@@ -172,6 +182,7 @@ def add_parser(sub) -> None:
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
             seeds=False)
+    add_against(sp)
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")

@@ -49,8 +49,14 @@ def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
     ov, origins = overlay(args), against_of(args)
-    text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
-                              seeds=seeds_of(args), sets=args.set, rows=args.row, origins=origins)
+    if origins:  # each claim judged on ours and on each origin, side by side
+        from semcl.report.against_claims import write_claims_against
+
+        text, path = write_claims_against(args.paper, args.profile, open_store(args), args.format, origins,
+                                          overlay=ov, seeds=seeds_of(args), sets=args.set, rows=args.row)
+    else:
+        text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
+                                  seeds=seeds_of(args), sets=args.set, rows=args.row)
     say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)

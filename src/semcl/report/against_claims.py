@@ -10,9 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 
 import pandas as pd
 
+from semcl.files import write_text_atomic
 from semcl.report.claim_stats import rule_text
 from semcl.report.claim_verdicts import Verdict, counts, judge_claims
 from semcl.report.escape import md_cell, md_text
@@ -104,3 +106,19 @@ def render(cf, profile: str, sides: dict[str, list[Verdict]], origins: list[Orig
     if fmt == "csv":
         return render_csv(sides)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def write_claims_against(paper: str, profile: str, store, fmt: str, origins: list[Origin], out_dir: Path | None = None,
+                         overlay=None, seeds=None, sets=None, rows=None) -> tuple[str, Path]:
+    """`semcl claims --against`: as semcl.report.claim_verdicts.write_claims (the same options), each claim judged
+    on ours and on each origin, written to <out_dir or <store>/claims>/against-<names>/."""
+    from semcl.report.claim_verdicts import claims_file_path, claims_inputs, with_variant_line
+    from semcl.report.origins import slug
+
+    cf, registry, variant = claims_inputs(paper, profile, overlay, seeds, sets, rows)
+    sides = judge_origins(paper, profile, store, origins, registry, cf)
+    text = render(cf, profile, sides, origins, fmt)
+    text = with_variant_line(text, variant) if fmt == "md" else text
+    path = claims_file_path(store, paper, profile, fmt, (out_dir or store.root / "claims") / slug(origins), seeds, sets)
+    write_text_atomic(path, text)
+    return text, path

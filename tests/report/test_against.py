@@ -304,3 +304,39 @@ def make_bundle_of(store: Store, out: Path, delta: float) -> Path:
         (out / "runs" / run_dir.name / "metrics.json").write_text(json.dumps(rec))
     write_sha256sums(out)
     return out
+
+
+def test_scatter_figure_gives_each_origin_its_own_panel(tmp_path, capsys, monkeypatch):
+    table = get_table("gpaco/fig1a")
+    store = Store(tmp_path / "gpaco")
+    from semcl.evals.protocols import metric_key
+
+    sub = table.profile("smoke").substitute
+    for k, run in enumerate(plan_runs(table, "smoke")):
+        write_json_atomic(store.metrics_path(run.run_id), {"run_id": run.run_id, "metrics": {
+            metric_key(c, sub): 10.0 + k for c in table.columns if metric_key(c, sub)}})
+    bundle = make_bundle_of(store, tmp_path / "lab", delta=2.0)
+    import semcl.report.scatter_figure as scatter
+
+    panels = {}
+    real = scatter.save_figure_atomic
+    monkeypatch.setattr(scatter, "save_figure_atomic", lambda fig, path, **kw: (
+        panels.update(titles=[ax.get_title() for ax in fig.axes]), real(fig, path, **kw)))
+    rc, out, err = cli(capsys, "--results", store.root, "figure", "gpaco/fig1a", "--profile", "smoke",
+                       "--against", bundle)
+    assert rc == 0, err
+    assert panels["titles"] == [f"Paper ({table.source})", "Ours (profile smoke; n = seeds, in the key)",
+                                "lab (profile smoke; read only)"]
+    points = __import__("pandas").read_csv(store.root / "figures" / "against-lab" / "gpaco_fig1a.smoke.csv")
+    ours, lab = (points[points.origin == o].set_index("row") for o in ("ours", "lab"))
+    measured = ours["n"] > 0
+    assert measured.any() and (lab.loc[measured, "y_mean"] - ours.loc[measured, "y_mean"] == 2.0).all()
+
+
+def test_table_json_without_against_is_the_summary(env, capsys):
+    rc, out, err = cli(capsys, "--results", env.root, "table", "rince/tab2", "--profile", "smoke", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    cell = next(c for c in doc["cells"] if c["row"] == "RINCE-in" and c["column"] == "top1")
+    assert (cell["mean"], cell["std"], cell["n"], cell["paper"]) == (71.0, 1.0, 3, None)
+    assert doc["table"] == "rince/tab2" and doc["notes"][0].startswith("Cell:")

@@ -72,7 +72,7 @@ def _p(p: float) -> str:
     return DASH if math.isnan(p) else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _lines(table: Table, comp: pd.DataFrame, origins: list[str]) -> tuple[list[str], list[list[str]]]:
+def cell_lines(table: Table, comp: pd.DataFrame, origins: list[str]) -> tuple[list[str], list[list[str]]]:
     """(header, one line of cells per (row, column) with a finished run in some origin)."""
     labels = {c.key: c.label for c in table.columns}
     paper = bool(comp["paper"].notna().any()) if len(comp) else False
@@ -135,7 +135,7 @@ def render_against(table: Table, profile: str, comp: pd.DataFrame, fmt: str, ori
             {"name": OURS, "kind": "results root", "path": None}, *[
                 {"name": o.name, "kind": o.kind, "path": str(o.root)} for o in origins]],
             "cells": cells, "notes": against_notes(origins, comp, long)}, indent=1, default=_json_default) + "\n"
-    head, body = _lines(table, comp, order)
+    head, body = cell_lines(table, comp, order)
     notes = against_notes(origins, comp, long)
     if fmt == "md":
         lines = [f"**{md_text(title)}**", "", "| " + " | ".join(md_cell(h) for h in head) + " |",

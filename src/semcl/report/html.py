@@ -111,10 +111,10 @@ def results_table(table: Table, profile: str, sec: Section) -> str:
 
 def against_html(table: Table, profile: str, sec: Section, origins: list) -> str:
     """--against: the cells of `semcl table --against` (semcl.report.against), each verdict coloured."""
-    from semcl.report.against import _lines, against_notes
+    from semcl.report.against import against_notes, cell_lines
     from semcl.report.origins import names
 
-    head, body = _lines(table, sec.against, names(origins))
+    head, body = cell_lines(table, sec.against, names(origins))
     rows = []
     for line in body:
         classes = ["", "", *["" for _ in line[2:]]]

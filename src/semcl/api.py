@@ -11,6 +11,10 @@ pandas frame, a run's record and its per-epoch history. Each function is a thin 
 `sets` (a list of "key=value" texts, as `--set`; "key=a,b" a sweep) and `rows` (as `--row`: only these rows vary)
 give a table's variant rows beside its registered ones, with their own run ids, as `semcl table --set` shows them.
 
+`against` (a list of "[NAME=]PATH" texts, as `--against`): another lab's results roots or bundles, read only,
+beside yours; `long_frame` then has an `origin` column ("ours", then each NAME) and `summary` compares per cell
+(semcl.report.against: both sides' mean ± std (n), Welch's p, consistent / differs / n too small).
+
 `results` is a results folder (default: $SEMCL_RESULTS, else ./results); the registry is $SEMCL_REGISTRY, else the
 installed package's copy, else the clone's experiments/ (semcl.locations). Errors are semcl.errors.SemclError.
 """
@@ -90,22 +94,35 @@ def plan(table_id: str, profile: str = "paper", results: str | Path | None = Non
     return pd.DataFrame(planned) if planned else pd.DataFrame(columns=PLAN_COLUMNS)  # every key the CLI prints
 
 
+def _origins(against, results):
+    from semcl.report.origins import open_origins
+
+    return open_origins(_listed(against), _store(results).root)
+
+
 def long_frame(table_id: str, profile: str = "paper", results: str | Path | None = None,
-               sets: list[str] | None = None, rows: list[str] | None = None) -> pd.DataFrame:
+               sets: list[str] | None = None, rows: list[str] | None = None, against=None) -> pd.DataFrame:
     """Every finished value of the table: one line per (row, column, seed) with table, row, column, seed, value,
-    run_id, source (semcl.report.tables.long_table, the frame `semcl table` renders; with `sets`, its variants too)."""
+    run_id, source (semcl.report.tables.long_table, the frame `semcl table` renders; with `sets`, its variants too;
+    with `against`, an `origin` column first and each origin's lines)."""
     from semcl.report.tables import long_table
 
-    return long_table(table(table_id, profile, sets, rows), profile, _store(results))
+    entry = table(table_id, profile, sets, rows)
+    if against:
+        from semcl.report.origins import long_with_origins
+
+        return long_with_origins(entry, profile, _store(results), _origins(against, results))
+    return long_table(entry, profile, _store(results))
 
 
 def summary(table_id: str, profile: str = "paper", results: str | Path | None = None,
             numbers: str | Path | None = None, sets: list[str] | None = None,
-            rows: list[str] | None = None) -> pd.DataFrame:
+            rows: list[str] | None = None, against=None) -> pd.DataFrame:
     """Per row and column: ours (mean, sample std, n) beside the paper's value, as `semcl table` shows them,
     with the user's paper numbers (`numbers`: the overlay file; default $SEMCL_NUMBERS, else
     <results>/numbers.yaml, as the CLI reads it); a number the overlay cannot show is a warning. With `sets`:
-    each varied row followed by its variant(s), as `semcl table --set`."""
+    each varied row followed by its variant(s), as `semcl table --set`. With `against`: the per-cell comparison of
+    `semcl table --against` instead (origin, row, column, paper, mean, std, n, p, verdict)."""
     import warnings
 
     from semcl.report import tables as report
@@ -116,7 +133,21 @@ def summary(table_id: str, profile: str = "paper", results: str | Path | None = 
     entry = overlay.apply(table(table_id, profile, sets, rows))
     for line in overlay.warnings:
         warnings.warn(line, stacklevel=2)
+    if against:
+        from semcl.report.against import compare
+        from semcl.report.origins import long_with_origins, names
+
+        origins = _origins(against, results)
+        return compare(entry, profile, long_with_origins(entry, profile, store, origins), names(origins))
     return report.summary(entry, profile, report.long_table(entry, profile, store))
+
+
+def claims(paper: str, profile: str = "paper", results: str | Path | None = None, against=None) -> pd.DataFrame:
+    """Each claim of experiments/<paper>/claims.yaml judged on each origin's runs (`semcl claims --against`): one
+    line per (claim, origin) with id, origin, verdict, diff, p and `agrees` (the origin's verdict equals ours)."""
+    from semcl.report.against_claims import claims_frame, judge_origins
+
+    return claims_frame(judge_origins(paper, profile, _store(results), _origins(against, results)))
 
 
 def status(run_id: str, results: str | Path | None = None) -> tuple[str, str]:

@@ -20,7 +20,7 @@ def test_the_bash_script_completes_from_the_parser_and_the_registry(tmp_path):
     cases = {  # the words typed so far (the last one is being completed) -> the completions
         "ru": "run", "--results /tmp ch": "check", "run --prof": "--profile", "run --profile m": "mini",
         "plan --executor s": "slurm", "table rince/tab1": "rince/tab1 rince/tab10 rince/tab11",
-        "claims g": "gpaco", "check --cluster ex": "example-a100", "table x --format ''": "md tex csv",
+        "claims g": "gpaco", "check --cluster ex": "example-a100", "table x --format ''": "md tex csv json",
         "run --row ''": "", "completion ''": "bash",
     }
     probe = "\n".join(

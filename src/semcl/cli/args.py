@@ -108,6 +108,21 @@ def with_seeds(args, table):
     return apply(table, args.profile, wanted)
 
 
+def add_against(sp) -> None:
+    sp.add_argument("--against", action="append", metavar="[NAME=]PATH",
+                    help="another lab's results root (a folder with runs/) or bundle (semcl publish; its SHA256SUMS "
+                         "checked first), read only, beside yours under NAME (default: the folder's name); repeatable")
+
+
+def against_of(args) -> list:
+    """--against opened (semcl.report.origins), [] without it."""
+    if not getattr(args, "against", None):
+        return []
+    from semcl.report.origins import open_origins
+
+    return open_origins(args.against, results_root(args))
+
+
 def add_json(sp) -> None:
     sp.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json (for scripts)")
 

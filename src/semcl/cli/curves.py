@@ -10,31 +10,38 @@ from pathlib import Path
 
 
 def cmd_curves(args) -> None:
-    from semcl.cli.args import get_table
+    from semcl.cli.args import against_of, get_table
     from semcl.report.curves import write_curves
     from semcl.store import Store
 
     store = Store(Path(args.results) if args.results else None)
     out = Path(args.out) if args.out else store.folders.curves()
-    table, options = get_table(args.table), ""
+    table, options, origins = get_table(args.table), "", against_of(args)
     if args.set:
         from semcl.registry.variant_rows import slug, table_view
         from semcl.store.root import VARIANTS
 
         table = table_view(table, args.set, None, args.profile)
         out, options = out / VARIANTS / slug(args.set), "".join(f" --set {shlex.quote(s)}" for s in args.set)
-    data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options)
-    last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
+    if origins:  # beside the default files, never over them
+        from semcl.report.origins import slug as against_slug
+
+        out = out / against_slug(origins)
+    data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options,
+                             origins=origins)
+    keys = ["origin", "row"] if origins else "row"
+    last = data.sort_values("epoch").groupby(keys, sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    for row, part in data[data["nonfinite"] > 0].groupby("row", sort=False):
+    for key, part in data[data["nonfinite"] > 0].groupby(keys, sort=False):
         first = part.iloc[0]
+        row = f"{key[1]} [{key[0]}]" if origins else key
         print(f"semcl: {row}: {int(part['nonfinite'].max())} seed(s) with a NaN or inf {args.metric}, first at epoch "
               f"{int(first['epoch'])}; the curve averages the finite seeds (n)", file=sys.stderr)
     print(f"(written to {png} and {png.with_suffix('.csv')})", file=sys.stderr)
 
 
 def add_parser(sub) -> None:
-    from semcl.cli.args import add_profile, add_set
+    from semcl.cli.args import add_against, add_profile, add_set
 
     sp = sub.add_parser("curves", help="training curves of a table's rows (mean and min-max band over seeds): PNG + CSV")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
@@ -42,6 +49,7 @@ def add_parser(sub) -> None:
     sp.add_argument("--rows", help="only rows whose label matches this regular expression")
     sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
     sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves; with --set: "
-                                  "<results>/curves/variants/<settings>/)")
+                                  "<results>/curves/variants/<settings>/; with --against: its against-<names>/)")
     add_set(sp, None)
+    add_against(sp)
     sp.set_defaults(func=cmd_curves)

@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 from semcl.cli.args import (
+    add_against,
     add_profile,
     add_set,
+    against_of,
     get_table,
     load_registry,
     open_store,
@@ -30,7 +32,16 @@ def cmd_table(args) -> None:
         table = table_view(table, args.set, args.row, args.profile)
         out_dir = open_store(args).folders.tables(slug(args.set))
     table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
-    text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
+    origins = against_of(args)
+    if origins:  # beside the others' runs: both sides per cell, Welch's p and a verdict
+        from semcl.report.against import write_against
+        from semcl.report.origins import slug as against_slug
+
+        store = open_store(args)
+        text, path = write_against(table, args.profile, store, origins, args.format,
+                                   (out_dir or store.folders.tables()) / against_slug(origins))
+    else:
+        text, path = write_table(table, args.profile, open_store(args), args.format, out_dir)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
 
@@ -38,9 +49,15 @@ def cmd_table(args) -> None:
 def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
-    ov = overlay(args)
-    text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
-                              seeds=seeds_of(args), sets=args.set, rows=args.row)
+    ov, origins = overlay(args), against_of(args)
+    if origins:  # each claim judged on ours and on each origin, side by side
+        from semcl.report.against_claims import write_claims_against
+
+        text, path = write_claims_against(args.paper, args.profile, open_store(args), args.format, origins,
+                                          overlay=ov, seeds=seeds_of(args), sets=args.set, rows=args.row)
+    else:
+        text, path = write_claims(args.paper, args.profile, open_store(args), args.format, overlay=ov,
+                                  seeds=seeds_of(args), sets=args.set, rows=args.row)
     say_warnings(ov)
     print(text, end="")
     print(f"(written to {path})", file=sys.stderr)
@@ -61,7 +78,12 @@ def cmd_figure(args) -> None:
             raise ConfigError(f"{table.path}: figure of {table.id} is analytic (no runs); --set has nothing to vary")
         table = table_view(table, args.set, args.row, args.profile)
         out = open_store(args).folders.figures(slug(args.set))
-    points, path = write_figure(table, args.profile, open_store(args), out)
+    origins = against_of(args)
+    if origins:  # beside the default files, never over them
+        from semcl.report.origins import slug as against_slug
+
+        out = (out or open_store(args).folders.figures()) / against_slug(origins)
+    points, path = write_figure(table, args.profile, open_store(args), out, origins)
     print(points.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"(written to {path} and {path.with_suffix('.csv')})", file=sys.stderr)
 
@@ -86,15 +108,19 @@ def cmd_report(args) -> None:
             from semcl.store.root import VARIANTS
 
             out = out / VARIANTS / slug(args.set)
-        ov = overlay(args)
+        ov, origins = overlay(args), against_of(args)
+        if origins:  # beside the default page, never over it
+            from semcl.report.origins import slug as against_slug
+
+            out = out / against_slug(origins)
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report
 
             page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov,
-                                           sets=args.set, rows=args.row)
+                                           sets=args.set, rows=args.row, origins=origins)
         else:
             text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
-                                      rows=args.row)
+                                      rows=args.row, origins=origins)
         say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -131,9 +157,11 @@ def add_parser(sub) -> None:
     sp = sub.add_parser("table", help="paper vs ours table from the results store")
     sp.add_argument("table", help="table id, e.g. rince/tab2")
     add_profile(sp)
-    sp.add_argument("--format", choices=("md", "tex", "csv"), default="md", help="md (default), tex or csv")
+    sp.add_argument("--format", choices=("md", "tex", "csv", "json"), default="md",
+                    help="md (default), tex, csv or json")
     add_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
     add_numbers_option(sp)
+    add_against(sp)
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
@@ -141,12 +169,14 @@ def add_parser(sub) -> None:
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); a claim on a varied row reads its variant's runs")
+    add_against(sp)
     sp.set_defaults(func=cmd_claims)
     sp = sub.add_parser("figure", help="paper vs ours figure (PNG + CSV of the points) from the results store")
     sp.add_argument("table", help="table id with a 'figure' entry, e.g. rince/fig4")
     add_profile(sp)
     add_set(sp, "with --set: only this row varies (repeatable); each variant is drawn beside the registered rows "
                 "(files in <results>/figures/variants/<settings>/)")
+    add_against(sp)
     sp.set_defaults(func=cmd_figure)
     sp = sub.add_parser("report", help="per-paper reproduction report: every table's status, tables and figures")
     sp.add_argument("paper", nargs="?", help="rince | gpaco | paco | ... (not with --index)")
@@ -160,6 +190,7 @@ def add_parser(sub) -> None:
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
             seeds=False)
+    add_against(sp)
     sp.set_defaults(func=cmd_report)
     sp = sub.add_parser("readme", help="regenerate the README's result tables (blocks <!-- semcl:table ID PROFILE -->"
                                        " ... <!-- /semcl -->) from the stored runs")

@@ -249,12 +249,9 @@ def on_variants(cf: ClaimsFile, registry: dict[str, Table], profile: str, sets: 
     return replace(cf, claims=tuple(swap(c) for c in cf.claims)), registry, line
 
 
-def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
-                 overlay=None, seeds: int | list[int] | None = None, sets: list[str] | None = None,
-                 rows: list[str] | None = None) -> tuple[str, Path]:
-    """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
-    `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim
-    states none; `sets` / `rows` (--set / --row): judged on the variant rows, written under variants/<slug>/."""
+def claims_inputs(paper: str, profile: str, overlay=None, seeds: int | list[int] | None = None,
+                  sets: list[str] | None = None, rows: list[str] | None = None) -> tuple[ClaimsFile, dict, str]:
+    """(the claims, the registry they are judged on, the variant line) as `semcl claims` options ask for them."""
     cf = load_claims(paper)
     registry = load_registry() if overlay is None else overlay.apply_all(load_registry())
     if seeds is not None:  # --seeds: the runs of these seeds (semcl.registry.seeds)
@@ -266,16 +263,20 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
         cf, registry, variant = on_variants(cf, registry, profile, sets, rows)
     elif rows:
         raise ConfigError("--row selects the rows --set varies in `semcl claims`; add --set key=value")
-    verdicts = judge_claims(cf, profile, store, registry)
-    if fmt == "md":
-        text = render_md(cf, profile, verdicts, store, registry=registry)
-        if variant:  # after the heading line and its blank line
-            head, rest = text.split("\n\n", 1)
-            text = f"{head}\n\n{variant}\n\n{rest}"
-    elif fmt == "csv":
-        text = render_csv(verdicts)
-    else:
-        raise ValueError(f"unknown format {fmt!r}")
+    return cf, registry, variant
+
+
+def with_variant_line(text: str, variant: str) -> str:
+    """The Markdown page with the variant line after its heading line and blank line."""
+    if not variant:
+        return text
+    head, rest = text.split("\n\n", 1)
+    return f"{head}\n\n{variant}\n\n{rest}"
+
+
+def claims_file_path(store: Store, paper: str, profile: str, fmt: str, out_dir: Path | None = None,
+                     seeds: int | list[int] | None = None, sets: list[str] | None = None) -> Path:
+    """<out_dir>/[variants/<slug>/]<paper>.<profile>[.<seeds tag>].<fmt>, its folder made (default: <store>/claims)."""
     out_dir = out_dir or store.folders.claims()
     if sets:  # beside the default page, never over it
         from semcl.registry.set_options import slug
@@ -285,6 +286,23 @@ def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = "" if seeds is None else "." + ("seeds-" + "-".join(map(str, seeds)) if isinstance(seeds, list)
                                           else f"{seeds}-seeds")  # beside the default page, never over it
-    path = out_dir / f"{paper}.{profile}{tag}.{fmt}"
+    return out_dir / f"{paper}.{profile}{tag}.{fmt}"
+
+
+def write_claims(paper: str, profile: str, store: Store, fmt: str, out_dir: Path | None = None,
+                 overlay=None, seeds: int | list[int] | None = None, sets: list[str] | None = None,
+                 rows: list[str] | None = None) -> tuple[str, Path]:
+    """Judge the paper's claims, render them and write <out_dir>/<paper>.<profile>.<fmt> (default: <store>/claims);
+    `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as the paper's Δ where a claim
+    states none; `sets` / `rows` (--set / --row): judged on the variant rows, written under variants/<slug>/."""
+    cf, registry, variant = claims_inputs(paper, profile, overlay, seeds, sets, rows)
+    verdicts = judge_claims(cf, profile, store, registry)
+    if fmt == "md":
+        text = with_variant_line(render_md(cf, profile, verdicts, store, registry=registry), variant)
+    elif fmt == "csv":
+        text = render_csv(verdicts)
+    else:
+        raise ValueError(f"unknown format {fmt!r}")
+    path = claims_file_path(store, paper, profile, fmt, out_dir, seeds, sets)
     write_text_atomic(path, text)
     return text, path

@@ -5,7 +5,11 @@ A run's history is its live results/runs/<id>/history.jsonl (semcl.runtime.histo
 finished record's `history` (runs from before the live file). Runs with neither are left out.
 CSV: row, epoch, mean, std, min, max, n, nonfinite (std empty where n = 1): the statistics are over the seeds whose
 value is finite (n); `nonfinite` counts the seeds whose value is NaN or inf that epoch (a diverged run, said by
-`semcl curves` in one line per row, never shown as a blank)."""
+`semcl curves` in one line per row, never shown as a blank).
+
+With other origins (`--against`, semcl.report.origins): an `origin` column first, each origin's runs read from its
+own store and averaged apart; in the figure a row keeps its colour and each origin its own line style, the legend
+naming the origin."""
 
 from __future__ import annotations
 
@@ -33,52 +37,72 @@ def run_history(store: Store, run_id: str) -> list[dict]:
 
 
 def history_curves(table: Table, profile: str, store: Store, rows: str | None = None,
-                   metric: str = "loss", options: str = "") -> pd.DataFrame:
+                   metric: str = "loss", options: str = "", origins: list | None = None) -> pd.DataFrame:
     """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it.
-    `options`: what plans these rows besides the table and profile (a variant's `--set`), for the hint."""
+    `options`: what plans these rows besides the table and profile (a variant's `--set`), for the hint.
+    `origins` (semcl.report.origins.Origin): one line per (origin, row, epoch) instead, ours first."""
     try:
         pick = re.compile(rows) if rows else None
     except re.error as err:
         raise ConfigError(f"--rows {rows!r}: not a regular expression ({err})") from None
-    values: dict[str, dict[int, list[float]]] = {}
+    from semcl.report.origins import origin_stores
+
+    values: dict[tuple[str, str], dict[int, list[float]]] = {}  # (origin, row) -> epoch -> the seeds' values
     planned = [r for r in plan_runs(table, profile) if pick is None or pick.search(r.row_label)]
     if not planned:
         raise ConfigError(f"{table.path}: no row of {table.id} (profile {profile}) matches --rows {rows!r}")
-    for run in planned:
-        for entry in run_history(store, run.run_id):
-            if metric in entry and entry[metric] is not None:
-                values.setdefault(run.row_label, {}).setdefault(int(entry["epoch"]), []).append(float(entry[metric]))
+    for origin, source in origin_stores(store, origins or []).items():
+        for run in planned:
+            for entry in run_history(source, run.run_id):
+                if metric in entry and entry[metric] is not None:
+                    values.setdefault((origin, run.row_label), {}).setdefault(int(entry["epoch"]), []).append(
+                        float(entry[metric]))
     if not values:
         raise ResultsError(f"{store.root / 'runs'}: no run of {table.id} (profile {profile}) has a history with "
                            f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}{options}")
     out = []
-    for row, per_epoch in values.items():
+    for (origin, row), per_epoch in values.items():
         for epoch in sorted(per_epoch):
             every = np.asarray(per_epoch[epoch], dtype=np.float64)
             v = every[np.isfinite(every)]  # a diverged seed (NaN / inf) is counted apart, never averaged
-            out.append({"row": row, "epoch": epoch, "mean": v.mean() if len(v) else np.nan,
+            out.append({"origin": origin, "row": row, "epoch": epoch, "mean": v.mean() if len(v) else np.nan,
                         "std": v.std(ddof=1) if len(v) > 1 else np.nan, "min": v.min() if len(v) else np.nan,
                         "max": v.max() if len(v) else np.nan, "n": len(v), "nonfinite": len(every) - len(v)})
-    return pd.DataFrame(out, columns=["row", "epoch", "mean", "std", "min", "max", "n", "nonfinite"])
+    data = pd.DataFrame(out, columns=["origin", "row", "epoch", "mean", "std", "min", "max", "n", "nonfinite"])
+    return data if origins else data.drop(columns="origin")  # without --against: the columns it always had
+
+
+STYLES = ("-", "--", ":", "-.")  # per origin, ours solid
 
 
 def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,
-                 metric: str = "loss", options: str = "") -> tuple[pd.DataFrame, Path]:
-    """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path."""
+                 metric: str = "loss", options: str = "", origins: list | None = None) -> tuple[pd.DataFrame, Path]:
+    """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path. `origins`: the
+    other origins' curves overlaid (history_curves)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = history_curves(table, profile, store, rows, metric, options)
+    data = history_curves(table, profile, store, rows, metric, options, origins)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for row, part in data.groupby("row", sort=False):
-        line, = ax.plot(part["epoch"], part["mean"], lw=1.2, label=f"{row} (n={int(part['n'].max())})")
-        if (part["n"] > 1).any():
-            ax.fill_between(part["epoch"], part["min"], part["max"], color=line.get_color(), alpha=0.15)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    row_color = {row: colors[i % len(colors)] for i, row in enumerate(dict.fromkeys(data["row"]))}
+    order = list(dict.fromkeys(data["origin"])) if origins else [None]
+    for origin in order:
+        part_of = data if origin is None else data[data["origin"] == origin]
+        style = STYLES[order.index(origin) % len(STYLES)]
+        for row, part in part_of.groupby("row", sort=False):
+            named = row if origin is None else f"{row} [{origin}]"
+            line, = ax.plot(part["epoch"], part["mean"], lw=1.2, ls=style, color=row_color[row],
+                            label=f"{named} (n={int(part['n'].max())})")
+            if (part["n"] > 1).any():
+                ax.fill_between(part["epoch"], part["min"], part["max"], color=line.get_color(),
+                                alpha=0.15 if origin in (None, order[0]) else 0.07)
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
-    ax.set_title(f"{table.id} — profile {profile}: {metric} (mean, min–max over seeds)", fontsize=9)
+    against = f"; origins {', '.join(f'{o} {STYLES[i % len(STYLES)]}' for i, o in enumerate(order))}" if origins else ""
+    ax.set_title(f"{table.id} — profile {profile}: {metric} (mean, min–max over seeds){against}", fontsize=9)
     ax.legend(fontsize=6)
     fig.tight_layout()
     stem = f"{table.id.replace('/', '_')}.{profile}.{metric}"

@@ -57,7 +57,10 @@ def line_points(table: Table, profile: str, store: Store) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
+def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path,
+               others: dict[str, pd.DataFrame] | None = None) -> None:
+    """One line per row (ours solid, the paper's dashed); `others` (origin name -> its points, --against): each
+    origin's line of the row in the row's colour, dotted / dash-dotted with hollow markers, the key naming it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,6 +80,12 @@ def draw_lines(table: Table, profile: str, points: pd.DataFrame, path: Path) -> 
                         label=f"{row} (ours, n={int(grp['n'][grp['n'] > 0].min())})")
         if grp["paper"].notna().any():
             ax.plot(xs, grp["paper"], "--o", mfc="none", color=c, label=f"{row} (paper)")
+        for k, (name, pts) in enumerate((others or {}).items()):
+            theirs = pts[pts["row"] == row].set_index("column").loc[keys]
+            if (theirs["n"] > 0).any():
+                ax.errorbar(xs, theirs["mean"], yerr=theirs["std"].fillna(0.0), fmt=(":", "-.")[k % 2] + "s",
+                            mfc="none", color=c, capsize=3,
+                            label=f"{row} ({name}, n={int(theirs['n'][theirs['n'] > 0].min())})")
     ax.set_xticks(range(len(keys)), [labels[k] for k in keys], fontsize=8)
     ax.set_ylabel(table.figure.get("ylabel") or "value")
     ax.set_title(f"{table.id} ({table.source}) — profile {profile}", fontsize=9)
@@ -100,15 +109,23 @@ def _write_curves(table: Table, profile: str, store: Store, out_dir: Path) -> tu
     return write_curve_figure(table, profile, store, out_dir)
 
 
-def _write_points(table: Table, profile: str, store: Store, out_dir: Path) -> tuple[pd.DataFrame, Path]:
-    """scatter (one point per row) and lines (one line per row): the table's cells, CSV + PNG."""
+def _write_points(table: Table, profile: str, store: Store, out_dir: Path,
+                  origins: list | None = None) -> tuple[pd.DataFrame, Path]:
+    """scatter (one point per row) and lines (one line per row): the table's cells, CSV + PNG; with `origins`
+    (--against) each origin's points too, drawn beside ours, and the CSV gains an `origin` column."""
     lines = table.figure is not None and table.figure.get("kind") == "lines"
-    points = (line_points if lines else figure_points)(table, profile, store)
+    points_of = line_points if lines else figure_points
+    points = points_of(table, profile, store)
+    others = {o.name: points_of(table, profile, o.store) for o in origins or []}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{table.id.replace('/', '_')}.{profile}"
-    write_frame_csv(out_dir / f"{stem}.csv", points)
-    (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png")
-    return points, out_dir / f"{stem}.png"
+    shown = points if not others else pd.concat(
+        [points.assign(origin="ours"), *[p.assign(origin=name) for name, p in others.items()]], ignore_index=True)
+    if others:
+        shown = shown[["origin", *points.columns]]
+    write_frame_csv(out_dir / f"{stem}.csv", shown)
+    (draw_lines if lines else draw)(table, profile, points, out_dir / f"{stem}.png", others=others)
+    return shown, out_dir / f"{stem}.png"
 
 
 # figure kind (semcl.registry.figure_kinds.FIGURE_KINDS, the same keys) -> its writer: (table, profile, store, out_dir)
@@ -121,7 +138,20 @@ FIGURE_WRITERS = {
 }
 
 
-def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None) -> tuple[pd.DataFrame, Path]:
+AGAINST_KINDS = ("scatter", "lines")  # the kinds drawn from the tables' cells, so from any origin's records
+
+
+def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None,
+                 origins: list | None = None) -> tuple[pd.DataFrame, Path]:
+    """`origins` (--against, semcl.report.origins): the scatter and lines kinds drawn with each origin beside
+    ours; any other kind is refused in one line (it reads per-run files or no runs)."""
     out_dir = out_dir or store.folders.figures()
     kind = table.figure.get("kind") if table.figure is not None else "scatter"
+    if origins:
+        if kind not in AGAINST_KINDS:
+            from semcl.errors import ConfigError
+
+            raise ConfigError(f"{table.path}: figure kind {kind!r} of {table.id}: --against draws the "
+                              f"{' and '.join(AGAINST_KINDS)} kinds (a table's cells), not this one")
+        return _write_points(table, profile, store, out_dir, origins)
     return FIGURE_WRITERS[kind](table, profile, store, out_dir)

@@ -20,7 +20,15 @@ from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.tables import Reported, Table
 from semcl.report.html_template import STATE_LEGEND, page
-from semcl.report.reproduction import LEGEND, OVERVIEW_HEADER, ReportData, Section, collect_report, render_report_md
+from semcl.report.reproduction import (
+    LEGEND,
+    OVERVIEW_HEADER,
+    ReportData,
+    Section,
+    against_options,
+    collect_report,
+    render_report_md,
+)
 from semcl.report.tables import DASH, notes, table_title, wide_cells
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -101,6 +109,27 @@ def results_table(table: Table, profile: str, sec: Section) -> str:
     return "\n".join(parts)
 
 
+def against_html(table: Table, profile: str, sec: Section, origins: list) -> str:
+    """--against: the cells of `semcl table --against` (semcl.report.against), each verdict coloured."""
+    from semcl.report.against import against_notes, cell_lines
+    from semcl.report.origins import names
+
+    head, body = cell_lines(table, sec.against, names(origins))
+    rows = []
+    for line in body:
+        classes = ["", "", *["" for _ in line[2:]]]
+        for k, h in enumerate(head):
+            if h.endswith(" vs ours"):
+                classes[k] = "verdict-" + re.sub(r"[^a-z]+", "-", line[k].lower()).strip("-")
+        rows.append(_row(line, classes=classes))
+    named = ", ".join(o.name for o in origins)
+    return "\n".join([f"<h3>Against {html.escape(named)}</h3>",
+                      f'<div class="scroll"><table class="against" data-table="{html.escape(table.id)}">'
+                      f"<thead>{_row(head, tag='th')}</thead><tbody>{''.join(rows)}</tbody></table></div>",
+                      '<ul class="notes">' + "".join(f"<li>{inline(n)}</li>"
+                                                    for n in against_notes(origins, sec.against, sec.long)) + "</ul>"])
+
+
 def figure_html(table: Table, png: Path) -> str:
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     return (f'<figure><img alt="{html.escape(table.id)}" src="data:image/png;base64,{data}">'
@@ -166,11 +195,32 @@ def claims_html(data: ReportData) -> str:
     return "\n".join(parts)
 
 
+def against_claims_html(data: ReportData) -> str:
+    """--against: each claim's verdict on ours and on each origin (semcl.report.against_claims), disagreements listed."""
+    from semcl.report.against_claims import _short, disagreements
+
+    head = ["Claim", "Comparison"]
+    for name in data.against_claims:
+        head += [f"{name}: Δ = A − B (n, p)", f"{name}: verdict"]
+    rows = []
+    for k, v in enumerate(data.against_claims["ours"]):
+        cells, classes = [v.claim.id, v.claim.describe()], ["", ""]
+        for verdicts in data.against_claims.values():
+            cells += [_short(verdicts[k]), verdicts[k].verdict]
+            classes += ["", _verdict_class(verdicts[k].verdict)]
+        rows.append(_row(cells, classes=classes))
+    differ = disagreements(data.against_claims) or ["Every origin's verdicts agree with ours."]
+    return "\n".join(['<h3 id="claims-against">Claims against the other origins</h3>',
+                      f'<div class="scroll"><table class="claims-against"><thead>{_row(head, tag="th")}</thead>'
+                      f"<tbody>{''.join(rows)}</tbody></table></div>",
+                      '<ul class="notes">' + "".join(f"<li>{inline(d)}</li>" for d in differ) + "</ul>"])
+
+
 def render_report_html(data: ReportData) -> str:
     title = f"Reproduction report: {data.paper} (profile {data.profile})"
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="meta">Rebuilt by <code>semcl report {html.escape(data.paper)} --profile '
-             f"{html.escape(data.profile + data.options)} --html</code> on {html.escape(data.built)} from "
+             f"{html.escape(data.profile + data.options + against_options(data))} --html</code> on {html.escape(data.built)} from "
              f"<code>{html.escape(shown_path(data.store.root))}</code>. {html.escape(LEGEND)} Hover a cell with a paper "
              "value for its provenance.</p>", *([f"<p>{html.escape(data.variant_line)}</p>"] if data.variant_line else []),
              overview(data)]
@@ -181,17 +231,21 @@ def render_report_html(data: ReportData) -> str:
     for sec in data.sections:
         parts += [f'<h2 id="{_anchor(sec.table.id)}"><code>{html.escape(sec.table.id)}</code></h2>',
                   results_table(sec.table, data.profile, sec)]
+        if sec.against is not None:
+            parts.append(against_html(sec.table, data.profile, sec, data.origins))
         if sec.figure is not None:
             parts.append(figure_html(sec.table, sec.figure))
     parts += ['<h2 id="claims">Claims</h2>', claims_html(data)]
+    if data.against_claims:
+        parts.append(against_claims_html(data))
     return page(html.escape(title), "\n".join(parts))
 
 
 def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None, sets=None,
-                      rows=None) -> tuple[Path, Path]:
+                      rows=None, origins=None) -> tuple[Path, Path]:
     """Write <out_dir>/<paper>.<profile>.html and, from the same data, the Markdown report beside it;
     returns (html path, md path). `sets` / `rows`: the variant tables (collect_report)."""
-    data = collect_report(paper, profile, store, out_dir, overlay, sets, rows)
+    data = collect_report(paper, profile, store, out_dir, overlay, sets, rows, origins)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page_path = out_dir / f"{paper}.{profile}.md", out_dir / f"{paper}.{profile}.html"
     write_text_atomic(md, render_report_md(data))

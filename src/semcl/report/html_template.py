@@ -35,6 +35,8 @@ td.verdict-supported { background: #dafbe1; color: #116329; font-weight: 600; }
 td.verdict-contradicted { background: #ffebe9; color: #a40e26; font-weight: 600; }
 td.verdict-inconclusive { background: #fff8c5; }
 td.verdict-missing-runs, td.verdict-not-measured { color: #8c959f; }
+td.verdict-consistent { background: #dafbe1; } td.verdict-differs { background: #ffebe9; font-weight: 600; }
+td.verdict-n-too-small { color: #8c959f; }
 ul.notes { color: #3d444d; font-size: 0.93em; padding-left: 1.3em; }
 ul.notes li { margin: 0.15em 0; }
 ol.sources { font-size: 0.9em; color: #3d444d; }

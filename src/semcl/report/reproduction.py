@@ -47,6 +47,8 @@ class Section:
     table: Table
     summ: pd.DataFrame
     figure: Path | None = None
+    against: pd.DataFrame | None = None  # --against: the per-cell comparison (semcl.report.against.compare)
+    long: pd.DataFrame | None = None  # --against: the long table with its origin column
 
 
 @dataclass
@@ -63,6 +65,8 @@ class ReportData:
     claims: tuple | None = None  # (ClaimsFile, verdicts, registry) when the paper has a claims file
     options: str = ""  # the command's --set / --row options, as typed back (the page's header names them)
     variant_line: str = ""  # with --set: how the claims read the variant rows
+    origins: list = field(default_factory=list)  # --against (semcl.report.origins.Origin)
+    against_claims: dict | None = None  # --against: origin name -> its verdicts of the claims, ours first
 
 
 OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
@@ -99,18 +103,27 @@ def _claims_section(data: ReportData) -> list[str]:
     cf, verdicts, registry = data.claims
     body = render_md(cf, data.profile, verdicts, data.store, heading=False, registry=registry)
     command = f"semcl claims {data.paper} --profile {data.profile}{data.options}"
-    return ["", "## Claims", "", f"From `{command}` ({shown_path(cf.path)}):", "", body.rstrip()]
+    out = ["", "## Claims", "", f"From `{command}` ({shown_path(cf.path)}):", "", body.rstrip()]
+    if data.against_claims:
+        from semcl.report.against_claims import render_md as against_md
+
+        out += ["", "### Claims against the other origins", "",
+                f"From `{command}{against_options(data)}`:", "",
+                against_md(cf, data.profile, data.against_claims, data.origins).rstrip()]
+    return out
 
 
 def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
-                   rows: list[str] | None = None) -> ReportData:
+                   rows: list[str] | None = None, origins: list | None = None) -> ReportData:
     """Every entry's status, the tables with finished runs (their figures drawn into <out_dir>/figures) and the
     claims' verdicts. `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied.
     `sets` / `rows` (--set / --row): each table with its variant rows beside the registered ones (as `table --set`);
-    with one variant, the claims on a varied row read the variant's runs (as `claims --set`)."""
-    from semcl.report.figures import write_figure
+    with one variant, the claims on a varied row read the variant's runs (as `claims --set`). `origins` (--against):
+    each table's cells compared with the origins' (as `table --against`), figures of a table's cells drawn with
+    them, the claims judged on each origin too (as `claims --against`)."""
+    from semcl.report.figures import AGAINST_KINDS, write_figure
 
-    data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [])
+    data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [], origins=list(origins or []))
     tables, varied, labels_of = paper_tables(paper), {}, {}
     if sets:
         import shlex
@@ -145,15 +158,37 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
         data.state.append("none" if not done else "done" if done == unique else "partial")
         if not done:
             continue
-        png = write_figure(table, profile, store, out_dir / "figures")[1] if table.figure is not None else None
-        data.sections.append(Section(table, summ, png))
+        with_them = data.origins if table.figure is not None and table.figure.get("kind") in AGAINST_KINDS else None
+        png = write_figure(table, profile, store, out_dir / "figures", with_them)[1] if table.figure is not None else None
+        sec = Section(table, summ, png)
+        if data.origins:
+            from semcl.report.against import compare
+            from semcl.report.origins import long_with_origins, names
+
+            sec.long = long_with_origins(table, profile, store, data.origins)
+            sec.against = compare(table, profile, sec.long, names(data.origins))
+        data.sections.append(sec)
     data.claims = _claims(paper, profile, store, overlay, varied if labels_of else None, labels_of)
+    if data.origins and data.claims is not None:
+        from semcl.report.claim_verdicts import judge_claims
+
+        cf, verdicts, registry = data.claims
+        data.against_claims = {"ours": verdicts, **{o.name: judge_claims(cf, profile, o.store, registry)
+                                                    for o in data.origins}}
     return data
+
+
+def against_options(data: ReportData) -> str:
+    """The --against options as typed back (the page's header and commands name them)."""
+    import shlex
+
+    return "".join(f" --against {shlex.quote(f'{o.name}={o.root}')}" for o in data.origins)
 
 
 def render_report_md(data: ReportData) -> str:
     lines = [f"# Reproduction report: {data.paper} (profile `{data.profile}`)", "",
-             f"Rebuilt by `semcl report {data.paper} --profile {data.profile}{data.options}` on {data.built} from "
+             f"Rebuilt by `semcl report {data.paper} --profile {data.profile}{data.options}{against_options(data)}` "
+             f"on {data.built} from "
              f"`{shown_path(data.store.root)}`. {LEGEND}", "", *([data.variant_line, ""] if data.variant_line else []),
              "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
     lines += ["| " + " | ".join(md_cell(c) for c in cells) + " |" for cells in data.overview]
@@ -161,6 +196,11 @@ def render_report_md(data: ReportData) -> str:
     for sec in data.sections:
         body = render(sec.table, data.profile, sec.summ, "md")
         sections += ["", f"## `{sec.table.id}`", "", body.rstrip()]
+        if sec.against is not None:
+            from semcl.report.against import render_against
+
+            sections += ["", f"### Against {', '.join(o.name for o in data.origins)}", "",
+                         render_against(sec.table, data.profile, sec.against, "md", data.origins, sec.long).rstrip()]
         if sec.figure is not None:
             sections += ["", f"![{sec.table.id}](figures/{sec.figure.name})"]
     sections += _claims_section(data)
@@ -168,10 +208,10 @@ def render_report_md(data: ReportData) -> str:
 
 
 def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
-                 rows: list[str] | None = None) -> tuple[str, Path]:
+                 rows: list[str] | None = None, origins: list | None = None) -> tuple[str, Path]:
     """`overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied in every table;
     `sets` / `rows`: the variant tables (collect_report); the caller picks the variants/<slug> folder."""
-    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay, sets, rows))
+    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay, sets, rows, origins))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"
     write_text_atomic(path, text)

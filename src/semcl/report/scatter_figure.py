@@ -67,7 +67,10 @@ def coincident(points: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
+def draw(table: Table, profile: str, points: pd.DataFrame, path: Path,
+         others: dict[str, pd.DataFrame] | None = None) -> None:
+    """Paper and ours, and with `others` (origin name -> its points, semcl.report.origins) one more panel per
+    origin: like the paper's, their axes may be measured on other hardware."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display on cluster nodes
@@ -78,7 +81,9 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     xl, yl = labels[table.figure["x"]], labels[table.figure["y"]]
     colours = _colours(plt, len(points))
     style = {row: (colours[i], MARKERS[i % len(MARKERS)]) for i, row in enumerate(points["row"])}
-    fig, (ax_p, ax_o) = plt.subplots(1, 2, figsize=(11.0, 4.8), dpi=150)
+    others = others or {}
+    fig, axes = plt.subplots(1, 2 + len(others), figsize=(5.5 * (2 + len(others)), 4.8), dpi=150)
+    ax_p, ax_o = axes[0], axes[1]
 
     marks = paper_marks(points)
     for m in marks.itertuples():
@@ -97,20 +102,17 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     ax_p.set_ylabel(f"{yl}, paper")
 
     same = coincident(points)
-    for p in points[points["n"] > 0].itertuples():
-        c, mk = style[p.row]
-        ax_o.errorbar(p.x_mean, p.y_mean, xerr=_err(p.x_std), yerr=_err(p.y_std), fmt=mk, color=c, capsize=3, ms=6)
-    ax_o.margins(0.08)
-    ax_o.set_title(f"Ours (profile {profile}; n = seeds, in the key)", fontsize=9)
-    ax_o.set_xlabel(f"{xl}, ours")
-    ax_o.set_ylabel(f"{yl}, ours")
-    for ax in (ax_p, ax_o):
+    _draw_ours(ax_o, points, style, f"Ours (profile {profile}; n = seeds, in the key)", f"{xl}, ours", f"{yl}, ours")
+    for (name, pts), ax in zip(others.items(), axes[2:], strict=True):  # --against: each origin on its own axes
+        _draw_ours(ax, pts, style, f"{name} (profile {profile}; read only)", f"{xl}, {name}", f"{yl}, {name}")
+    for ax in axes:
         ax.grid(alpha=0.3)
 
     key = []
     for p in points.itertuples():
         c, mk = style[p.row]
         note = f" (n={p.n})" if p.n > 0 else " (not run)"
+        note += "".join(f"; {name} n={int(pts.loc[pts['row'] == p.row, 'n'].iloc[0])}" for name, pts in others.items())
         if p.row in same:
             note += f", on the point of {same[p.row]}"
         key.append(Line2D([], [], color=c, marker=mk, ls="none", label=p.row + note))
@@ -123,6 +125,17 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path) -> None:
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     save_figure_atomic(fig, path, bbox_inches="tight")
     plt.close(fig)
+
+
+def _draw_ours(ax, points: pd.DataFrame, style: dict, title: str, xlabel: str, ylabel: str) -> None:
+    """One origin's points: mean ± sample std over seeds on both axes."""
+    for p in points[points["n"] > 0].itertuples():
+        c, mk = style[p.row]
+        ax.errorbar(p.x_mean, p.y_mean, xerr=_err(p.x_std), yerr=_err(p.y_std), fmt=mk, color=c, capsize=3, ms=6)
+    ax.margins(0.08)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
 
 
 def _colours(plt, n: int) -> list:

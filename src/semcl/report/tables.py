@@ -336,6 +336,13 @@ def render(table: Table, profile: str, summ: pd.DataFrame, fmt: str) -> str:
     title = table_title(table, profile)
     if fmt == "csv":
         return frame_csv_text(summ)
+    if fmt == "json":  # the summary's lines, NaN as null
+        import json
+
+        cells = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()}
+                 for rec in summ.to_dict("records")]
+        return json.dumps({"table": table.id, "profile": profile, "title": title, "cells": cells,
+                           "notes": notes(table, profile, summ)}, indent=1, default=str) + "\n"
     if fmt == "md":
         head = "| Row | " + " | ".join(md_cell(labels[k]) for k in wide.columns) + " |"
         sep = "|" + "---|" * (len(wide.columns) + 1)

@@ -209,7 +209,7 @@ def undecidable_lines(cf: ClaimsFile) -> list[str]:
 
 CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated", "mean_a", "std_a", "n_a", "mean_b",
               "std_b", "n_b", "diff", "p", "p_holm", "ci_low", "ci_high", "verdict", "same_as", "detail", "provenance",
-              "source", "quote"]
+              "source", "quote", "reading"]
 
 
 def render_csv(verdicts: list[Verdict]) -> str:
@@ -221,7 +221,7 @@ def render_csv(verdicts: list[Verdict]) -> str:
         row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b or "", "direction": c.direction,
                "margin": c.margin, "stated": "" if c.stated is None else c.stated, "verdict": v.verdict,
                "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip(),
-               "same_as": v.same_as or "", "p_holm": "" if math.isnan(v.p_holm) else v.p_holm}
+               "same_as": v.same_as or "", "reading": c.reading, "p_holm": "" if math.isnan(v.p_holm) else v.p_holm}
         if j is not None:
             row.update({k: ("" if isinstance(x, float) and math.isnan(x) else x) for k, x in (
                 ("mean_a", j.mean_a), ("std_a", j.std_a), ("n_a", j.n_a), ("mean_b", j.mean_b), ("std_b", j.std_b),

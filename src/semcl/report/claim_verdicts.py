@@ -19,6 +19,7 @@ from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
+from semcl.report.claim_seeds import seeds_lines
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, holm, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.report.escape import md_cell, md_text
@@ -178,6 +179,9 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
         lines.append(f"| `{v.claim.id}` | {md_cell(v.claim.describe())} | " + " | ".join(md_cell(c) for c in cells) + " |")
     if user_lines:
         lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {md_text(x)}" for x in user_lines]]
+    lines += ["", f"Seeds each claim needs (profile {profile}; what the undecided ones still need and cost: "
+                  f"`semcl claims {cf.paper} --plan --profile {profile}`):", *[f"- {x}" for x in
+                                                                              seeds_lines(cf, profile, registry)]]
     lines += ["", "Quotes (provenance; source) → claims:", *[f"- {q}" for q in quote_lines(cf)]]
     if cf.not_decidable:
         lines += ["", "Quantitative sentences no comparison of runs can decide:"]

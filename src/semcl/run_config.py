@@ -39,6 +39,12 @@ def build_config(tree: dict, *, where: str) -> RunConfig:
     for section, cls in SECTIONS.items():
         setattr(cfg, section, _section(cls, tree.get(section, {}), section, where))
     cfg.eval = _section(eval_config_type(), tree.get("eval", {}), "eval", where, choices=eval_choices())
+    if spec.head_layers is not None:  # the record says what the method builds
+        asked = tree.get("model", {}).get("head_layers")
+        if asked is not None and asked != spec.head_layers:
+            raise ConfigError(f"{where}: 'model.head_layers' = {asked!r}, but method {name!r} builds a "
+                              f"{spec.head_layers}-layer projector whatever it says (leave the key out)")
+        cfg.model.head_layers = spec.head_layers
     try:
         parse_augment(cfg.data.augment)
     except ValueError as err:

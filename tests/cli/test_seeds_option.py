@@ -37,3 +37,21 @@ def test_plan_and_claims_take_seeds(tmp_path, capsys):
     assert main(["--results", str(tmp_path), "claims", "hsa", "--profile", "mini", "--seeds", "3"]) == 0
     assert (tmp_path / "claims" / "hsa.mini.3-seeds.md").is_file()
     assert not (tmp_path / "claims" / "hsa.mini.md").exists()
+
+
+def test_video_table_registers_the_papers_three_seeds_at_paper_scale(capsys):
+    """rince/tab4 (and fig6, which reads its runs) plan seeds 123 / 546 / 937 per row at the paper profile, so the
+    video claims are decidable by default; mini and smoke keep one seed."""
+    assert main(["plan", "rince/tab4", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# rince/tab4 profile=paper: 60 runs"
+    seeds: dict[str, list[int]] = {}
+    for line in out[1:]:
+        if not line.startswith("#"):
+            label, seed = line[14:].split(" seed=")[0].rstrip(), int(line.split(" seed=")[1].split()[0])
+            seeds.setdefault(label, []).append(seed)
+    assert len(seeds) == 20 and all(s == [123, 546, 937] for s in seeds.values())
+    assert out[-1] == "# rince/tab4 total: 60 runs, 346.1 GPU-h; not done: 60 runs, 346.1 GPU-h"
+    for tid in ("rince/tab4", "rince/fig6"):
+        t = get_table(tid)
+        assert t.seeds_for("paper") == [123, 546, 937] and t.seeds_for("mini") == t.seeds_for("smoke") == [123]

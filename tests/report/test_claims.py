@@ -223,6 +223,28 @@ def test_every_shipped_claims_file_loads_and_the_registry_skips_them():
     assert all(t.path.name != "claims.yaml" for t in load_registry().values())
 
 
+def test_scns_over_crd_is_judged_on_both_readings_each_named(tmp_path, capsys):
+    """Each SCNS-over-CRD sentence is a claim on the CRD (InfoNCE) gain row and one on the CRD (NCE as published)
+    gain row, each naming its reading in the comparison (docs/papers/README.md rule 4)."""
+    cf = load_claims("scns")
+    crd = {c.id: c for c in cf.claims if "-vs-crd" in c.id}
+    pairs = [(f"kd-{d}{lm}-vs-crd", f"kd-{d}{lm}-vs-crd-nce") for d in ("c100", "tin") for lm in ("", "-lm")]
+    assert sorted(crd) == sorted(i for p in pairs for i in p)
+    for infonce, nce in pairs:
+        a, b = crd[infonce], crd[nce]
+        assert (a.table, a.quote, a.column, a.direction) == (b.table, b.quote, b.column, b.direction)
+        assert a.a == b.a.replace("gain over CRD,", "gain over CRD (InfoNCE),") and "(InfoNCE)" not in b.a
+        assert a.reading.startswith("CRD (InfoNCE)") and b.reading.startswith("CRD as published: CRD's NCE")
+    assert main(["--results", str(tmp_path), "claims", "scns", "--profile", "smoke"]) == 0
+    lines = {ln.split(" | ")[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| `kd-")}
+    assert "[reading: CRD as published: CRD's NCE" in lines["| `kd-tin-lm-vs-crd-nce`"]
+    assert "SCNS-class + LM gain over CRD, average" in lines["| `kd-tin-lm-vs-crd-nce`"]
+    assert "[reading: CRD (InfoNCE)" in lines["| `kd-c100-vs-crd`"]
+    assert main(["--results", str(tmp_path), "claims", "scns", "--profile", "smoke", "--format", "csv"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("kd-c100-vs-crd-nce,")]
+    assert len(rows) == 1 and rows[0].endswith(",CRD as published: CRD's NCE (sampler and objective differ)")
+
+
 BASE = {"id": "x", "table": "rince/tab2", "column": "top1", "a": "RINCE-in", "b": "SCL-in", "direction": "greater",
         "provenance": "paper-prose", "source": "s", "quote": "q"}
 

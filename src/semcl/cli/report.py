@@ -49,6 +49,14 @@ def cmd_table(args) -> None:
 def cmd_claims(args) -> None:
     from semcl.report.claim_verdicts import write_claims
 
+    if args.plan:  # what the undecided claims need and cost; nothing judged is written
+        from semcl.report.claim_plan import claims_plan
+
+        if args.set or args.row or args.format != "md" or against_of(args):
+            raise ConfigError("--plan lists the runs the registered rows need: without --set, --row, --against "
+                              "or --format")
+        print(claims_plan(args.paper, args.profile, open_store(args), seeds_of(args)), end="")
+        return
     ov, origins = overlay(args), against_of(args)
     if origins:  # each claim judged on ours and on each origin, side by side
         from semcl.report.against_claims import write_claims_against
@@ -164,9 +172,11 @@ def add_parser(sub) -> None:
     add_against(sp)
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
-    sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns")
+    sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns (with --plan also a table id, e.g. rince/tab4)")
     add_profile(sp)
     sp.add_argument("--format", choices=("md", "csv"), default="md", help="md (default) or csv")
+    sp.add_argument("--plan", action="store_true", help="instead: per undecided claim, the rows x seeds it still "
+                    "needs, their cost (as `semcl plan` estimates it) and the `semcl run` lines that buy them")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); a claim on a varied row reads its variant's runs")
     add_against(sp)

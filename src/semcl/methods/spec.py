@@ -82,6 +82,9 @@ class MethodSpec:
     # external_job(method_cfg) -> ExternalJob: a run whose GPU work is another program's (detectron2 transfer);
     # the estimate and the preflight's memory figure are that program's published ones
     external_job: Callable[[Any], ExternalJob] | None = None
+    # the depth of the projector the method builds whatever `model.head_layers` says (GPaCo's fixed 3-layer MLP):
+    # the built config records it, so a run's config says what was built; None: the method reads model.head_layers
+    head_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:

@@ -18,6 +18,7 @@ from semcl.evals.protocols import is_measured
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.tables import Table, load_registry
+from semcl.report.claim_seeds import seeds_lines
 from semcl.report.claim_stats import CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE_FEW, SUPPORTED, Judgement, holm, judge, rule_text
 from semcl.report.claims import Claim, ClaimsFile, load_claims
 from semcl.report.escape import md_cell, md_text
@@ -177,6 +178,9 @@ def render_md(cf: ClaimsFile, profile: str, verdicts: list[Verdict], store: Stor
         lines.append(f"| `{v.claim.id}` | {md_cell(v.claim.describe())} | " + " | ".join(md_cell(c) for c in cells) + " |")
     if user_lines:
         lines += ["", "User-supplied paper values (semcl numbers list):", *[f"- {md_text(x)}" for x in user_lines]]
+    lines += ["", f"Seeds each claim needs (profile {profile}; what the undecided ones still need and cost: "
+                  f"`semcl claims {cf.paper} --plan --profile {profile}`):", *[f"- {x}" for x in
+                                                                              seeds_lines(cf, profile, registry)]]
     lines += ["", "Quotes (provenance; source) → claims:", *[f"- {q}" for q in quote_lines(cf)]]
     if cf.not_decidable:
         lines += ["", "Quantitative sentences no comparison of runs can decide:"]
@@ -208,7 +212,7 @@ def undecidable_lines(cf: ClaimsFile) -> list[str]:
 
 CSV_FIELDS = ["id", "table", "column", "a", "b", "direction", "margin", "stated", "mean_a", "std_a", "n_a", "mean_b",
               "std_b", "n_b", "diff", "p", "p_holm", "ci_low", "ci_high", "verdict", "same_as", "detail", "provenance",
-              "source", "quote"]
+              "source", "quote", "reading"]
 
 
 def render_csv(verdicts: list[Verdict]) -> str:
@@ -218,7 +222,7 @@ def render_csv(verdicts: list[Verdict]) -> str:
         row = {"id": c.id, "table": c.table, "column": c.column, "a": c.a, "b": c.b or "", "direction": c.direction,
                "margin": c.margin, "stated": "" if c.stated is None else c.stated, "verdict": v.verdict,
                "detail": v.detail, "provenance": c.provenance, "source": c.source, "quote": c.quote.strip(),
-               "same_as": v.same_as or "", "p_holm": "" if math.isnan(v.p_holm) else v.p_holm}
+               "same_as": v.same_as or "", "reading": c.reading, "p_holm": "" if math.isnan(v.p_holm) else v.p_holm}
         if j is not None:
             row.update({k: ("" if isinstance(x, float) and math.isnan(x) else x) for k, x in (
                 ("mean_a", j.mean_a), ("std_a", j.std_a), ("n_a", j.n_a), ("mean_b", j.mean_b), ("std_b", j.std_b),

@@ -9,7 +9,9 @@ hold yet name it under `unregistered_tables` with the columns and rows the claim
 "missing runs" until the table is registered, and from then on are checked against the registry.
 Sentences with a number that no comparison can decide (an equivalence, a hyper-parameter search
 without a table) go under `not_decidable` with the reason, so the file still accounts for every
-quantitative sentence.
+quantitative sentence. Where the paper and the code (or the suite's control) differ, the same sentence is
+judged on each reading (docs/papers/README.md rule 4): `reading` names the one a claim reads, shown beside its
+comparison.
 
 File layout:
     paper: rince
@@ -17,7 +19,7 @@ File layout:
       rince/tab4: {title: ..., columns: [ucf_r1, ...], rows: [InfoNCE, ...]}
     claims:
       - {id, quote, provenance, source, table, column, a, b, direction: greater|less,
-         margin: 0.0, stated: null, note: ""}
+         margin: 0.0, stated: null, note: "", reading: ""}
     not_decidable:
       - {quote, provenance, source, reason}
 
@@ -54,11 +56,13 @@ class Claim:
     margin: float = 0.0  # the smallest |difference| the claim asserts, in the column's unit
     stated: float | None = None  # the paper's stated A − B (display only)
     note: str = ""
+    reading: str = ""  # which reading of a paper/code difference the claim reads ("" when there is one)
 
     def describe(self) -> str:
         rel = ">" if self.direction == "greater" else "<"
         by = f" by ≥ {self.margin:g}" if self.margin else ""
-        return f"{self.a} {rel} {self.b or 0}{by} on {self.column} ({self.table})"
+        on = f" [reading: {self.reading}]" if self.reading else ""
+        return f"{self.a} {rel} {self.b or 0}{by} on {self.column} ({self.table}){on}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class ClaimsFile:
 _CLAIM_KEYS: dict[str, tuple[type | tuple, bool]] = {
     "id": (str, True), "quote": (str, True), "provenance": (str, True), "source": (str, True),
     "table": (str, True), "column": (str, True), "a": (str, True), "b": (str, False), "direction": (str, True),
-    "margin": (NUMBER, False), "stated": (NUMBER, False), "note": (str, False),
+    "margin": (NUMBER, False), "stated": (NUMBER, False), "note": (str, False), "reading": (str, False),
 }
 _PENDING_KEYS = {"title": (str, False), "columns": (list, True), "rows": (list, True)}
 _UNDECIDABLE_KEYS = {"quote": (str, True), "provenance": (str, True), "source": (str, True), "reason": (str, True)}
@@ -183,7 +187,8 @@ def _claim(d: Any, registry: dict[str, Table], pending: dict[str, PendingTable],
         raise ConfigError(f"{where}: keys 'a' and 'b' name the same row {d['a']!r}")
     stated = d.get("stated")
     return Claim(d["id"], d["quote"], d["provenance"], d["source"], d["table"], d["column"], d["a"], d.get("b"),
-                 d["direction"], margin, None if stated is None else float(stated), d.get("note") or "")
+                 d["direction"], margin, None if stated is None else float(stated), d.get("note") or "",
+                 d.get("reading") or "")
 
 
 def load_claims_file(path: Path, registry: dict[str, Table] | None = None) -> ClaimsFile:

@@ -173,7 +173,11 @@ class TrainingStep(nn.Module):
 def wrap(method: nn.Module) -> nn.Module | None:
     """DistributedDataParallel over the method's training step when there are several ranks, else None.
 
-    broadcast_buffers=False keeps per-rank BN statistics (the official code's); find_unused_parameters
+    broadcast_buffers=False keeps per-rank BN statistics. The official trainers leave DDP's default True
+    (PCL @ fe56535 GPaCo/LT/paco_imagenet.py:228, CSML @ be34e84 main_moco.py:321; only PCL's mmseg trainer,
+    GPaCo/Seg/mmseg/apis/train.py:66, passes False): True copies rank 0's buffers to the other ranks before each
+    forward, so rank 0's own running statistics, the ones its checkpoint saves, are the same either way, and every
+    rank normalises its training batch with that batch's statistics in both. find_unused_parameters
     lets a method leave a head or a stage out of a step (DDP then checks that the ranks agree instead of
     hanging on buffers of different lengths); it also keeps the gradient buckets in their first layout (DDP
     rebuilds them after the first step only without it), so a run resumed inside an epoch all-reduces in the

@@ -99,3 +99,20 @@ def test_fp16_autocast_step_computes_the_loss_in_float32(name):
     with torch.autocast("cpu", dtype=torch.float16):
         loss = _method(name).training_step(Batch.of(_views(), labels))["loss"]
     assert loss.dtype == torch.float32 and math.isclose(float(loss.detach()), plain, rel_tol=2e-2)
+
+
+@pytest.mark.parametrize(("name", "layers"), [("paco", 2), ("supcon", 2), ("gpaco", 3), ("multitask", 3)])
+def test_config_records_the_projector_depth_the_method_builds(name, layers):
+    """GPaCo and its multi-task baseline build a fixed 3-layer MLP (official GPaCo builder): their config says 3,
+    whatever the default; PaCo and SupCon build the 2-layer MoCo-v2 head the default 2 describes."""
+    m = _method(name)
+    assert m.cfg.model.head_layers == layers
+    assert sum(isinstance(x, nn.Linear) for x in m.head.modules()) == layers
+
+
+@pytest.mark.parametrize("name", ["gpaco", "multitask", "gpaco_vit", "multitask_vit", "gpaco_seg"])
+def test_a_config_naming_another_projector_depth_is_refused(name):
+    with pytest.raises(ConfigError, match=rf"^test: 'model.head_layers' = 2, but method '{name}' builds a 3-layer "
+                                          r"projector whatever it says \(leave the key out\)$"):
+        build_config({"method": {"name": name}, "model": {"head_layers": 2}}, where="test")
+    assert build_config({"method": {"name": name}}, where="test").model.head_layers == 3

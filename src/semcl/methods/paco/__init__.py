@@ -82,10 +82,12 @@ PACO = MethodSpec("paco", PacoMethod, f"{_M}:PaCo", choices={"prior": PRIOR, "qu
 # SupCon train the query view and only run the momentum key encoder forward (1 + 1/3, the default)
 GPACO = MethodSpec("gpaco", GPacoMethod, f"{_M}:GPaCo", train_cost=2.0,
                    choices={"prior": PRIOR, "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
-                   summary="generalized PaCo: one encoder, both views anchors", losses=(_PACO,))
+                   summary="generalized PaCo: one encoder, both views anchors", losses=(_PACO,),
+                   head_layers=3)  # gpaco_head: 3 linear layers (method.py)
 SUPCON = MethodSpec("supcon", SupConMethod, f"{_M}:SupConQueue", choices={"queue_init": QUEUE_INIT},
                     summary="SupCon with a momentum encoder and queue", losses=(_SUPCON, "torch.nn.functional:cross_entropy"))
 MULTITASK = MethodSpec("multitask", MultiTaskMethod, f"{_M}:MultiTask", train_cost=2.0,
                        choices={"prior": PRIOR, "supcon_class_weights": frozenset({"effective_number"}),
                                 "view_forward": VIEW_FORWARD, "queue_init": QUEUE_INIT},
-                       summary="CE + weight x SupCon on one encoder", losses=("torch.nn.functional:cross_entropy", _SUPCON))
+                       summary="CE + weight x SupCon on one encoder", losses=("torch.nn.functional:cross_entropy", _SUPCON),
+                       head_layers=3)  # gpaco_head, as GPaCo

@@ -47,4 +47,4 @@ SEG_BASELINE = MethodSpec("seg_baseline", SegBaselineMethod, f"{_M}:Segmenter", 
 GPACO_SEG = MethodSpec("gpaco_seg", GPacoSegMethod, f"{_M}:GPacoSegmenter", choices={"segmenter": SEGMENTERS},
                        summary="DeepLabV3 (torchvision stand-in) + GPaCo auxiliary pixel loss",
                        losses=("torch.nn.functional:cross_entropy", "semcl.losses.gpaco_seg:gpaco_pixel_loss"),
-                       builder=_BUILDER)
+                       builder=_BUILDER, head_layers=3)  # GPacoSegmenter.mlp: three 1x1 convolutions

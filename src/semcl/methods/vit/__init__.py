@@ -93,8 +93,9 @@ MAE_FINETUNE = MethodSpec("mae_finetune", MaeFinetuneMethod, f"{_M}:MaeFinetune"
 MULTITASK_VIT = MethodSpec("multitask_vit", MultiTaskViTMethod, f"{_M}:MultiTaskViT", train_cost=2.0,
                            choices={**_CHOICES, "queue_init": _QUEUE_INIT}, summary="CE + 0.5 x SupCon fine-tuning of MAE ViTs",
                            losses=("torch.nn.functional:cross_entropy", "semcl.losses.paco:supcon_loss"), builder=_BUILDER,
-                           networks=vit_networks)
+                           networks=vit_networks, head_layers=3)  # vit_projector: 3 linear layers
 GPACO_VIT = MethodSpec("gpaco_vit", GPacoViTMethod, f"{_M}:GPaCoViT", train_cost=2.0,
                        choices={**_CHOICES, "queue_init": _QUEUE_INIT},
                        summary="GPaCo fine-tuning of MAE ViTs (queue inside the model)",
-                       losses=("semcl.losses.paco:paco_loss",), builder=_BUILDER, networks=vit_networks)
+                       losses=("semcl.losses.paco:paco_loss",), builder=_BUILDER, networks=vit_networks,
+                       head_layers=3)  # vit_projector: 3 linear layers

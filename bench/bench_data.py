@@ -28,7 +28,7 @@ GPU_CIFAR = 2500.0
 GPU_224 = 1000.0
 
 
-def _images(n: int, h: int, w: int, gen: np.random.Generator) -> np.ndarray:
+def random_images(n: int, h: int, w: int, gen: np.random.Generator) -> np.ndarray:
     """Smooth random colour fields plus fine noise: JPEGs of realistic size, not noise-sized."""
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     out = np.empty((n, h, w, 3), dtype=np.uint8)
@@ -69,7 +69,7 @@ def run(rounds: int = 5) -> list[Row]:
 
         # ---- CIFAR 32x32 ----
         n = 256
-        cifar = _images(n, 32, 32, gen)
+        cifar = random_images(n, 32, 32, gen)
         batch = torch.from_numpy(cifar).permute(0, 3, 1, 2).contiguous()
         pils = [Image.fromarray(a) for a in cifar]
         aug = build_augment("supcon", size=32, mean=mean, std=std)
@@ -101,7 +101,7 @@ def run(rounds: int = 5) -> list[Row]:
         recipes = ["randcls_timm", "sim"]
         n = 32
         jpegs = []
-        for a in _images(n, 375, 500, gen):
+        for a in random_images(n, 375, 500, gen):
             buf = io.BytesIO()
             Image.fromarray(a).save(buf, format="JPEG", quality=90)
             jpegs.append(buf.getvalue())

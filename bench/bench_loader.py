@@ -43,7 +43,7 @@ def _rate(fn, n: int, rounds: int) -> float:
 
 
 def run(rounds: int = 3, n: int = 32) -> list[Row]:
-    from bench_data import _images
+    from bench_data import random_images
     from PIL import Image
 
     from semcl.data import build_augment
@@ -54,7 +54,7 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
-            for i, a in enumerate(_images(n, 375, 500, np.random.default_rng(0))):
+            for i, a in enumerate(random_images(n, 375, 500, np.random.default_rng(0))):
                 paths.append(Path(tmp) / f"{i}.jpg")
                 Image.fromarray(a).save(paths[-1], format="JPEG", quality=90)
             kb = np.mean([p.stat().st_size for p in paths]) / 1024
@@ -145,7 +145,7 @@ def _split_from_jpeg_rows(paths: list[Path], g: torch.Generator, rounds: int) ->
 def _colour_split_rows(paths_rounds: tuple[int, int]) -> list[Row]:
     """The colour views split (semcl.data.colour_view, SEMCL_COLOUR_FINISH=device): a worker's part (draws +
     resized crop, uint8 out) against today's whole view, per recipe, and the two-view pairs per worker."""
-    from bench_data import _images
+    from bench_data import random_images
 
     from semcl.data import build_augment
     from semcl.data.colour_view import SplitColourView
@@ -154,7 +154,7 @@ def _colour_split_rows(paths_rounds: tuple[int, int]) -> list[Row]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        whole = [torch.from_numpy(a).permute(2, 0, 1).contiguous() for a in _images(n, 375, 500, np.random.default_rng(1))]
+        whole = [torch.from_numpy(a).permute(2, 0, 1).contiguous() for a in random_images(n, 375, 500, np.random.default_rng(1))]
         g = torch.Generator().manual_seed(0)
         timm, _ = build_augment("randcls_timm+sim", size=224, mean=MEAN, std=STD).views
         rates, finish = {}, {}

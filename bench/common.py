@@ -190,12 +190,21 @@ def section_markers(tag: str) -> tuple[str, str]:
     return f"<!-- {tag} rows: bench/bench_{tag}.py -->", f"<!-- end {tag} rows -->"
 
 
+def render(rows: list[Row]) -> tuple[str, list[str]]:
+    lines = ["| # | stage | measured | floor / baseline | ratio | target | OK/MISS |", "|---|---|---|---|---|---|---|"]
+    notes = []
+    for i, r in enumerate(rows, 1):
+        ratio = "—" if r.ratio is None else f"{r.ratio:.2f}"
+        lines.append(f"| {i} | {r.stage} | {r.measured} | {r.floor} | {ratio} | {r.target} | {r.verdict} |")
+        if r.note:
+            notes.append(f"- [{i}] {r.note}")
+    return "\n".join(lines), notes
+
+
 def write_section(tag: str, title: str, rows: list[Row], out: Path) -> None:
     """Replace (or append) one bench's section of results.md between its markers, keeping the rest of the
     file: a bench rerun on its own (`bench_<x>.py --write`) updates its rows without a whole `make bench`."""
     from datetime import UTC, datetime
-
-    from run_all import render
 
     table, notes = render(rows)
     begin, end = section_markers(tag)

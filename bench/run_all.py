@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from common import RATES, Row, machine_info, section_markers, write_rates, write_section  # noqa: E402
+from common import RATES, Row, machine_info, render, section_markers, write_rates, write_section  # noqa: E402
 
 # `estimate` last: it reads the loader rates this run measured (written before it runs)
 SECTIONS = ("cli", "losses", "methods", "hsa", "vit", "data", "loader", "video", "evals", "robustness", "engine",
@@ -83,17 +83,6 @@ def _section(name: str) -> list[Row]:
 
         return bench_estimate.run()
     raise ValueError(name)
-
-
-def render(rows: list[Row]) -> tuple[str, list[str]]:
-    lines = ["| # | stage | measured | floor / baseline | ratio | target | OK/MISS |", "|---|---|---|---|---|---|---|"]
-    notes = []
-    for i, r in enumerate(rows, 1):
-        ratio = "—" if r.ratio is None else f"{r.ratio:.2f}"
-        lines.append(f"| {i} | {r.stage} | {r.measured} | {r.floor} | {ratio} | {r.target} | {r.verdict} |")
-        if r.note:
-            notes.append(f"- [{i}] {r.note}")
-    return "\n".join(lines), notes
 
 
 def main() -> int:

@@ -81,7 +81,7 @@ def backbone_of(config: Mapping) -> Backbone:
     raise SemclError(f"config key 'model.backbone' is {name!r}: no export for this backbone family")
 
 
-def _on_meta(build):
+def on_meta_device(build):
     with torch.device("meta"):  # shapes only: no memory, no init cost
         return build()
 
@@ -124,15 +124,15 @@ def convert(backbone: Backbone, sd: dict[str, torch.Tensor], fmt: str) -> tuple[
         return sd, _own_builder(backbone, sd)
     if backbone.family == "vit":  # timm
         kwargs = _vit_kwargs(backbone.name, sd)
-        from semcl.models.vit import _timm_vit
+        from semcl.models.vit import timm_vit_class
 
-        _check_loads(_on_meta(lambda: _timm_vit()(**kwargs)), sd, "timm VisionTransformer")
+        _check_loads(on_meta_device(lambda: timm_vit_class()(**kwargs)), sd, "timm VisionTransformer")
         return sd, {"call": "timm.models.vision_transformer.VisionTransformer", "kwargs": kwargs}
     if backbone.family == "video_torchvision":
         sd = {k.removeprefix("net."): v for k, v in sd.items()}
         from torchvision.models.video import r3d_18
 
-        target = _on_meta(lambda: r3d_18(weights=None))
+        target = on_meta_device(lambda: r3d_18(weights=None))
         target.fc = torch.nn.Identity()
         _check_loads(target, sd, "torchvision r3d_18")
         return sd, {"call": "torchvision.models.video.r3d_18", "kwargs": {"weights": None},
@@ -141,7 +141,7 @@ def convert(backbone: Backbone, sd: dict[str, torch.Tensor], fmt: str) -> tuple[
     sd = {k: v for k, v in sd.items() if not k.startswith("fc.")}
     from semcl.models.backbones import build_backbone
 
-    target = _on_meta(lambda: build_backbone(backbone.name, in_channels=3))
+    target = on_meta_device(lambda: build_backbone(backbone.name, in_channels=3))
     _check_loads(target, sd, f"a 3-channel {backbone.name}")
     if fmt == "detectron2":
         model = {detectron2_name(k): v.numpy() for k, v in sd.items()}
@@ -166,25 +166,25 @@ def _own_builder(backbone: Backbone, sd: Mapping[str, torch.Tensor]) -> dict:
 
         linear = [v for k, v in sd.items() if k.endswith("weight") and v.dim() == 2]
         kwargs = {"num_classes": int(linear[-1].shape[0]) if linear else 100, "in_channels": _in_channels(sd)}
-        target = _on_meta(lambda: build_kd_model(backbone.name, **kwargs))
+        target = on_meta_device(lambda: build_kd_model(backbone.name, **kwargs))
         call, args = "semcl.models.kd.build_kd_model", [backbone.name]
     elif backbone.family in ("video", "video_torchvision"):
         from semcl.models.video import build_video_backbone
 
-        target, call, args, kwargs = (_on_meta(lambda: build_video_backbone(backbone.name)),
+        target, call, args, kwargs = (on_meta_device(lambda: build_video_backbone(backbone.name)),
                                       "semcl.models.video.build_video_backbone", [backbone.name], {})
     elif backbone.family == "vit":
         from semcl.models.vit import build_vit
 
         vk = _vit_kwargs(backbone.name, sd)
         kwargs = {"image_size": vk["img_size"], "in_channels": vk["in_chans"]}
-        target, call, args = _on_meta(lambda: build_vit(backbone.name, **kwargs)), "semcl.models.vit.build_vit", \
+        target, call, args = on_meta_device(lambda: build_vit(backbone.name, **kwargs)), "semcl.models.vit.build_vit", \
             [backbone.name]
     else:
         from semcl.models.backbones import build_backbone
 
         kwargs = {"in_channels": _in_channels(sd)}
-        target = _on_meta(lambda: build_backbone(backbone.name, **kwargs))
+        target = on_meta_device(lambda: build_backbone(backbone.name, **kwargs))
         call, args = "semcl.models.backbones.build_backbone", [backbone.name]
     _check_loads(target, sd, call)
     return {"call": call, "args": args, "kwargs": kwargs}

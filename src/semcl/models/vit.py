@@ -31,7 +31,7 @@ VITS: dict[str, tuple[int, int, int, int]] = {
 }
 
 
-def _timm_vit():
+def timm_vit_class():
     try:
         from timm.models.vision_transformer import VisionTransformer
     except ImportError:
@@ -44,7 +44,7 @@ def build_vit(name: str, *, image_size: int = 224, in_channels: int = 3, drop_pa
     if name not in VITS:
         raise ValueError(f"unknown ViT {name!r}; known: {', '.join(sorted(VITS))}")
     patch, dim, depth, heads = VITS[name]
-    model = _timm_vit()(img_size=image_size, patch_size=patch, in_chans=in_channels, num_classes=0,
+    model = timm_vit_class()(img_size=image_size, patch_size=patch, in_chans=in_channels, num_classes=0,
                         embed_dim=dim, depth=depth, num_heads=heads, mlp_ratio=4.0, qkv_bias=True,
                         global_pool="avg", fc_norm=True, drop_path_rate=drop_path)
     model.out_dim = dim

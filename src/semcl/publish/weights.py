@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from semcl.engine.export import FAMILY_FORMATS, TIMM_RESNETS, _on_meta, convert, run_backbone, safetensors_bytes
+from semcl.engine.export import FAMILY_FORMATS, TIMM_RESNETS, convert, on_meta_device, run_backbone, safetensors_bytes
 from semcl.files import write_bytes_atomic, write_json_atomic
 
 WEIGHTS_DIR, WEIGHTS_FILE, TIMM_CONFIG = "weights", "model.safetensors", "config.json"
@@ -42,7 +42,7 @@ def _callable(dotted: str):
 
 def parameter_count(load: dict) -> int:
     """The parameters of the network `load` builds (on the meta device: no memory, no init)."""
-    net = _on_meta(lambda: _callable(load["call"])(*load.get("args", []), **load.get("kwargs", {})))
+    net = on_meta_device(lambda: _callable(load["call"])(*load.get("args", []), **load.get("kwargs", {})))
     return sum(p.numel() for p in net.parameters())
 
 
@@ -83,7 +83,7 @@ def write_weights(results: Path, source_run: str, folder: Path, labels: dict[str
             "load": json.dumps(load, sort_keys=True)}
     write_bytes_atomic(folder / WEIGHTS_FILE, safetensors_bytes(tensors, meta))
     if fmt == "timm":
-        net = _on_meta(lambda: _callable(load["call"])(*load.get("args", []), **load.get("kwargs", {})))
+        net = on_meta_device(lambda: _callable(load["call"])(*load.get("args", []), **load.get("kwargs", {})))
         write_json_atomic(folder / TIMM_CONFIG, timm_config(architecture, load, config, int(net.num_features)))
     return PublishedWeights(backbone.name, backbone.family, params, load, source_run)
 

@@ -31,7 +31,7 @@ def judge_origins(paper: str, profile: str, ours, origins: list[Origin], registr
     return out
 
 
-def _short(v: Verdict) -> str:
+def verdict_summary(v: Verdict) -> str:
     """Δ (p): the side's difference and Welch's p, or why there is none."""
     j = v.judgement
     if j is None:
@@ -66,7 +66,7 @@ def render_md(cf, profile: str, sides: dict[str, list[Verdict]], origins: list[O
     for k, v in enumerate(sides[OURS]):
         cells = [f"`{v.claim.id}`", md_cell(v.claim.describe())]
         for verdicts in sides.values():
-            cells += [md_cell(_short(verdicts[k])), md_cell(verdicts[k].verdict)]
+            cells += [md_cell(verdict_summary(verdicts[k])), md_cell(verdicts[k].verdict)]
         lines.append("| " + " | ".join(cells) + " |")
     differ = disagreements(sides)
     lines += ["", *([f"- {md_text(d)}" for d in differ] or ["- Every origin's verdicts agree with ours."])]

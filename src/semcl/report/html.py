@@ -50,7 +50,7 @@ def _attrs(cls: str = "", title: str = "") -> str:
     return (f' class="{cls}"' if cls else "") + (f' title="{html.escape(title)}"' if title else "")
 
 
-def _row(cells: list[str], tag: str = "td", classes: list[str] | None = None, titles: list[str] | None = None,
+def html_row(cells: list[str], tag: str = "td", classes: list[str] | None = None, titles: list[str] | None = None,
          row_cls: str = "", raw: bool = False) -> str:
     """One <tr>; cells are escaped (`raw`: already HTML) so the DOM's text is the Markdown cell."""
     classes = classes or [""] * len(cells)
@@ -84,7 +84,7 @@ def results_table(table: Table, profile: str, sec: Section) -> str:
     """The table of `semcl table` as HTML: the Markdown cells, each paper value's provenance on its cell."""
     wide = wide_cells(table, sec.summ)
     by_key = {c.key: c for c in table.columns}
-    head = _row(["Row", *[by_key[k].label for k in wide.columns]], tag="th")
+    head = html_row(["Row", *[by_key[k].label for k in wide.columns]], tag="th")
     body, sources = [], []
     for row in table.rows:
         cells = list(wide.loc[row.label])
@@ -98,7 +98,7 @@ def results_table(table: Table, profile: str, sec: Section) -> str:
             sources.append(f"{row.label} / {by_key[key].label}: {provenance_text(rep)}")
             classes.append(" ".join(x for x in ("paper", _cell_class(text)) if x))
             titles.append(f"[{len(sources)}] {provenance_text(rep)}")
-        body.append(_row([row.label, *cells], classes=classes, titles=titles))
+        body.append(html_row([row.label, *cells], classes=classes, titles=titles))
     parts = [f"<p><strong>{html.escape(table_title(table, profile))}</strong></p>",
              f'<div class="scroll"><table class="results" data-table="{html.escape(table.id)}">'
              f"<thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>",
@@ -121,11 +121,11 @@ def against_html(table: Table, profile: str, sec: Section, origins: list) -> str
         for k, h in enumerate(head):
             if h.endswith(" vs ours"):
                 classes[k] = "verdict-" + re.sub(r"[^a-z]+", "-", line[k].lower()).strip("-")
-        rows.append(_row(line, classes=classes))
+        rows.append(html_row(line, classes=classes))
     named = ", ".join(o.name for o in origins)
     return "\n".join([f"<h3>Against {html.escape(named)}</h3>",
                       f'<div class="scroll"><table class="against" data-table="{html.escape(table.id)}">'
-                      f"<thead>{_row(head, tag='th')}</thead><tbody>{''.join(rows)}</tbody></table></div>",
+                      f"<thead>{html_row(head, tag='th')}</thead><tbody>{''.join(rows)}</tbody></table></div>",
                       '<ul class="notes">' + "".join(f"<li>{inline(n)}</li>"
                                                     for n in against_notes(origins, sec.against, sec.long)) + "</ul>"])
 
@@ -137,7 +137,7 @@ def figure_html(table: Table, png: Path) -> str:
             f"<code>figures/{html.escape(png.with_suffix('.csv').name)}</code></figcaption></figure>")
 
 
-def _anchor(table_id: str) -> str:
+def table_anchor(table_id: str) -> str:
     return "t-" + re.sub(r"[^A-Za-z0-9_-]", "-", table_id)
 
 
@@ -146,16 +146,16 @@ def overview(data: ReportData) -> str:
     body = []
     for cells, state in zip(data.overview, data.state, strict=True):
         tid = cells[0].strip("`")
-        first = (f'<a href="#{_anchor(tid)}"><code>{html.escape(tid)}</code></a>' if tid in rendered
+        first = (f'<a href="#{table_anchor(tid)}"><code>{html.escape(tid)}</code></a>' if tid in rendered
                  else f"<code>{html.escape(tid)}</code>")
-        body.append(_row([first, *[inline(c) for c in cells[1:]]], row_cls=state, raw=True))
+        body.append(html_row([first, *[inline(c) for c in cells[1:]]], row_cls=state, raw=True))
     legend = "".join(f'<span class="swatch" style="background:{color}"></span>{html.escape(text)}'
                      for _, color, text in STATE_LEGEND)
     return (f'<p class="legend">Status:{legend}</p><div class="scroll"><table class="overview">'
-            f"<thead>{_row(OVERVIEW_HEADER, tag='th')}</thead><tbody>{''.join(body)}</tbody></table></div>")
+            f"<thead>{html_row(OVERVIEW_HEADER, tag='th')}</thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
-def _verdict_class(verdict: str) -> str:
+def verdict_class(verdict: str) -> str:
     return "verdict-" + re.sub(r"[^a-z]+", "-", verdict.split(":")[0].split(" (")[0].strip().lower()).strip("-")
 
 
@@ -181,9 +181,9 @@ def claims_html(data: ReportData) -> str:
         cells, said = claim_cells(v, registry)
         user_lines += said
         tds = [f"<code>{html.escape(v.claim.id)}</code>", *[html.escape(x) for x in (v.claim.describe(), *cells)]]
-        rows.append(_row(tds, classes=[""] * (len(tds) - 1) + [_verdict_class(v.verdict)],
+        rows.append(html_row(tds, classes=[""] * (len(tds) - 1) + [verdict_class(v.verdict)],
                          titles=[f"{v.claim.provenance}: {v.claim.source}"] + [""] * (len(tds) - 1), raw=True))
-    parts.append(f'<div class="scroll"><table class="claims"><thead>{_row(CLAIM_HEADER, tag="th")}</thead>'
+    parts.append(f'<div class="scroll"><table class="claims"><thead>{html_row(CLAIM_HEADER, tag="th")}</thead>'
                  f"<tbody>{''.join(rows)}</tbody></table></div>")
     lists = [("User-supplied paper values (semcl numbers list):", user_lines),
              ("Quotes (provenance; source) → claims:", quote_lines(cf)),
@@ -197,7 +197,7 @@ def claims_html(data: ReportData) -> str:
 
 def against_claims_html(data: ReportData) -> str:
     """--against: each claim's verdict on ours and on each origin (semcl.report.against_claims), disagreements listed."""
-    from semcl.report.against_claims import _short, disagreements
+    from semcl.report.against_claims import disagreements, verdict_summary
 
     head = ["Claim", "Comparison"]
     for name in data.against_claims:
@@ -206,12 +206,12 @@ def against_claims_html(data: ReportData) -> str:
     for k, v in enumerate(data.against_claims["ours"]):
         cells, classes = [v.claim.id, v.claim.describe()], ["", ""]
         for verdicts in data.against_claims.values():
-            cells += [_short(verdicts[k]), verdicts[k].verdict]
-            classes += ["", _verdict_class(verdicts[k].verdict)]
-        rows.append(_row(cells, classes=classes))
+            cells += [verdict_summary(verdicts[k]), verdicts[k].verdict]
+            classes += ["", verdict_class(verdicts[k].verdict)]
+        rows.append(html_row(cells, classes=classes))
     differ = disagreements(data.against_claims) or ["Every origin's verdicts agree with ours."]
     return "\n".join(['<h3 id="claims-against">Claims against the other origins</h3>',
-                      f'<div class="scroll"><table class="claims-against"><thead>{_row(head, tag="th")}</thead>'
+                      f'<div class="scroll"><table class="claims-against"><thead>{html_row(head, tag="th")}</thead>'
                       f"<tbody>{''.join(rows)}</tbody></table></div>",
                       '<ul class="notes">' + "".join(f"<li>{inline(d)}</li>" for d in differ) + "</ul>"])
 
@@ -225,11 +225,11 @@ def render_report_html(data: ReportData) -> str:
              "value for its provenance.</p>", *([f"<p>{html.escape(data.variant_line)}</p>"] if data.variant_line else []),
              overview(data)]
     if data.sections:
-        parts.append("<nav><ul>" + "".join(f'<li><a href="#{_anchor(s.table.id)}">{html.escape(s.table.id)}</a>'
+        parts.append("<nav><ul>" + "".join(f'<li><a href="#{table_anchor(s.table.id)}">{html.escape(s.table.id)}</a>'
                                            f" ({html.escape(s.table.source)})</li>" for s in data.sections)
                      + '<li><a href="#claims">Claims</a></li></ul></nav>')
     for sec in data.sections:
-        parts += [f'<h2 id="{_anchor(sec.table.id)}"><code>{html.escape(sec.table.id)}</code></h2>',
+        parts += [f'<h2 id="{table_anchor(sec.table.id)}"><code>{html.escape(sec.table.id)}</code></h2>',
                   results_table(sec.table, data.profile, sec)]
         if sec.against is not None:
             parts.append(against_html(sec.table, data.profile, sec, data.origins))

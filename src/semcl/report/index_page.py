@@ -16,7 +16,7 @@ from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import PROFILE_NAMES, Table, load_registry
-from semcl.report.html import _anchor, _row, _verdict_class
+from semcl.report.html import html_row, table_anchor, verdict_class
 from semcl.report.html_template import STATE_LEGEND, page
 from semcl.store import Store
 
@@ -59,7 +59,7 @@ def _verdict_cell(verdicts: list[tuple[str, str]]) -> str:
     tally: dict[str, int] = {}
     for _, verdict in verdicts:
         tally[verdict] = tally.get(verdict, 0) + 1
-    return "<br>".join(f'<span class="{_verdict_class(k)}">{n} {html.escape(k)}</span>' for k, n in tally.items())
+    return "<br>".join(f'<span class="{verdict_class(k)}">{n} {html.escape(k)}</span>' for k, n in tally.items())
 
 
 def render_index(store: Store, profile: str, out_dir: Path, registry: dict[str, Table] | None = None) -> str:
@@ -70,7 +70,7 @@ def render_index(store: Store, profile: str, out_dir: Path, registry: dict[str, 
     for table in sorted(registry.values(), key=lambda t: t.id):
         report = out_dir / f"{table.paper}.{profile}.html"
         name = f"<code>{html.escape(table.id)}</code>"
-        first = f'<a href="{report.name}#{_anchor(table.id)}">{name}</a>' if report.exists() else name
+        first = f'<a href="{report.name}#{table_anchor(table.id)}">{name}</a>' if report.exists() else name
         cells, classes = [first, html.escape(table.source), html.escape(table.title)], ["", "", ""]
         for p in PROFILE_NAMES:
             counts = run_counts(table, p, store)
@@ -78,7 +78,7 @@ def render_index(store: Store, profile: str, out_dir: Path, registry: dict[str, 
             classes.append(f"state-{state_of(counts)}")
         cells.append(_verdict_cell(verdicts.get(table.id, [])))
         classes.append("")
-        body.append(_row(cells, classes=classes, raw=True))
+        body.append(html_row(cells, classes=classes, raw=True))
     legend = "".join(f'<span class="swatch" style="background:{color}"></span>{html.escape(text)}'
                      for _, color, text in STATE_LEGEND)
     title = f"semcl: every table of the four papers (claims under profile {profile})"
@@ -87,7 +87,7 @@ def render_index(store: Store, profile: str, out_dir: Path, registry: dict[str, 
              f"{time.strftime('%Y-%m-%d %H:%M')} from <code>{html.escape(shown_path(store.root))}</code>. A table "
              f"links to its section of the paper's report where that page is in this folder.</p>",
              f'<p class="legend">Runs:{legend}</p>',
-             f'<div class="scroll"><table class="index"><thead>{_row(header, tag="th")}</thead>'
+             f'<div class="scroll"><table class="index"><thead>{html_row(header, tag="th")}</thead>'
              f"<tbody>{''.join(body)}</tbody></table></div>"]
     return page(html.escape(title), "\n".join(parts))
 

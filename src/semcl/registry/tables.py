@@ -17,8 +17,7 @@ from typing import Any
 from semcl.config import merge
 from semcl.data.registry import DATASETS
 from semcl.errors import ConfigError
-from semcl.evals.protocols import Column, eval_section, validate_column
-from semcl.evals.protocols import gain as gain_column
+from semcl.evals.protocols import EVALUATIONS, Column, eval_section, validate_column
 from semcl.locations import registry_root
 from semcl.methods.registry import METHODS, PLANNED_METHODS
 from semcl.methods.spec import DEPENDENCY_KINDS
@@ -410,8 +409,9 @@ def load_table(path: Path, presets: Path) -> Table:
     rows = _link_rows(rows, where)
     by_key = {c.key: c for c in columns}
     for c in columns:
-        if c.eval == "gain":  # its references need the whole table
-            gain_column.check_table(c, by_key, {r.label for r in rows}, where)
+        check = EVALUATIONS[c.eval].check_table
+        if check is not None:  # its references need the whole table
+            check(c, by_key, {r.label for r in rows}, where)
     labels = {r.label for r in rows}
     profiles = {}
     for name, p in (entry.profiles or {}).items():

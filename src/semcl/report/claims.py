@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from semcl.errors import ConfigError
+from semcl.evals.protocols import EVALUATIONS
 from semcl.locations import registry_root
 from semcl.registry.tables import CLAIMS_FILE, PROVENANCE_TAGS, Table, load_registry
 from semcl.report.claim_stats import DIRECTIONS
@@ -173,9 +174,9 @@ def _claim(d: Any, registry: dict[str, Table], pending: dict[str, PendingTable],
         raise ConfigError(f"{where}: key 'column': {d['column']!r} is not a column of {d['table']} "
                           f"({', '.join(columns)})")
     derived_a = d["table"] in registry and d["a"] in rows and bool(registry[d["table"]].row(d["a"]).derived)
-    gain_col = d["table"] in registry and any(c.key == d["column"] and c.eval == "gain"
-                                              for c in registry[d["table"]].columns)
-    if d.get("b") is None and not (derived_a or gain_col):
+    difference_col = d["table"] in registry and any(c.key == d["column"] and EVALUATIONS[c.eval].is_difference
+                                                    for c in registry[d["table"]].columns)
+    if d.get("b") is None and not (derived_a or difference_col):
         raise ConfigError(f"{where}: key 'b' is required unless 'a' names a derived row or 'column' a gain "
                           "column (a difference already)")
     for key in ("a", "b"):

@@ -19,7 +19,7 @@ import pandas as pd
 
 from semcl.csv_files import frame_csv_text
 from semcl.errors import ResultsError
-from semcl.evals.protocols import describe, metric_key
+from semcl.evals.protocols import EVALUATIONS, describe, metric_key
 from semcl.files import write_text_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Row, Table
@@ -90,7 +90,7 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
         if row.select:
             lines += _selected(table, row, profile, store)
     lines += derived_lines(table, lines)
-    lines += gain_lines(table, lines)
+    lines += computed_lines(table, lines)
     long = pd.DataFrame(lines, columns=LONG_COLUMNS)
     # the code commit each record ran at (metrics.json `git.commit`): a table says when its cells mix commits
     long.attrs["commits"] = {rid: ((rec.get("git") or {}).get("commit") if isinstance(rec.get("git"), dict) else None)
@@ -116,18 +116,17 @@ def check_world_sizes(table: Table, profile: str, runs: list, records: dict) -> 
                                "them again with the GPUs the row asks for (--executor slurm)")
 
 
-def gain_lines(table: Table, lines: list[dict]) -> list[dict]:
-    """The per-seed values of `eval: gain` columns (semcl.evals.protocols.gain), from the other lines."""
-    gains = [c for c in table.columns if c.eval == "gain"]
-    if not gains:
+def computed_lines(table: Table, lines: list[dict]) -> list[dict]:
+    """The per-seed values of the columns the table computes from its other cells (an evaluation with `derive`,
+    e.g. `eval: gain`), from the other lines."""
+    computed = [(c, EVALUATIONS[c.eval].derive) for c in table.columns if EVALUATIONS[c.eval].derive is not None]
+    if not computed:
         return []
-    from semcl.evals.protocols import gain
-
     value = {(ln["row"], ln["column"], ln["seed"]): ln["value"] for ln in lines}
     seeds = sorted({ln["seed"] for ln in lines})
     keys = {c.key: c for c in table.columns}
     return [{"table": table.id, "row": row, "column": col.key, "seed": seed, "value": v, "run_id": "derived",
-             "source": ""} for col in gains for row, seed, v in gain.seed_values(col, keys, value, seeds)]
+             "source": ""} for col, derive in computed for row, seed, v in derive(col, keys, value, seeds)]
 
 
 def derived_lines(table: Table, lines: list[dict]) -> list[dict]:

@@ -86,4 +86,5 @@ def eval_config(columns: list[Column], substitute: dict[str, str | None], ev: di
     """Computed from other columns, so it asks nothing of the run."""
 
 
-EVALUATION = Evaluation("gain", ColumnFields, validate, metric_key, describe, eval_config)
+EVALUATION = Evaluation("gain", ColumnFields, validate, metric_key, describe, eval_config,
+                        check_table=check_table, derive=seed_values, is_difference=True)

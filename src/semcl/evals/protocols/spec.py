@@ -60,6 +60,11 @@ class Evaluation:
     choices:     allowed string values of `settings` fields, by field name (`eval.<name>` in errors)
     enabled:     (run config, method) -> whether `run` is called for this run
     run:         (EvalContext) -> {metric key: value}; None for numbers the suite does not measure
+    check_table: (column, the table's columns by key, its row labels, where) -> None; references to other columns
+                 and rows, checked once the whole table is read; None when it has none
+    derive:      (column, the table's columns by key, {(row, column key, seed): value}, seeds) -> [(row, seed,
+                 value)]: a column the table computes from its other cells, per seed; None for measured ones
+    is_difference: its values are already a difference of two rows (a claim on it names no second row)
     """
 
     name: str
@@ -72,6 +77,10 @@ class Evaluation:
     run: Callable[[EvalContext], dict[str, float]] | None = None
     settings: type | None = None
     choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    check_table: Callable[[Column, dict[str, Column], set[str], str], None] | None = None
+    derive: Callable[[Column, dict[str, Column], dict[tuple[str, str, int], float], list[int]],
+                     list[tuple[str, int, float]]] | None = None
+    is_difference: bool = False
 
     @property
     def fields(self) -> frozenset[str]:

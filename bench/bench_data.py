@@ -1,6 +1,6 @@
 """Data pipeline throughput per worker process (item 4): one thread, two views per image.
 
-* CIFAR (32x32): the batched ``supcon`` recipe (semcl.data.augment) on a uint8 batch vs torchvision's
+* CIFAR (32x32): the batched ``supcon`` recipe (semcl.data.views.augment) on a uint8 batch vs torchvision's
   per-image PIL pipeline with the same transforms (RandomResizedCrop(32, (0.2, 1)), flip, ColorJitter
   (0.4, 0.4, 0.4, 0.1) p=0.8, RandomGrayscale 0.2, ToTensor, Normalize), both from uint8 images in
   memory, interleaved. Targets: ratio ≥ 1 over torchvision; ≥ 600 two-view images/s per worker.
@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from common import RATES, Row, interleaved, median, paired_ratio
 
-from semcl.data import build_augment, stats
+from semcl.data import stats
+from semcl.data.views.build import build_augment
 
 GPU_CIFAR = 2500.0
 GPU_224 = 1000.0
@@ -144,14 +145,14 @@ def run(rounds: int = 5) -> list[Row]:
 
 
 def _loader_row(jpegs: list[bytes], recipes: list[str], mean, std, rounds: int) -> Row:
-    """The training loader of file-backed sets (semcl.data.file_views.step_views): one epoch of 4 steps of
+    """The training loader of file-backed sets (semcl.data.views.file_views.step_views): one epoch of 4 steps of
     32 JPEG files with the GPaCo pair, worker processes (one per core) against the same views in-process."""
     import os
     import tempfile
     from pathlib import Path
 
-    from semcl.data.file_views import step_views
     from semcl.data.fileset import WholeImages
+    from semcl.data.views.file_views import step_views
 
     cores = len(os.sched_getaffinity(0))
     augs = build_augment("+".join(recipes), size=224, mean=mean, std=std).views

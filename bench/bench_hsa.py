@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from common import Row, interleaved, median, paired_ratio
 
-from semcl.data.neighbours import knn_table
+from semcl.data.semantics.neighbours import knn_table
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
@@ -38,7 +38,7 @@ def _mining_rows(rounds: int) -> list[Row]:
 
 
 def _step_rows(rounds: int) -> list[Row]:
-    from semcl.data.views import build_augment
+    from semcl.data.views.build import build_augment
 
     n_train = 512
     gen = torch.Generator().manual_seed(0)

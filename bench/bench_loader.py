@@ -1,6 +1,6 @@
 """The file-backed training loader per worker process (issue 22): GPaCo's two 224-px views of a JPEG.
 
-What one DataLoader worker does per image (semcl.data.file_views): decode the whole JPEG
+What one DataLoader worker does per image (semcl.data.views.file_views): decode the whole JPEG
 (torchvision's decode_jpeg) and cut the `randcls_timm` and `sim` views, handed out as uint8 (the
 normalisation runs on the device). Timed as process CPU seconds on one torch thread, i.e. the cost on
 one dedicated core, because this machine is shared (wall time here is several times larger). Beside
@@ -46,8 +46,8 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
     from bench_data import random_images
     from PIL import Image
 
-    from semcl.data import build_augment
     from semcl.data.fileset import _decoded, decode_whole
+    from semcl.data.views.build import build_augment
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -107,9 +107,9 @@ def _split_from_jpeg_rows(paths: list[Path], g: torch.Generator, rounds: int) ->
     """What a worker supplies with the colour finish on the device (SEMCL_COLOUR_FINISH=device), decode included,
     against a GPU's need from 7 workers: the GPaCo pair (randcls_timm per image + sim's worker part) and the
     sim_cifar pair (MoCo v2 / HSA rows: two worker parts)."""
-    from semcl.data import build_augment
-    from semcl.data.colour_view import SplitColourView
     from semcl.data.fileset import decode_whole
+    from semcl.data.views.build import build_augment
+    from semcl.data.views.colour_view import SplitColourView
 
     timm, sim = build_augment("randcls_timm+sim", size=224, mean=MEAN, std=STD).views
     sim_split = SplitColourView(sim.transform, mean=MEAN, std=STD)
@@ -143,12 +143,12 @@ def _split_from_jpeg_rows(paths: list[Path], g: torch.Generator, rounds: int) ->
 
 
 def _colour_split_rows(paths_rounds: tuple[int, int]) -> list[Row]:
-    """The colour views split (semcl.data.colour_view, SEMCL_COLOUR_FINISH=device): a worker's part (draws +
+    """The colour views split (semcl.data.views.colour_view, SEMCL_COLOUR_FINISH=device): a worker's part (draws +
     resized crop, uint8 out) against today's whole view, per recipe, and the two-view pairs per worker."""
     from bench_data import random_images
 
-    from semcl.data import build_augment
-    from semcl.data.colour_view import SplitColourView
+    from semcl.data.views.build import build_augment
+    from semcl.data.views.colour_view import SplitColourView
 
     rounds, n = paths_rounds
     threads = torch.get_num_threads()

@@ -8,7 +8,7 @@ size) resized to 171×128 on decode, frame folders extracted at 171×128, and th
 (decoded from the start to the last needed frame). A last, informational row times the four
 augmented 128×128 views per sample on one CPU thread.
 
-The "decoded in workers" rows run the training loader itself (semcl.data.video.clip_loader, what the
+The "decoded in workers" rows run the training loader itself (semcl.data.views.clip_loader, what the
 engine uses for the video methods): plans (clip positions and the four views' augmentation draws) drawn
 in this process, the clips decoded in 2 persistent worker processes and handed back through shared
 memory. Per worker = samples over the workers' CPU seconds (/proc, their decoder threads included),
@@ -39,7 +39,7 @@ import torch
 from common import RATES, Row, write_rates, write_section
 
 from semcl.data.video import ClipAugment, ClipSampler, load_video_split, write_synthetic_video
-from semcl.data.video.clip_loader import ClipLoader, ClipViews, decode_clips
+from semcl.data.views.clip_loader import ClipLoader, ClipViews, decode_clips
 
 GPU_SAMPLES_PER_S = 128 / 0.5  # A100, r3d_18, batch 128, ~0.5 s per step (assumption)
 WORKERS = 4

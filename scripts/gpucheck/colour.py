@@ -1,4 +1,4 @@
-"""Section (h): the colour views finished on the device (semcl.data.colour_view, SEMCL_COLOUR_FINISH=device).
+"""Section (h): the colour views finished on the device (semcl.data.views.colour_view, SEMCL_COLOUR_FINISH=device).
 
 For `sim` and `sim_cifar` (hue): the same images, generator and seed through today's per-image path on the CPU and
 through the split (worker part on the CPU, the batched finish on this device); the uint8 pixels compared (on the CPU
@@ -36,9 +36,9 @@ def _images(n: int, h: int, w: int) -> list[torch.Tensor]:
 
 
 def section(sizes: Sizes, device: torch.device) -> dict:
-    from semcl.data import build_augment
-    from semcl.data.colour_finish import finish
-    from semcl.data.colour_view import SplitColourView
+    from semcl.data.views.build import build_augment
+    from semcl.data.views.colour_finish import finish
+    from semcl.data.views.colour_view import SplitColourView
 
     size, (n, h, w) = (32, (12, 48, 64)) if sizes.dry else (224, (64, 375, 500))
     images = _images(n, h, w)

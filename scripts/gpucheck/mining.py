@@ -1,4 +1,4 @@
-"""Section (g): HSA's kNN mining (semcl.data.neighbours.knn_table, the function HSA's mine() calls, with the paper
+"""Section (g): HSA's kNN mining (semcl.data.semantics.neighbours.knn_table, the function HSA's mine() calls, with the paper
 row's backend) on N synthetic features of the row's dimension on this device: time and peak memory, extrapolated
 by N^2 to ImageNet's 1.28M images. Correctness on the same features: sampled rows' neighbours against a float64
 brute-force ranking (their similarities must agree; ties may swap indices)."""
@@ -15,7 +15,7 @@ SIM_TOL = 1e-3  # fp32 cosine vs float64: a few 1e-6; TF32 or half-precision ran
 
 
 def section(sizes: Sizes, device: torch.device) -> dict:
-    from semcl.data.neighbours import knn_table
+    from semcl.data.semantics.neighbours import knn_table
 
     run, _ = paper_run("hsa")
     backend = getattr(run.config.method, "knn_backend", "torch")

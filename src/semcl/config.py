@@ -36,7 +36,7 @@ class DataConfig:
     name: str = "cifar100"
     train_per_class: int | None = field(default=None, metadata=PER_CLASS)  # balanced subset for small profiles
     test_limit: int | None = field(default=None, metadata=IMAGES)  # first N test images (fixed, seed-independent)
-    augment: str = "supcon"  # view recipe(s), see semcl.data.view_recipes (checked by semcl.run_config)
+    augment: str = "supcon"  # view recipe(s), see semcl.data.views.recipes (checked by semcl.run_config)
     synthetic: bool = False  # write synthetic data in the real format (smoke profile)
     synthetic_train_per_class: int = field(default=10, metadata=SYNTHETIC_PER_CLASS)
     synthetic_test_per_class: int = field(default=5, metadata=SYNTHETIC_PER_CLASS)

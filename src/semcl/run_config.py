@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from semcl.config import CHOICES, SECTIONS, RunConfig
-from semcl.data.view_recipes import parse_augment
+from semcl.data.views.recipes import parse_augment
 from semcl.errors import ConfigError
 from semcl.evals.protocols import eval_choices, eval_config_type
 from semcl.methods.registry import DEFAULT_METHOD, METHODS, PLANNED_METHODS

@@ -7,9 +7,11 @@ import torch
 import torch.nn.functional as F
 import torchvision.transforms.functional as TF
 
-from semcl.data import RECIPES, Augment, Recipe, build_augment, stats, two_views
-from semcl.data.crop import crop_flip, pad_crop_flip, sample_crop_boxes
-from semcl.data.jitter import (
+from semcl.data import stats
+from semcl.data.views.augment import RECIPES, Augment, Recipe, two_views
+from semcl.data.views.build import build_augment
+from semcl.data.views.crop import crop_flip, pad_crop_flip, sample_crop_boxes
+from semcl.data.views.jitter import (
     adjust_brightness,
     adjust_contrast,
     adjust_hue,

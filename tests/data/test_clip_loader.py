@@ -12,9 +12,9 @@ import pytest
 import torch
 from video_augment_oracle import augment_before_split
 
-from semcl.data.augment import RECIPES
 from semcl.data.video import ClipAugment, VideoSet, load_video_split, write_synthetic_video
-from semcl.data.video.clip_loader import ClipLoader
+from semcl.data.views.augment import RECIPES
+from semcl.data.views.clip_loader import ClipLoader
 from semcl.methods.base import DataInfo
 from semcl.methods.registry import method_class
 from semcl.registry.tables import get_table

@@ -6,14 +6,14 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data import build_augment
-from semcl.data.colour_draw import RECORD, program_of
-from semcl.data.colour_finish import finish
-from semcl.data.colour_view import ENV, SplitColourView, split_colour
-from semcl.data.file_views import ViewLoader, step_views, views_of_image
 from semcl.data.fileset import FileImageSet
-from semcl.data.handout import handout_of
-from semcl.data.tvaugment import PerImageAugment, ViewCycle, image_transform
+from semcl.data.views.build import build_augment
+from semcl.data.views.colour_draw import RECORD, program_of
+from semcl.data.views.colour_finish import finish
+from semcl.data.views.colour_view import ENV, SplitColourView, split_colour
+from semcl.data.views.file_views import ViewLoader, step_views, views_of_image
+from semcl.data.views.handout import handout_of
+from semcl.data.views.tvaugment import PerImageAugment, ViewCycle, image_transform
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 COLOUR = ("sim", "sim_cifar", "aug_cifar")  # every VIEW_RECIPES entry whose pipeline program_of accepts

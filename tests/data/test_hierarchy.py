@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semcl.data import candidate_ranks, rank_matrix, superclass_similarity, threshold_similarity
+from semcl.data.semantics.hierarchy import candidate_ranks, rank_matrix, superclass_similarity, threshold_similarity
 
 # Classes 0, 1 in superclass 0; 2, 3 in superclass 1; 4 alone in superclass 2.
 F2C = torch.tensor([0, 0, 1, 1, 2])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semcl.data.cutmix import box_from_lam, cutmix, kept_fraction, sample_beta
+from semcl.data.views.cutmix import box_from_lam, cutmix, kept_fraction, sample_beta
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from semcl.data.neighbours import draw_neighbours, knn_table
+from semcl.data.semantics.neighbours import draw_neighbours, knn_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
 

@@ -134,7 +134,7 @@ def test_wnid_class_names_become_words_for_name_similarities():
 
 
 def test_official_matrix_serves_a_run_whose_classes_are_wnids():
-    from semcl.data.name_similarity import load_similarity
+    from semcl.data.semantics.name_similarity import load_similarity
     from semcl.methods.base import DataInfo
     from semcl.methods.ranked_contrastive import RinceMethod
     from semcl.methods.ranked_contrastive.method import name_similarity

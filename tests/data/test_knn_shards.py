@@ -1,4 +1,4 @@
-"""Sharded kNN mining (semcl.data.knn_shards): the chunk size a memory budget gives, the single-process table
+"""Sharded kNN mining (semcl.data.semantics.knn_shards): the chunk size a memory budget gives, the single-process table
 unchanged against the code before sharding, 2 gloo ranks giving the single-process table bit for bit (ties
 and N not divisible by the ranks included), and a stop between chunks."""
 
@@ -10,9 +10,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from semcl.data import knn_shards
-from semcl.data.knn_shards import query_chunk, sharded_knn_table
-from semcl.data.neighbours import knn_table
+from semcl.data.semantics import knn_shards
+from semcl.data.semantics.knn_shards import query_chunk, sharded_knn_table
+from semcl.data.semantics.neighbours import knn_table
 from semcl.runtime import distributed
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # tests/conftest.py
@@ -29,7 +29,7 @@ def _tied(n: int = N, seed: int = 0) -> torch.Tensor:
 
 
 def _knn_before_sharding(features: torch.Tensor, k: int, query_chunk: int, key_chunk: int) -> torch.Tensor:
-    """semcl.data.neighbours._knn_torch as it was before sharded mining (commit 5685ff8), verbatim."""
+    """semcl.data.semantics.neighbours._knn_torch as it was before sharded mining (commit 5685ff8), verbatim."""
     v = F.normalize(features.float(), dim=1)
     n = v.shape[0]
     out = torch.empty(n, k, dtype=torch.long, device=v.device)

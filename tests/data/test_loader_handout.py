@@ -5,11 +5,11 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data.augment import RECIPES, Augment
-from semcl.data.file_views import ViewLoader, step_views, views_of_image
 from semcl.data.fileset import FileImageSet
-from semcl.data.handout import UInt8Normalise, handout_of, normalise_lut
-from semcl.data.tvaugment import PerImageAugment, image_transform
+from semcl.data.views.augment import RECIPES, Augment
+from semcl.data.views.file_views import ViewLoader, step_views, views_of_image
+from semcl.data.views.handout import UInt8Normalise, handout_of, normalise_lut
+from semcl.data.views.tvaugment import PerImageAugment, image_transform
 
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 ODD = ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))  # CIFAR-100's

@@ -5,10 +5,10 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data.augment import RECIPES, Augment
-from semcl.data.file_views import ViewLoader, step_views
 from semcl.data.fileset import FileImageSet
-from semcl.data.tvaugment import PerImageAugment, image_transform
+from semcl.data.views.augment import RECIPES, Augment
+from semcl.data.views.file_views import ViewLoader, step_views
+from semcl.data.views.tvaugment import PerImageAugment, image_transform
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 SIZE = 12

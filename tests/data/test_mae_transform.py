@@ -14,8 +14,8 @@ pytest.importorskip("timm")
 from timm.data import create_transform  # noqa: E402
 from timm.data.constants import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD  # noqa: E402
 
-from semcl.data import build_augment  # noqa: E402
-from semcl.data.tvaugment import MAETransform  # noqa: E402
+from semcl.data.views.build import build_augment
+from semcl.data.views.tvaugment import MAETransform  # noqa: E402
 
 
 def _describe(transform):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from semcl.data.name_similarity import (
+from semcl.data.semantics.name_similarity import (
     THRESHOLDS,
     class_name_similarity,
     load_similarity,

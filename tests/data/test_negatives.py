@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from semcl.data.negatives import (
+from semcl.data.semantics.negatives import (
     ClassConditionedNegatives,
     InstanceConditionedNegatives,
     UniformNegatives,

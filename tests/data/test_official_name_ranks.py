@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from semcl.data.imagenet100 import imagenet100_class_names
-from semcl.data.name_similarity import (
+from semcl.data.semantics.name_similarity import (
     OFFICIAL_FILE,
     OFFICIAL_FILE_SHA256,
     load_similarity,
@@ -52,7 +52,7 @@ def test_official_alias_checks_the_packaged_bytes(tmp_path, monkeypatch):
     assert similarity_file("official") == OFFICIAL_FILE
     bad = tmp_path / "word_sims_imagenet100.npy"
     bad.write_bytes(OFFICIAL_FILE.read_bytes()[:-1] + b"\0")
-    monkeypatch.setattr("semcl.data.name_similarity.OFFICIAL_FILE", bad)
+    monkeypatch.setattr("semcl.data.semantics.name_similarity.OFFICIAL_FILE", bad)
     with pytest.raises(DataError, match="not the official file's"):
         similarity_file("official")
     with pytest.raises(DataError, match="similarity file not found"):

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from semcl.data import build_augment, stats
-from semcl.data.tvaugment import PerImageAugment, TimmRandAugment
+from semcl.data import stats
+from semcl.data.views.build import build_augment
+from semcl.data.views.tvaugment import PerImageAugment, TimmRandAugment
 
 pytest.importorskip("timm")
 

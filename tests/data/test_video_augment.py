@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from semcl.data.augment import Recipe
 from semcl.data.video import VIDEO_RECIPE, ClipAugment
+from semcl.data.views.augment import Recipe
 
 
 def test_identical_frames_stay_identical_through_the_full_recipe() -> None:

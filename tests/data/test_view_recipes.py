@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semcl.data import build_augment, stats
-from semcl.data.tvaugment import PerImageAugment, ViewCycle
-from semcl.data.view_recipes import parse_augment
+from semcl.data import stats
+from semcl.data.views.build import build_augment
+from semcl.data.views.recipes import parse_augment
+from semcl.data.views.tvaugment import PerImageAugment, ViewCycle
 from semcl.errors import ConfigError
 from semcl.run_config import build_config
 
@@ -63,7 +64,7 @@ def test_the_probe_recipe_and_init_are_checked_with_their_keys():
 
 
 def test_gpacos_cifar_lt_view_2_blurs_at_p_0_2_and_pacos_at_0_5():
-    from semcl.data.tvaugment import image_transform
+    from semcl.data.views.tvaugment import image_transform
 
     blur = {name: image_transform(name, 32).transforms[-1] for name in ("aug_cifar", "sim_cifar")}
     assert {name: b.p for name, b in blur.items()} == {"aug_cifar": 0.2, "sim_cifar": 0.5}

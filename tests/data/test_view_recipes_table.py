@@ -1,14 +1,14 @@
-"""semcl.data.view_recipes: the names a run may give (part of its run id, so the set is pinned here by
-hand) and the builder each names, which semcl.data.tvaugment.build_named dispatches on."""
+"""semcl.data.views.recipes: the names a run may give (part of its run id, so the set is pinned here by
+hand) and the builder each names, which semcl.data.views.tvaugment.build_named dispatches on."""
 
 from __future__ import annotations
 
 import pytest
 
 from semcl.data import stats
-from semcl.data.augment import RECIPES, Augment
-from semcl.data.tvaugment import MAETransform, PerImageAugment, build_named
-from semcl.data.view_recipes import AUGMENT_RECIPES, BATCHED, MAE, PER_IMAGE, RANDAUG_RECIPES, VIEW_RECIPES
+from semcl.data.views.augment import RECIPES, Augment
+from semcl.data.views.recipes import AUGMENT_RECIPES, BATCHED, MAE, PER_IMAGE, RANDAUG_RECIPES, VIEW_RECIPES
+from semcl.data.views.tvaugment import MAETransform, PerImageAugment, build_named
 
 # the names semcl.config held before the table (AUGMENT_RECIPES / RANDAUG_RECIPES there)
 NAMES = {"supcon", "crop_flip", "pad_crop", "sim", "sim_cifar", "aug_cifar", "autoaug_cutout", "mae",

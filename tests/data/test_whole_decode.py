@@ -5,9 +5,9 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data.augment import Augment, Recipe, centre_squares
-from semcl.data.crop import resize, sample_crop_boxes
 from semcl.data.fileset import FileImageSet, decode_whole
+from semcl.data.views.augment import Augment, Recipe, centre_squares
+from semcl.data.views.crop import resize, sample_crop_boxes
 from semcl.methods.base import Method
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
@@ -84,7 +84,7 @@ def test_a_recipe_without_a_random_crop_sees_the_centre_square(files):
 def test_per_image_recipes_take_whole_images_under_the_batch_seed(files):
     from torchvision.transforms import v2
 
-    from semcl.data.tvaugment import PerImageAugment
+    from semcl.data.views.tvaugment import PerImageAugment
 
     fs, _ = files
     tf = v2.Compose([v2.RandomResizedCrop(20, scale=(0.08, 1.0), antialias=True), v2.RandomHorizontalFlip()])

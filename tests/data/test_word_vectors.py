@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from semcl.data.word_vectors import class_name_words, class_word_vectors, cosine_similarity_matrix
+from semcl.data.semantics.word_vectors import class_name_words, class_word_vectors, cosine_similarity_matrix
 from semcl.errors import DataError
 
 

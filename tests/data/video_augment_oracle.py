@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from semcl.data.crop import crop_flip, sample_crop_boxes
-from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like, rgb_to_grayscale
-from semcl.data.video.augment import centre_boxes
+from semcl.data.views.clip_augment import centre_boxes
+from semcl.data.views.crop import crop_flip, sample_crop_boxes
+from semcl.data.views.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like, rgb_to_grayscale
 
 
 def _rand(n: int, gen: torch.Generator) -> torch.Tensor:

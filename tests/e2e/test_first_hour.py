@@ -112,7 +112,7 @@ def test_readme_blocks_are_regenerated_from_the_store(tmp_path):
 
 
 def test_probe_on_shared_features_is_bit_identical():
-    from semcl.data import build_augment
+    from semcl.data.views.build import build_augment
     from semcl.evals.features import extract_features
     from semcl.evals.linear_probe import linear_probe
 

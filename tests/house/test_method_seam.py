@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from semcl.cli import main as cli
-from semcl.data.view_recipes import AUGMENT_RECIPES
+from semcl.data.views.recipes import AUGMENT_RECIPES
 from semcl.errors import ConfigError
 from semcl.evals.protocols.accuracy import THRESHOLDS
 from semcl.methods.base import Batch, Method

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed._tools.mem_tracker import MemTracker
 
-from semcl.data.neighbours import knn_table
+from semcl.data.semantics.neighbours import knn_table
 from semcl.methods.base import Batch
 from semcl.preflight.check import CONTEXT_GB, _fake_estimate
 from semcl.preflight.fake import _tracker, _tracker_peak, knn_peak, mining_peak, step_peak, warm_optimizer
@@ -237,7 +237,7 @@ class _HostSampled(_Tiny):
 
     def __init__(self, labels: torch.Tensor, k: int, given: torch.Tensor | None = None) -> None:
         super().__init__()
-        from semcl.data.negatives import UniformNegatives
+        from semcl.data.semantics.negatives import UniformNegatives
 
         self.train_labels, self.k, self.given, self.drawn = labels, k, given, []
         self.sampler = UniformNegatives(labels, 10)

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from semcl.data.cutmix import cutmix
+from semcl.data.views.cutmix import cutmix
 from semcl.methods.base import Batch
 from semcl.runtime import distributed
 

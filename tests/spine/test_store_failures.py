@@ -21,8 +21,8 @@ import torch
 
 from semcl import snapshot
 from semcl.data import ensure_synthetic, load
-from semcl.data.name_similarity import load_similarity
 from semcl.data.safe_pickle import load_npy, load_pickle, loads
+from semcl.data.semantics.name_similarity import load_similarity
 from semcl.errors import DataError, ResultsError
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table

@@ -38,7 +38,8 @@ from pathlib import Path
 import torch
 
 from semcl.config import RunConfig
-from semcl.data import ImageSet, build_augment, stats
+from semcl.data import ImageSet, stats
+from semcl.data.views.build import build_augment
 from semcl.engine.schedule import lr_at
 from semcl.engine.view_source import view_source
 from semcl.errors import ResultsError

@@ -1,7 +1,7 @@
 """Where a run's training views come from, chosen once per run (`view_source`):
 
 - `FileViews`: a file-backed set under the default views: each image decoded and augmented in loader workers,
-  seeded by its position (semcl.data.file_views), handed out as uint8 and normalised on the device;
+  seeded by its position (semcl.data.views.file_views), handed out as uint8 and normalised on the device;
 - `ClipViews`: a method that plans its views (video clips, `Method.clip_plan`): plans drawn from the epoch's
   generator in the training process, decoded in persistent loader workers, finished on the device;
 - `MemoryViews`: everything else: the method's `make_views` on the whole global batch from the epoch's
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from semcl.data.file_views import ViewLoader, loader_workers, step_views
 from semcl.data.fileset import WholeImages
-from semcl.data.video.clip_loader import ClipLoader
+from semcl.data.views.clip_loader import ClipLoader
+from semcl.data.views.file_views import ViewLoader, loader_workers, step_views
 from semcl.methods.base import Method, training_images
 from semcl.runtime import distributed
 

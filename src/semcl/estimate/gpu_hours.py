@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from semcl.data.registry import DATASETS
-from semcl.data.view_recipes import parse_augment
+from semcl.data.views.recipes import parse_augment
 from semcl.estimate import throughput
 from semcl.estimate.catalog import BACKBONE_GFLOPS, VIDEO_GMACS, VIT_GMACS
 from semcl.estimate.workload import networks, train_samples

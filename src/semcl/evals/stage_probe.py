@@ -69,8 +69,9 @@ def stage_probe_gpu_gb(method, cfg, images, context_gb: float) -> float:
     """The preflight's estimate of the per-stage probes' evaluation peak in GiB at the run's probe batch,
     from the first image of ``images`` (the stand-in's test split at the real input size) and the real
     dataset's class count, plus ``context_gb`` for the CUDA context."""
-    from semcl.data import build_augment, stats
+    from semcl.data import stats
     from semcl.data.registry import DATASETS
+    from semcl.data.views.build import build_augment
 
     mean, std = stats(cfg.data.name)
     x = build_augment("test", size=images.shape[-1], mean=mean, std=std)(images[:1], torch.Generator())

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from semcl.data.augment import Recipe
 from semcl.data.video import ClipAugment, ClipSampler
+from semcl.data.views.augment import Recipe
 
 
 def video_outputs(fn, videos, sampler: ClipSampler, clips_per_video: int, mean, std,

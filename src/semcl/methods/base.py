@@ -261,12 +261,12 @@ class Method(nn.Module):
         `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets; file-backed sets give
         their `train_images`, each image whole at its own size, so the crop sees the full picture);
         video methods sample clips here instead. File-backed sets under this default bypass it: the engine
-        makes their views per image in loader workers (semcl.data.file_views); overriding it keeps a method
+        makes their views per image in loader workers (semcl.data.views.file_views); overriding it keeps a method
         on this in-process path."""
         images = training_images(train_set)[idx]
         return [recipe(images, generator) for recipe in self.view_recipes(augs)]
 
-    # ---- video clips: planned here, decoded in loader workers (semcl.data.video.clip_loader) ----------------
+    # ---- video clips: planned here, decoded in loader workers (semcl.data.views.clip_loader) ----------------
     def clip_plan(self, train_set: Any, idx: torch.Tensor, generator: torch.Generator,
                   augs: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> Any | None:
         """The views of step `idx` as a plan: every draw `make_views` would take from `generator`, in its
@@ -294,7 +294,7 @@ class Method(nn.Module):
         return [augs[k % len(augs)] for k in range(self.num_views)]
 
     def loader_partners(self) -> tuple[Callable[[int, torch.Generator], list[int]], list[Callable]] | None:
-        """For the file loader (semcl.data.file_views): (pick, recipes) where `pick(row, generator)` names the
+        """For the file loader (semcl.data.views.file_views): (pick, recipes) where `pick(row, generator)` names the
         training images whose views go with image `row` in a step (e.g. kNN positives) and `recipes` makes
         each partner's views; they arrive in `Batch.partner_views`. Asked at each epoch start, after
         `on_epoch_start`; `pick` must be picklable state (worker processes run it). None: no partners."""

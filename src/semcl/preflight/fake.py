@@ -244,7 +244,7 @@ def mining_peak(method, n: int, persistent: int) -> int | None:
 
 
 def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: int | None = None) -> int:
-    """Peak bytes of semcl.data.neighbours.knn_table on [n, d] float32 features (the features included; chunks:
+    """Peak bytes of semcl.data.semantics.neighbours.knn_table on [n, d] float32 features (the features included; chunks:
     the search's defaults unless given). Only the features, their normalised copy and the [n, k] table grow with n;
     the blocks do not once n holds two key blocks. So the search runs faked at min(n, 2 key blocks) (a faked
     pass at ImageNet's 1.28 M took minutes of Python on 2 cores) and the rest is added at 2 * d * 4 + k * 8 bytes
@@ -253,7 +253,7 @@ def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: 
 
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from semcl.data.neighbours import knn_table
+    from semcl.data.semantics.neighbours import knn_table
 
     defaults = inspect.signature(knn_table).parameters
     qc = query_chunk or defaults["query_chunk"].default

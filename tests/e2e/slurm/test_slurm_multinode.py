@@ -124,7 +124,7 @@ def test_a_killed_rank_requeues_the_job_and_the_resume_matches(tmp_path):
 # (loader_workers reads both; the device only decides 0 on the CPU, nothing touches CUDA)
 TASK_CPUS = """
 import json, os, torch
-from semcl.data.file_views import loader_workers
+from semcl.data.views.file_views import loader_workers
 print(json.dumps({"rank": int(os.environ["SLURM_PROCID"]), "affinity": len(os.sched_getaffinity(0)),
                   "cpus_per_task": os.environ.get("SLURM_CPUS_PER_TASK"), "workers": loader_workers(torch.device("cuda"))}))
 """

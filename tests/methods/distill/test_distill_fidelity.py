@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.data import build_augment, stats
+from semcl.data import stats
+from semcl.data.views.build import build_augment
 from semcl.losses.distill import ConvRegressor, LinearEmbed
 from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
 from semcl.methods.distill import STUDENTS

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from semcl.data.negatives import UniformNegatives
+from semcl.data.semantics.negatives import UniformNegatives
 from semcl.losses.distill import REPDISTILLER_WEIGHTS
 from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
 from semcl.methods.distill import STUDENTS
@@ -276,7 +276,7 @@ def test_scns_class_user_vectors_file_is_pinned_by_its_sha256(tmp_path):
     """A user vectors file reaches the run id through method.vectors_sha256, checked against the file."""
     import hashlib
 
-    from semcl.data.word_vectors import content_sha256
+    from semcl.data.semantics.word_vectors import content_sha256
     from semcl.errors import ConfigError
     from semcl.registry.plan import make_run_id
 

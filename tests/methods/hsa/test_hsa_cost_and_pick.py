@@ -26,7 +26,7 @@ def test_hsa_cost_counts_every_pass(knobs, want):
 def test_the_loaders_neighbour_pick_replays_its_generator():
     import torch
 
-    from semcl.data.neighbours import pick_neighbours
+    from semcl.data.semantics.neighbours import pick_neighbours
 
     table = torch.tensor([[4, 5, 6, 7], [0, 2, 3, 1]])
     g = torch.Generator().manual_seed(3)

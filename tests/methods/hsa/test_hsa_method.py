@@ -15,8 +15,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.data import build_augment, stats
-from semcl.data.neighbours import draw_neighbours
+from semcl.data import stats
+from semcl.data.semantics.neighbours import draw_neighbours
+from semcl.data.views.build import build_augment
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
@@ -308,7 +309,7 @@ def test_cutmix_box_comes_from_the_rank_generator_under_ddp(monkeypatch):
     """One process: the box is drawn from the epoch's generator (as before); with a rank generator (several
     ranks) from that one, and the epoch's generator -- the same stream on every rank -- draws nothing for it."""
     import semcl.methods.hsa.method as hsa_method
-    from semcl.data.cutmix import cutmix
+    from semcl.data.views.cutmix import cutmix
 
     seen = []
     monkeypatch.setattr(hsa_method, "cutmix", lambda a, b, g, **kw: (seen.append(g), cutmix(a, b, g, **kw))[1])

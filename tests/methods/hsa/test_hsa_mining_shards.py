@@ -11,7 +11,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from semcl.data import ImageSet, build_augment, knn_shards, stats
+from semcl.data import ImageSet, stats
+from semcl.data.semantics import knn_shards
+from semcl.data.views.build import build_augment
 from semcl.engine import train as train_mod
 from semcl.methods.base import DataInfo, TrainContext
 from semcl.methods.registry import method_class

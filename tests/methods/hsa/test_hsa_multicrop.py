@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcl.data import build_augment, stats
-from semcl.data.augment import RECIPES, Augment
-from semcl.data.multicrop import small_crop_view
+from semcl.data import stats
+from semcl.data.views.augment import RECIPES, Augment
+from semcl.data.views.build import build_augment
+from semcl.data.views.multicrop import small_crop_view
 from semcl.losses.hsa import two_positive_loss
 from semcl.methods.base import Batch, DataInfo, TrainContext
 from semcl.methods.registry import method_class
@@ -90,7 +91,7 @@ def test_moco_with_small_crops_adds_one_infonce_per_crop():
 def _csml_terms(m, ctx, **knobs):
     """The method's loss on one step and, recomputed in float64 from its modules, its global terms
     (L_qa, L_qp; no CutMix here) and its small-crop terms."""
-    from semcl.data.neighbours import draw_neighbours
+    from semcl.data.semantics.neighbours import draw_neighbours
 
     m.on_epoch_start(0)
     batch = _batch(m, ctx)

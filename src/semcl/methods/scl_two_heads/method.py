@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from semcl.data.hierarchy import candidate_ranks
+from semcl.data.semantics.hierarchy import candidate_ranks
 from semcl.losses import ranked_info_nce
 from semcl.methods.base import Batch, DataInfo, Method
 from semcl.methods.scl_two_heads import SCLTwoHeadsMethod

@@ -33,7 +33,7 @@ class SCNSSupConMethod:
     # here of the two views) | extra: the pseudo-negatives alone | distance: the distance term alone
     lm_mode: str = "both"
     lm_weight: float = 1.0  # weight of the distance term on the loss
-    vectors: str = "glove"  # glove | vectors | sentence (semcl.data.word_vectors)
+    vectors: str = "glove"  # glove | vectors | sentence (semcl.data.semantics.word_vectors)
     vectors_path: str | None = None
     vectors_sha256: str | None = None  # required with vectors_path (its content in the run id)
 
@@ -70,7 +70,7 @@ class SCNSSupConInstanceMethod:
 
 
 def check_top_k_classes(method_cfg: SCNSSupConMethod, num_classes: int) -> None:
-    """SCNS-class draws from the top-k of each class's C - 1 other classes (semcl.data.negatives)."""
+    """SCNS-class draws from the top-k of each class's C - 1 other classes (semcl.data.semantics.negatives)."""
     if method_cfg.negatives == "class" and not 1 <= method_cfg.k <= num_classes - 1:
         raise ConfigError(f"'method.k' = {method_cfg.k}: SCNS-class needs 1 <= k <= {num_classes - 1} "
                           f"(the other classes of each class)")

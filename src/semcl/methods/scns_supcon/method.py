@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from semcl.data.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
+from semcl.data.semantics.negatives import ClassConditionedNegatives, InstanceConditionedNegatives, UniformNegatives
 from semcl.errors import ConfigError
 from semcl.losses.latent_mixup import lm_distance_loss, mix_with_positive
 from semcl.losses.scns_supcon import bank_supcon_loss
@@ -46,7 +46,7 @@ class SCNSSupCon(Method):
         if m.negatives == "uniform":
             self.sampler = UniformNegatives(labels, self.info.num_classes)
             return
-        from semcl.data.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
+        from semcl.data.semantics.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
 
         if m.vectors_path is not None and content_sha256(m.vectors_path) != m.vectors_sha256:
             raise ConfigError(f"{m.vectors_path}: content sha256 differs from 'method.vectors_sha256'")

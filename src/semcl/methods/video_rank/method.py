@@ -3,7 +3,7 @@
 Views: the epoch generator draws the clip positions (ClipSampler: x_f, x_s, x_v) and then the clip
 augmentations (ClipAugment, one parameter set per clip), so a resumed run replays the same clips.
 Views of the pre-training methods, in order: anchor (x_f's frames, augmentation 1), x_f (same frames,
-augmentation 2), x_s, x_v. The engine takes them in three parts (semcl.data.video.clip_loader):
+augmentation 2), x_s, x_v. The engine takes them in three parts (semcl.data.views.clip_loader):
 `clip_plan` draws positions and augmentation parameters in the training process, `decode_plan`
 decodes a rank's clips in loader workers, `finish_views` augments on the training device.
 `make_views` makes the same views in one call (the path of sets without a fixed frame size, whose
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from semcl.data.augment import RECIPES
 from semcl.data.video import ClipAugment, ClipSampler
-from semcl.data.video.clip_loader import ClipViews, decode_clips, finish_clip_views
+from semcl.data.views.augment import RECIPES
+from semcl.data.views.clip_loader import ClipViews, decode_clips, finish_clip_views
 from semcl.losses import ranked_info_nce
 from semcl.losses.video_ranks import video_ranks, video_similarities
 from semcl.methods.base import Batch, DataInfo, Method

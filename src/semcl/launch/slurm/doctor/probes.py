@@ -33,7 +33,7 @@ def rendezvous(device: torch.device, join_s: float) -> dict:
 
 def cpus(device: torch.device) -> dict:
     """The CPUs the scheduler gave this task and the loader workers a GPU run would start with them."""
-    from semcl.data.file_views import loader_workers
+    from semcl.data.views.file_views import loader_workers
 
     per_task = os.environ.get("SLURM_CPUS_PER_TASK", "")
     return {"affinity": len(os.sched_getaffinity(0)), "cpus_per_task": int(per_task) if per_task.isdigit() else None,

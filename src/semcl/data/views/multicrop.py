@@ -2,8 +2,8 @@
 
 `small_crop_view(aug, size, scale)` turns a run's view augmentation into its small-crop twin: the same
 pipeline with the random-resized crop drawn from `scale` (area fraction) and resized to `size`. Batched
-recipes (semcl.data.augment) get the crop scale and output size replaced; per-image recipes
-(semcl.data.tvaugment) get their RandomResizedCrop step replaced (the other steps, e.g. the blur, are kept as
+recipes (semcl.data.views.augment) get the crop scale and output size replaced; per-image recipes
+(semcl.data.views.tvaugment) get their RandomResizedCrop step replaced (the other steps, e.g. the blur, are kept as
 they are, as SwAV applies one pipeline to every crop size).
 """
 
@@ -22,7 +22,7 @@ SWAV_SIZE_RATIO = 96 / 224  # small side over global side
 
 def small_crop_view(aug: ViewFn, size: int, scale: Sequence[float] = SWAV_SMALL_SCALE) -> ViewFn:
     """The small-crop twin of `aug` (module docstring); ValueError for a recipe without a random crop."""
-    from semcl.data.augment import Augment
+    from semcl.data.views.augment import Augment
 
     lo, hi = float(scale[0]), float(scale[1])
     if not 0 < lo <= hi <= 1:
@@ -33,7 +33,7 @@ def small_crop_view(aug: ViewFn, size: int, scale: Sequence[float] = SWAV_SMALL_
         return Augment(dataclasses.replace(aug.recipe, crop_scale=(lo, hi)), size=size, mean=aug.mean, std=aug.std)
     from torchvision.transforms import v2
 
-    from semcl.data.tvaugment import PerImageAugment
+    from semcl.data.views.tvaugment import PerImageAugment
 
     if isinstance(aug, PerImageAugment) and isinstance(aug.transform, v2.Compose):
         steps = list(aug.transform.transforms)

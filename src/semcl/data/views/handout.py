@@ -1,6 +1,6 @@
 """uint8 views out of the loader workers, normalised on the training device.
 
-A per-image recipe (semcl.data.tvaugment.PerImageAugment) ends with uint8 pixels and then one
+A per-image recipe (semcl.data.views.tvaugment.PerImageAugment) ends with uint8 pixels and then one
 arithmetic step: ``x / 255 - mean) / std`` in float32. Handing out the uint8 view instead moves a
 quarter of the bytes through the workers' shared memory, the pin thread and the host-to-device copy,
 and the normalisation runs where the batch is used.
@@ -55,7 +55,7 @@ def handout_of(recipe: object) -> Callable[[Any], torch.Tensor] | None:
     """The device-side finish of a recipe that can hand out uint8 views (it has `uint8_views` and the
     mean / std it normalises with), else None: the recipe hands out its finished float views. The caller
     keeps it (one table per recipe, not per step); it is never attached to the recipe, which workers receive.
-    A recipe with its own `handout_finish` (a split colour view, semcl.data.colour_view: it hands out crops
+    A recipe with its own `handout_finish` (a split colour view, semcl.data.views.colour_view: it hands out crops
     and drawn parameters) gives that."""
     if hasattr(recipe, "handout_finish"):
         return recipe.handout_finish()

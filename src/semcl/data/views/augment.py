@@ -18,8 +18,8 @@ Recipes (``RECIPES``):
   (Tiny-ImageNet); the image is first resized to ``size`` if it is not that size already.
 * ``test`` — resize to ``size`` if needed, normalise.
 
-Which object a recipe *name* builds (these, or semcl.data.tvaugment's per-image recipes) is
-decided in semcl.data.views.build_augment; the per-channel statistics are the dataset registry's
+Which object a recipe *name* builds (these, or semcl.data.views.tvaugment's per-image recipes) is
+decided in semcl.data.views.build.build_augment; the per-channel statistics are the dataset registry's
 (semcl.data.stats).
 
 One-channel images (Fashion-MNIST, MNIST) get brightness and contrast jitter only;
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from semcl.data.crop import crop_flip, pad_crop_flip, resize, sample_crop_boxes
-from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like
+from semcl.data.views.crop import crop_flip, pad_crop_flip, resize, sample_crop_boxes
+from semcl.data.views.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ the same paper (``supcon``: scale (0.2, 1), ratio (3/4, 4/3), flip 0.5, ColorJit
 
 A batch ``[B, C, T, H, W]`` is viewed as ``B·T`` images; every per-clip draw (crop box, flip,
 jitter factors and op order, grey) is repeated over the clip's ``T`` frames and the batched
-image ops of semcl.data.crop / semcl.data.jitter run once on all frames. Contrast blends with
+image ops of semcl.data.views.crop / semcl.data.views.jitter run once on all frames. Contrast blends with
 the mean grey level of the whole clip (``contrast_mean="clip"``, default), so the clip gets one
 affine intensity map; ``"frame"`` uses each frame's own mean, which is what torchvision's
 ``adjust_contrast`` does on a ``[T, C, H, W]`` video tensor.
@@ -16,7 +16,7 @@ The draws depend only on the batch size and the frame size, so they are split fr
 ``draw(b, h, w, generator)`` takes every random number (in the order the one-call form always took
 them) and ``apply(clips, params)`` runs the ops wherever the uint8 clips are (a GPU), then
 ``normalise``. ``aug(clips, generator)`` is the three in a row. The video loader
-(semcl.data.video.clip_loader) draws in the training process, decodes in workers and applies on the
+(semcl.data.views.clip_loader) draws in the training process, decodes in workers and applies on the
 training device.
 """
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
-from semcl.data.augment import RECIPES, Recipe
-from semcl.data.crop import crop_flip, sample_crop_boxes
-from semcl.data.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like, rgb_to_grayscale
+from semcl.data.views.augment import RECIPES, Recipe
+from semcl.data.views.crop import crop_flip, sample_crop_boxes
+from semcl.data.views.jitter import BRIGHTNESS, CONTRAST, HUE, JITTER_OPS, SATURATION, grayscale_like, rgb_to_grayscale
 
 VIDEO_RECIPE = RECIPES["supcon"]
 TEST_RECIPE = Recipe()
@@ -167,7 +167,7 @@ class ClipAugment:
     def _jitter(self, x: torch.Tensor, t: int, params: ClipParams) -> torch.Tensor:
         """ColorJitter on the chosen clips, ops in each clip's drawn order.
 
-        Same scheme as semcl.data.augment.Augment._jitter, with clips in place of images: at each
+        Same scheme as semcl.data.views.augment.Augment._jitter, with clips in place of images: at each
         of the four steps every jittered clip applies the op its permutation puts there.
         """
         r = self.recipe

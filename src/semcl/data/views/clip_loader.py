@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from semcl.data.video.augment import ClipAugment, ClipParams
+from semcl.data.views.clip_augment import ClipAugment, ClipParams
 from semcl.errors import DataError
 
 # steps each worker decodes ahead; one step of RINCE's paper setting (128 videos, 3 clips of 16 frames at

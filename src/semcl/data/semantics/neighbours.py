@@ -15,7 +15,7 @@ duplicate j != i is a legitimate (maximally similar) neighbour.
 Ties between equal similarities are broken as torch.topk orders them inside one similarity block (faiss:
 as faiss does). That order is a fixed function of the block, so whoever computes the same blocks gets the
 same table: the query-chunk grid is part of the computation, and sharded mining keeps it
-(semcl.data.knn_shards).
+(semcl.data.semantics.knn_shards).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 BACKENDS = ("torch", "faiss")
 # the similarity block of the torch backend: rows (queries) x columns (keys). The query chunk is also the
-# grid that sharded mining keeps (semcl.data.knn_shards), so every process computes the same blocks.
+# grid that sharded mining keeps (semcl.data.semantics.knn_shards), so every process computes the same blocks.
 QUERY_CHUNK, KEY_CHUNK = 4096, 65536
 
 
@@ -83,7 +83,7 @@ def knn_rows(v: torch.Tensor, q0: int, q1: int, k: int, key_chunk: int = KEY_CHU
     """The k most similar other rows of unit-norm `v` for query rows ``q0:q1``, nearest first: one query
     chunk of the table, ``int64 [q1 - q0, k]`` on `v`'s device. Peak memory is one ``[q1 - q0, key_chunk]``
     block of similarities; a row's result depends on `v`, its chunk ``q0:q1`` and `key_chunk` alone, so any
-    process that runs the same chunk gets the same rows (semcl.data.knn_shards)."""
+    process that runs the same chunk gets the same rows (semcl.data.semantics.knn_shards)."""
     n = v.shape[0]
     q = v[q0:q1]
     rows = torch.arange(q0, q0 + q.shape[0], device=v.device)
@@ -164,7 +164,7 @@ def draw_neighbours(
 
 def pick_neighbours(table: torch.Tensor, m: int, row: int, generator: torch.Generator) -> list[int]:
     """`m` distinct neighbours of training image `row`, uniform over its k entries of `table` (the file
-    loader's pick, one image at a time; semcl.data.file_views): m = 1 one uniform draw, else the first m
+    loader's pick, one image at a time; semcl.data.views.file_views): m = 1 one uniform draw, else the first m
     of a uniform permutation of the k, as `HSA._several_neighbour_views` draws them for a batch."""
     k = table.shape[1]
     if not 1 <= m <= k:

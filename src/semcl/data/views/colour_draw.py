@@ -1,9 +1,9 @@
 """The CPU part of a split colour view: draw every parameter of the view, run only its resized crop.
 
-A colour view (`sim`, `sim_cifar`, `aug_cifar` of semcl.data.tvaugment) is a resized crop followed by
+A colour view (`sim`, `sim_cifar`, `aug_cifar` of semcl.data.views.tvaugment) is a resized crop followed by
 per-pixel colour steps, a blur and a flip. The crop needs the whole decoded image and stays in the
 loader worker; the rest depends only on the crop and a few numbers per image, so it can run batched on
-the training device (semcl.data.colour_finish). To give the very same pixels, the numbers are drawn
+the training device (semcl.data.views.colour_finish). To give the very same pixels, the numbers are drawn
 here by torchvision's own transform objects, in the order and with the calls its `Compose` makes,
 from the same torch stream; only the pixel work is skipped.
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from semcl.data.fileset import WholeImages, decode_whole
-from semcl.data.handout import handout_of
+from semcl.data.views.handout import handout_of
 from semcl.errors import DataError
 
 _MASK = (1 << 64) - 1
@@ -53,8 +53,8 @@ def image_seed(seed: int, epoch: int, step: int, position: int, view: int) -> in
 
 def views_of_image(image: torch.Tensor, recipes: Sequence[Recipe], seeds: Sequence[int]) -> list[torch.Tensor]:
     """One view per recipe of one whole uint8 [C, h, w] image, recipe k under a generator seeded by `seeds[k]`
-    (each recipe takes a list of whole images). A recipe that can (semcl.data.handout) gives its uint8 view,
-    to be normalised on the training device; a split colour view (semcl.data.colour_view) its (uint8 crop,
+    (each recipe takes a list of whole images). A recipe that can (semcl.data.views.handout) gives its uint8 view,
+    to be normalised on the training device; a split colour view (semcl.data.views.colour_view) its (uint8 crop,
     drawn parameters), to be finished there; the others their finished float view."""
     out: list = []
     for recipe, s in zip(recipes, seeds, strict=True):
@@ -65,7 +65,7 @@ def views_of_image(image: torch.Tensor, recipes: Sequence[Recipe], seeds: Sequen
 
 
 Partners = Callable[[int, torch.Generator], list[int]]
-Finish = Callable[..., torch.Tensor]  # a handed-out view -> its float view on the device (semcl.data.handout)
+Finish = Callable[..., torch.Tensor]  # a handed-out view -> its float view on the device (semcl.data.views.handout)
 Key = tuple[int, int, int, int, tuple[int, ...]]  # row, epoch, step, position, the partners' rows
 
 
@@ -211,7 +211,7 @@ def step_views(images: WholeImages, recipes: Sequence[Recipe], *, seed: int, epo
     `batch_size` (`part`: this rank's slice): per step, (one float tensor [b, C, S, S] per recipe, and one
     tuple of such tensors per partner, one per partner recipe), on `device` (default the CPU).
 
-    Workers hand out uint8 views where the recipe can (semcl.data.handout); they are copied to `device`
+    Workers hand out uint8 views where the recipe can (semcl.data.views.handout); they are copied to `device`
     (non-blocking from pinned memory) and normalised there. `loader`: the run's ViewLoader, whose workers
     persist across epochs (its own `workers` and `pin_memory` apply); None builds one for this call."""
     device = device or torch.device("cpu")

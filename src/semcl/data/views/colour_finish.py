@@ -1,6 +1,6 @@
 """The batched finish of a split colour view: jitter, grayscale, blur and flip with per-sample parameters.
 
-The crop and the drawn record come from the loader worker (semcl.data.colour_draw); this runs on the
+The crop and the drawn record come from the loader worker (semcl.data.views.colour_draw); this runs on the
 training device over the whole batch and gives, on the CPU, the very pixels torchvision's per-image
 transform gives (tests/data/test_colour_finish.py compares every pixel). How each op stays exact:
 
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from semcl.data.colour_draw import BLUR, BLUR_STEP, FACTORS, FLIP, FLIP_STEP, GRAY, GREY, JITTER, ORDER, SIGMA
+from semcl.data.views.colour_draw import BLUR, BLUR_STEP, FACTORS, FLIP, FLIP_STEP, GRAY, GREY, JITTER, ORDER, SIGMA
 
 
 def _fma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ bank, and the ranks all-gather the ``[N, k]`` table, so every rank holds the sam
 Grid. The rows are cut into query chunks of R rows from row 0, the grid `knn_table(query_chunk=R)` runs
 over, and each rank takes a contiguous run of whole chunks, ceil(chunks / world) of them (the last ranks may
 have fewer). A chunk's rows are a function of the bank, the chunk and the key blocks alone
-(`semcl.data.neighbours.knn_rows`), so the gathered table is the single-process table bit for bit, ties
+(`semcl.data.semantics.neighbours.knn_rows`), so the gathered table is the single-process table bit for bit, ties
 included, wherever the processes run the same kernels (one device type, library and thread count).
 
 Chunk size. R = min(QUERY_CHUNK, budget // bytes of one query row's blocks), agreed on every rank (the
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import torch
 
-from semcl.data.neighbours import KEY_CHUNK, QUERY_CHUNK, check_inputs, knn_rows, unit_rows
+from semcl.data.semantics.neighbours import KEY_CHUNK, QUERY_CHUNK, check_inputs, knn_rows, unit_rows
 from semcl.runtime import distributed
 
 GPU_FRACTION = 0.5  # of the GPU memory the allocator can still hand out
@@ -77,7 +77,7 @@ def sharded_knn_table(
     fast: bool = False,
     stop: Callable[[], bool] | None = None,
 ) -> torch.Tensor | None:
-    """The table of `semcl.data.neighbours.knn_table` (torch backend), this rank's query chunks computed here
+    """The table of `semcl.data.semantics.neighbours.knn_table` (torch backend), this rank's query chunks computed here
     and the rest gathered from the other ranks (module docstring).
 
     Args:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from semcl.csv_files import read_cell, write_csv
-from semcl.data.hierarchy import rank_matrix, threshold_similarity
 from semcl.data.safe_pickle import load_npy
+from semcl.data.semantics.hierarchy import rank_matrix, threshold_similarity
 from semcl.errors import ConfigError, DataError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"

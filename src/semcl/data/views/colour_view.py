@@ -2,11 +2,11 @@
 
 Opt-in, by the environment: SEMCL_COLOUR_FINISH=device. Today's default (unset or `worker`) runs the whole
 view per image in the worker. With `device`, the worker draws every number of the view and runs only the
-resized crop (semcl.data.colour_draw), handing out (uint8 crop, float64 record); the training process
-finishes the batch on its device (semcl.data.colour_finish) and normalises it with the handout table.
+resized crop (semcl.data.views.colour_draw), handing out (uint8 crop, float64 record); the training process
+finishes the batch on its device (semcl.data.views.colour_finish) and normalises it with the handout table.
 On the CPU the finished views are the per-image views bit for bit (tests/data/test_colour_finish.py),
 so the setting is not part of a run's config and does not move run ids. On a GPU the blur's convolution
-sums in cuDNN's order; see semcl.data.colour_finish.
+sums in cuDNN's order; see semcl.data.views.colour_finish.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import torch
 
-from semcl.data.colour_draw import draw_and_crop, program_of
-from semcl.data.colour_finish import finish
-from semcl.data.handout import UInt8Normalise
-from semcl.data.tvaugment import PerImageAugment, ViewCycle
+from semcl.data.views.colour_draw import draw_and_crop, program_of
+from semcl.data.views.colour_finish import finish
+from semcl.data.views.handout import UInt8Normalise
+from semcl.data.views.tvaugment import PerImageAugment, ViewCycle
 
 ENV = "SEMCL_COLOUR_FINISH"
 SETTINGS = ("worker", "device")

@@ -1,6 +1,6 @@
 """The view recipes a run may name (`data.augment`, `probe.recipe`), as one table, and the parser of those names.
 
-Kept beside the code that builds the views (semcl.data.augment, semcl.data.tvaugment) and free of torch, so
+Kept beside the code that builds the views (semcl.data.views.augment, semcl.data.views.tvaugment) and free of torch, so
 the config check (semcl.run_config) and the cost estimate read the names without loading torchvision.
 
 `data.augment` names one recipe for every view, or one per view joined by "+" (view 1 first, the official
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# the builders a recipe can name (semcl.data.tvaugment.build_named dispatches on these)
-BATCHED = "batched"  # semcl.data.augment.Augment over the whole uint8 batch
-PER_IMAGE = "per_image"  # torchvision v2 per image (semcl.data.tvaugment.image_transform)
-MAE = "mae"  # timm's create_transform with MAE's fixed arguments (semcl.data.tvaugment.MAETransform)
+# the builders a recipe can name (semcl.data.views.tvaugment.build_named dispatches on these)
+BATCHED = "batched"  # semcl.data.views.augment.Augment over the whole uint8 batch
+PER_IMAGE = "per_image"  # torchvision v2 per image (semcl.data.views.tvaugment.image_transform)
+MAE = "mae"  # timm's create_transform with MAE's fixed arguments (semcl.data.views.tvaugment.MAETransform)
 
 
 @dataclass(frozen=True)

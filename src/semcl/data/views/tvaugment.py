@@ -1,6 +1,6 @@
 """The PaCo/GPaCo view recipes, built from torchvision's v2 transforms and applied per image.
 
-AutoAugment, RandAugment and Gaussian blur have no batched implementation in semcl.data.augment,
+AutoAugment, RandAugment and Gaussian blur have no batched implementation in semcl.data.views.augment,
 so these recipes run torchvision's per-image transforms over the batch. They keep the batched
 recipes' contract: `(uint8 [B, C, H, W], generator) -> normalised float32 [B, C, size, size]`,
 with every random draw fixed by the generator (a seed is drawn from it and torchvision runs
@@ -27,7 +27,7 @@ Recipes (docs/papers/paco.md §d.1, §d.2; official `--aug view1_view2`):
   "rand-m9-mstd0.5-inc1", interpolation="bicubic", re_prob=0.25, re_mode="pixel", re_count=1)` --
   bicubic RandomResizedCrop, flip, RandAugment, normalise, RandomErasing; no colour jitter (`MAETransform`).
 Names joined by "+" give one recipe per view (`ViewCycle`); the names and their builders are
-semcl.data.view_recipes.VIEW_RECIPES.
+semcl.data.views.recipes.VIEW_RECIPES.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from semcl.data.augment import RECIPES, Augment
-from semcl.data.view_recipes import BATCHED, MAE, VIEW_RECIPES, parse_augment
+from semcl.data.views.augment import RECIPES, Augment
+from semcl.data.views.recipes import BATCHED, MAE, VIEW_RECIPES, parse_augment
 
 ImageTransform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -211,7 +211,7 @@ class PerImageAugment:
 
     def uint8_views(self, images: torch.Tensor | list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
         """The views before normalisation, uint8 [B, C, size, size] on the CPU: what a loader worker hands
-        out (semcl.data.handout normalises it on the training device, to the same values)."""
+        out (semcl.data.views.handout normalises it on the training device, to the same values)."""
         seed = self._view_seed(images, generator)
         with torch.random.fork_rng(devices=[]):
             # the CPU stream only (torchvision draws there): torch.manual_seed would also reseed every CUDA
@@ -244,7 +244,7 @@ class ViewCycle:
 
 
 def build_named(name: str, *, size: int, mean: Sequence[float], std: Sequence[float]):
-    """The augmentation `semcl.data.views.build_augment` names: a batched recipe, a per-image one, or a "+" pair."""
+    """The augmentation `semcl.data.views.build.build_augment` names: a batched recipe, a per-image one, or a "+" pair."""
     views = []
     for base, n, m, crop_min in parse_augment(name):
         builder = VIEW_RECIPES[base].builder

@@ -131,7 +131,8 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precisi
     # a `select` row has no runs: it shows a row of another table; a derived row computes from others; a
     # reference row shows another source's number
     wanted = [r for r in table.rows
-              if r.implemented and not r.select and not r.derived and not r.reference and (not rows or r.label in rows)]
+              if r.implemented and not r.select and not r.derived and not r.reference and not r.released
+              and (not rows or r.label in rows)]
     for row in wanted:
         for seed in seeds:
             make(row.label, seed)

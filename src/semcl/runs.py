@@ -30,6 +30,15 @@ from semcl.run_folder import STORE_FORMAT, TRAININGS, RunFolder
 
 
 @dataclass(frozen=True)
+class ReleasedFile:
+    """The authors' checkpoint an evaluation-only run reads (a released row: semcl.engine.released)."""
+
+    path: str
+    sha256: str
+    layout: str
+
+
+@dataclass(frozen=True)
 class Run:
     table_id: str
     row_label: str
@@ -43,6 +52,8 @@ class Run:
     train_key: str = ""
     # runs that must finish first without being read (the run that trains this one's shared key); not in the id
     waits_for: tuple[str, ...] = ()
+    # a released row's run: no training, the file's weights are evaluated (its sha256 is in the run id)
+    released: ReleasedFile | None = None
 
     @property
     def after(self) -> tuple[str, ...]:

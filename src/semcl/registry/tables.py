@@ -136,7 +136,9 @@ class Row:
     def state(self) -> str:
         """`reference` (a published number, never run), `released` (the authors' checkpoint, evaluated only),
         `implemented`, or `not implemented` (planned)."""
-        return "reference" if self.reference else "released" if self.released else "implemented" if self.implemented else "not implemented"
+        if self.reference or self.released:
+            return "reference" if self.reference else "released"
+        return "implemented" if self.implemented else "not implemented"
 
     @property
     def dependency_kind(self) -> str | None:

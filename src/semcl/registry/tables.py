@@ -206,7 +206,10 @@ class Table:
         return self.profile(profile).seeds or self.seeds
 
     def config_tree(self, row: Row, profile: str) -> dict:
-        """Layers: preset -> row -> profile; then the evaluations the columns need."""
+        """Layers: preset -> row -> profile; then the evaluations the columns need. A released row's config is
+        its network row's (the authors' weights go into that network, evaluated with these columns)."""
+        if row.released is not None:
+            row = self.row(row.released.network)
         prof = self.profile(profile)
         tree: dict = {}
         where = str(self.path)

@@ -81,3 +81,12 @@ def test_verify_refuses_a_wrong_file_in_one_line_before_anything_is_written(tmp_
     assert not results.exists()
     assert main(["weights", "check", "gpaco/imagenet-lt", "GPaCo ResNet-50 (code alpha 0.045)", str(path)]) == 2
     assert "is no released row" in capsys.readouterr().err
+
+
+def test_plan_costs_each_released_row_as_one_gpu_evaluation_outside_the_totals(capsys):
+    assert main(["plan", "gpaco/imagenet-lt", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("# released")]
+    assert len(lines) == 3 and all("evaluation only, 1 GPU" in line and line.endswith("GPU-h") for line in lines)
+    assert "GPaCo ResNet-50 (authors checkpoint)" in lines[0]
+    assert "# gpaco/imagenet-lt total: 24 runs" in out  # the trained rows' runs alone, as before

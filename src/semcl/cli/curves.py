@@ -22,7 +22,17 @@ def cmd_curves(args) -> None:
 
         table = table_view(table, args.set, None, args.profile)
         out, options = out / "variants" / slug(args.set), "".join(f" --set {shlex.quote(s)}" for s in args.set)
-    data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options)
+    official = None
+    if args.official_log:  # the authors' training log, drawn beside ours (semcl.report.official_logs)
+        from semcl.report.official_logs import parse_log
+
+        fmt, log = parse_log(Path(args.official_log), args.official_log_format)
+        official = (fmt, log, args.official_log)
+    data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options,
+                             official=official)
+    if official is not None:  # epoch by epoch, ours beside the authors' (rows as columns)
+        wide = data.pivot_table(index="epoch", columns="row", values="mean", sort=False)
+        print(wide.to_string(float_format=lambda v: f"{v:.4f}", na_rep="—"))
     last = data.sort_values("epoch").groupby("row", sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     for row, part in data[data["nonfinite"] > 0].groupby("row", sort=False):
@@ -42,5 +52,9 @@ def add_parser(sub) -> None:
     sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
     sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves; with --set: "
                                   "<results>/curves/variants/<settings>/)")
+    sp.add_argument("--official-log", help="the authors' training log (as their script printed it), drawn beside ours "
+                                           "epoch by epoch (docs/verify.md)")
+    sp.add_argument("--official-log-format", choices=("pcl", "rince", "repdistiller"),
+                    help="the log's format (default: detected from its lines)")
     add_set(sp, None)
     sp.set_defaults(func=cmd_curves)

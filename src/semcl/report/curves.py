@@ -31,7 +31,7 @@ def run_history(store: Store, run_id: str) -> list[dict]:
 
 
 def history_curves(table: Table, profile: str, store: Store, rows: str | None = None,
-                   metric: str = "loss", options: str = "") -> pd.DataFrame:
+                   metric: str = "loss", options: str = "", allow_empty: bool = False) -> pd.DataFrame:
     """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it.
     `options`: what plans these rows besides the table and profile (a variant's `--set`), for the hint."""
     try:
@@ -46,7 +46,7 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
         for entry in run_history(store, run.run_id):
             if metric in entry and entry[metric] is not None:
                 values.setdefault(run.row_label, {}).setdefault(int(entry["epoch"]), []).append(float(entry[metric]))
-    if not values:
+    if not values and not allow_empty:
         raise ResultsError(f"{store.root / 'runs'}: no run of {table.id} (profile {profile}) has a history with "
                            f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}{options}")
     out = []
@@ -60,17 +60,38 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
     return pd.DataFrame(out, columns=["row", "epoch", "mean", "std", "min", "max", "n", "nonfinite"])
 
 
+OFFICIAL = "authors' log"  # the row name of an official training log's curve (semcl.report.official_logs)
+
+
+def official_curve(log: pd.DataFrame, fmt: str, metric: str, where: str) -> pd.DataFrame:
+    """An official log's `metric` per epoch in the curves' columns, as the row "authors' log (<format>)"."""
+    if metric not in log.columns or log[metric].isna().all():
+        raise ConfigError(f"{where}: the official log has no {metric!r} per epoch (it has: "
+                          f"{', '.join(c for c in log.columns if c != 'epoch' and not log[c].isna().all())})")
+    part = log[["epoch", metric]].dropna()
+    return pd.DataFrame({"row": f"{OFFICIAL} ({fmt})", "epoch": part["epoch"].astype(int), "mean": part[metric],
+                         "std": float("nan"), "min": part[metric], "max": part[metric], "n": 1, "nonfinite": 0})
+
+
 def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,
-                 metric: str = "loss", options: str = "") -> tuple[pd.DataFrame, Path]:
-    """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path."""
+                 metric: str = "loss", options: str = "", official: tuple[str, pd.DataFrame, str] | None = None
+                 ) -> tuple[pd.DataFrame, Path]:
+    """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path. `official`:
+    (format, per-epoch frame, file) of the authors' training log, drawn dashed beside ours, epoch by epoch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = history_curves(table, profile, store, rows, metric, options)
+    data = history_curves(table, profile, store, rows, metric, options, allow_empty=official is not None)
+    if official is not None:
+        fmt, log, where = official
+        data = pd.concat([data, official_curve(log, fmt, metric, where)], ignore_index=True)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     for row, part in data.groupby("row", sort=False):
+        if row.startswith(OFFICIAL):
+            ax.plot(part["epoch"], part["mean"], lw=1.2, ls="--", color="black", label=row)
+            continue
         line, = ax.plot(part["epoch"], part["mean"], lw=1.2, label=f"{row} (n={int(part['n'].max())})")
         if (part["n"] > 1).any():
             ax.fill_between(part["epoch"], part["min"], part["max"], color=line.get_color(), alpha=0.15)

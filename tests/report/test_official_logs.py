@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the log excerpts are lines as the official scripts print them)
 """The authors' training logs (semcl.report.official_logs): an excerpt in each script's printed format parses to the
 epochs it holds, with the epoch's last running-average loss and the test top-1 that follows it; `semcl curves
 --official-log` draws it beside ours, epoch by epoch."""

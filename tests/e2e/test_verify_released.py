@@ -90,3 +90,34 @@ def test_plan_costs_each_released_row_as_one_gpu_evaluation_outside_the_totals(c
     assert len(lines) == 3 and all("evaluation only, 1 GPU" in line and line.endswith("GPU-h") for line in lines)
     assert "GPaCo ResNet-50 (authors checkpoint)" in lines[0]
     assert "# gpaco/imagenet-lt total: 24 runs" in out  # the trained rows' runs alone, as before
+
+
+def test_verify_students_distils_from_the_authors_teacher_file(tmp_path, capsys):
+    from semcl.engine.released import _network, released_row
+    from semcl.registry.tables import get_table
+
+    table = get_table("scns/kd-cifar100")
+    row, _ = released_row(table, "Teacher resnet56 (authors checkpoint)")
+    sd = _network(table, row, "smoke").state_dict()
+    g = torch.Generator().manual_seed(0)
+    state = {}  # RepDistiller's names: layer<i>.<j>. (semcl's layer<i>.blocks.<j>.), under no prefix
+    for k, v in sd.items():
+        name = k[len("backbone."):].replace(".blocks.", ".")
+        x = torch.randn(v.shape, generator=g) * 0.2 if v.is_floating_point() else torch.zeros_like(v)
+        state[name] = x.abs() + 0.5 if name.endswith("running_var") else x
+    weights, results = tmp_path / "weights", tmp_path / "results"
+    (weights / "resnet56_vanilla").mkdir(parents=True)
+    torch.save({"epoch": 240, "model": state, "accuracy": 72.34, "optimizer": {}},
+               weights / "resnet56_vanilla" / "ckpt_epoch_240.pth")
+    assert main(["--results", str(results), "verify", "scns/kd-cifar100", "--weights", str(weights),
+                 "--profile", "smoke", "--executor", "debug", "--students"]) == 0
+    out = capsys.readouterr().out
+    student = next(line for line in out.splitlines() if "KD resnet56 to resnet20 (authors teacher)" in line)
+    teacher_run = student.split("learns from ")[1].split()[0]
+    student_run = student.split("-> run ")[1].split()[0]
+    record = json.loads((results / "runs" / student_run / "metrics.json").read_text())
+    assert record["depends_on"] == [teacher_run] and len(record["history"]) == 2
+    assert main(["--results", str(results), "table", "scns/kd-cifar100", "--profile", "smoke"]) == 0
+    table_text = capsys.readouterr().out
+    line = next(x for x in table_text.splitlines() if x.startswith("| KD resnet56 to resnet20 (authors teacher) |"))
+    assert f"{record['metrics']['acc_overall']:.2f} (n=1)" in line and "Rows learning from the authors' checkpoints" in table_text

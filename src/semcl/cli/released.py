@@ -4,7 +4,9 @@
                                               naming the first offending keys) and the file's sha256
   semcl verify <paper|table> --weights DIR    evaluate every released checkpoint found in DIR with its row's own
                                               evaluations, locally or on SLURM (one GPU each), as runs keyed by the
-                                              file's sha256; `semcl table` then shows them as their own rows
+                                              file's sha256; `semcl table` then shows them as their own rows; with
+                                              --students, also the rows that learn from them (KD from the authors'
+                                              teachers)
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def cmd_verify(args) -> None:
     from semcl.launch.backends import backend, check_data_root
     from semcl.launch.base import LaunchOptions
     from semcl.registry.resources import Resources
+    from semcl.runs import plan_runs
 
     store, folder = open_store(args), Path(args.weights)
     be = backend(args.executor)
@@ -54,6 +57,7 @@ def cmd_verify(args) -> None:
     for table in _tables(args.what):
         if args.profile not in table.profiles:
             continue
+        files = {}
         for row, path, how in find_files(table, folder):
             if path is None:
                 print(f"{table.id}: {row.label}: not found ({how})", file=sys.stderr)
@@ -65,6 +69,14 @@ def cmd_verify(args) -> None:
             res = Resources(gpus=min(own.gpus, 1), cpus=own.cpus, mem_gb=own.mem_gb)
             print(f"{table.id}: {row.label}: {path} ({how}; sha256 {sha[:12]}) -> run {run.run_id}")
             pairs.append((run, res))
+            files[row.label] = run.released
+        if args.students and files:  # the rows learning from these files (KD students of the authors' teachers)
+            learners = [r.label for r in table.rows if set(r.depends_on) & set(files)]
+            for run in plan_runs(table, args.profile, learners, released=files):
+                if run.released is None:
+                    print(f"{table.id}: {run.row_label} seed={run.seed}: learns from {', '.join(run.depends_on)} "
+                          f"-> run {run.run_id}")
+                    pairs.append((run, table.resources_for(run.row_label, args.profile)))
     if not pairs:
         print(f"no released checkpoint of {args.what} found in {folder}", file=sys.stderr)
         return
@@ -72,14 +84,15 @@ def cmd_verify(args) -> None:
     from semcl.engine.released import check_file
 
     for run, _ in pairs:
-        check_file(run)
+        if run.released is not None:
+            check_file(run)
     root = data_root(args)
     options = LaunchOptions(data_root=root, retry_failed=args.retry_failed, workers=args.workers,
                             cluster=args.cluster, allow_cpu=args.allow_cpu)
     runs = [r for r, _ in pairs]
     be.check(pairs, store, options)
     check_data_root(runs, root)
-    remember(store, runs)
+    remember(store, [r for r in runs if r.released is not None])
     be.submit(pairs, store, options)
 
 
@@ -111,4 +124,7 @@ def add_parser(sub) -> None:
     v.add_argument("--retry-failed", action="store_true", help="resubmit failed evaluations")
     v.add_argument("--allow-cpu", action="store_true",
                    help="local executors: evaluate rows that ask for a GPU on a machine without CUDA")
+    v.add_argument("--students", action="store_true",
+                   help="also train the rows that learn from the found files (the KD students of the authors' "
+                        "teachers: their run ids and training keys hold the teacher file's sha256)")
     v.set_defaults(func=cmd_verify)

@@ -32,7 +32,7 @@ from semcl.files import write_json_atomic, write_text_atomic
 from semcl.run_folder import STORE_FORMAT, RunFolder
 from semcl.runs import Run, Store
 from semcl.runtime import distributed, rank_errors
-from semcl.runtime.checkpoint import seed_everything
+from semcl.runtime.checkpoint import save_atomic, seed_everything
 from semcl.runtime.precision import effective_config
 from semcl.runtime.progress import write_phase
 from semcl.runtime.tracking import log_results
@@ -206,6 +206,8 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if stage == "train":
                 return {}
             load_released_weights(method, run)
+            # the weights as a run's final checkpoint: a student of this teacher loads them as any teacher run's
+            save_atomic({"method": method.state_dict()}, folder.checkpoint)
             history, trainer = [], None
         elif trainer != run.run_id:
             if not store.trained(trainer):

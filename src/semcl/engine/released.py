@@ -10,7 +10,6 @@ profile in the store (results/released/), since the sha256 is often known only o
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from semcl.models.released import layout_module
 from semcl.models.released.common import convert, read_official
 from semcl.registry.tables import Row, Table, get_table
 from semcl.runs import ReleasedFile, Run, Store
+from semcl.runs import released_run_id as run_id_of
 
 INDEX = "released"  # results/released/<table id with / as __>.<profile>.json: released row -> run id
 
@@ -128,9 +128,8 @@ def check_file(run: Run) -> None:
 
 
 def released_run_id(cfg, seed: int, sha256: str) -> str:
-    """12 hex digits of sha256(the network row's config, seed, the file's sha256)."""
-    key = {"config": hashable_config(cfg), "seed": seed, "released": sha256}
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    """12 hex digits of sha256(the network row's config, seed, the file's sha256) (semcl.runs.released_run_id)."""
+    return run_id_of(hashable_config(cfg), seed, sha256)
 
 
 def released_run(table: Table, row: Row, profile: str, path: Path, sha256: str, precision: str | None = None) -> Run:
@@ -192,17 +191,20 @@ def remember(store: Store, runs: list[Run]) -> None:
         write_json_atomic(index_path(store, table_id, profile), index)
 
 
-def released_runs(table: Table, profile: str, store: Store) -> list[Run]:
-    """The runs the released rows show (those verified into this store), for the tables and claims."""
-    index = read_index(store, table.id, profile)
-    out = []
-    for row in table.rows:
-        if row.released and row.label in index:
-            rec = store.read_record(index[row.label])
-            if rec is not None:
-                cfg = network_config(table, row, profile)
-                rel = rec.get("released") or {}
-                out.append(Run(table.id, row.label, rec["seed"], profile, cfg, index[row.label],
-                               released=ReleasedFile(str(rel.get("file", "")), str(rel.get("sha256", "")),
-                                                     row.released.layout)))
+def released_files(table: Table, profile: str, store: Store) -> dict[str, ReleasedFile]:
+    """released row label -> the file verified last for it into this store (its finished evaluation's record)."""
+    out = {}
+    for label, run_id in read_index(store, table.id, profile).items():
+        rec = store.read_record(run_id)
+        row = next((r for r in table.rows if r.label == label and r.released), None)
+        rel = (rec or {}).get("released")
+        if row is not None and isinstance(rel, dict) and isinstance(rel.get("sha256"), str):
+            out[label] = ReleasedFile(str(rel.get("file", "")), rel["sha256"], row.released.layout)
     return out
+
+
+def released_runs(table: Table, profile: str, store: Store) -> tuple[list[Run], dict[str, ReleasedFile]]:
+    """(the runs the released rows show, the files they read): those verified into this store."""
+    files = released_files(table, profile, store)
+    runs = [released_run(table, table.row(label), profile, Path(f.path), f.sha256) for label, f in files.items()]
+    return runs, files

@@ -322,6 +322,9 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         for dep in r.depends_on:
             if dep not in by_label:
                 raise ConfigError(f"{rw}: {kind!r} names no row {dep!r}")
+            if by_label[dep].released and kind != "teacher":
+                raise ConfigError(f"{rw}: {kind!r} names row {dep!r}, the authors' checkpoint: only a 'teacher' "
+                                  "can be a released row")
             if by_label[dep].select:
                 raise ConfigError(f"{rw}: {kind!r} names row {dep!r}, which selects another table's row "
                                   "and has no runs of its own")
@@ -338,7 +341,7 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         if label in seen:
             raise ConfigError(f"{where}: rows {' -> '.join((*seen, label))} depend on each other in a cycle")
         row = by_label[label]
-        return row.method in METHODS and all(ok(d, (*seen, label)) for d in row.depends_on)
+        return (row.method in METHODS or row.released is not None) and all(ok(d, (*seen, label)) for d in row.depends_on)
 
     def usable(r: Row) -> bool:
         return all(ok(d, (r.label,)) for d in r.depends_on) and all(

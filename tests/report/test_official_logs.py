@@ -44,7 +44,7 @@ Test: [0/79]\tTime 0.050 (0.050)\tLoss 3.7000 (3.7000)\tAcc@1 12.500 (12.500)\tA
 
 @pytest.mark.parametrize("text, fmt, epochs, losses, top1", [
     (PCL, "pcl", [1, 2], [6.5432, 5.4321], [11.234, 18.5]),
-    (RINCE, "rince", [1, 2], [8.4, 7.7], [math.nan, math.nan]),
+    (RINCE, "rince-cifar", [1, 2], [8.4, 7.7], [math.nan, math.nan]),
     (CRD, "repdistiller", [1], [4.1234], [11.09]),
 ])
 def test_each_official_log_parses_to_the_epochs_it_holds(tmp_path, text, fmt, epochs, losses, top1):
@@ -63,8 +63,8 @@ def test_a_log_of_no_known_format_is_one_line_naming_the_file(tmp_path):
     path.write_text("step 1 loss 3.0\n")
     with pytest.raises(DataError, match=r"other.log: no training line of a known official log format"):
         parse_log(path)
-    with pytest.raises(DataError, match=r"other.log: no training line of the 'rince' format"):
-        parse_log(path, "rince")
+    with pytest.raises(DataError, match=r"other.log: no training line of the 'rince-cifar' format"):
+        parse_log(path, "rince-cifar")
 
 
 def test_curves_draw_the_authors_log_beside_ours_epoch_by_epoch(tmp_path, capsys):

@@ -54,7 +54,9 @@ def add_parser(sub) -> None:
                                   "<results>/curves/variants/<settings>/)")
     sp.add_argument("--official-log", help="the authors' training log (as their script printed it), drawn beside ours "
                                            "epoch by epoch (docs/verify.md)")
-    sp.add_argument("--official-log-format", choices=("pcl", "rince", "repdistiller"),
+    from semcl.report.official_logs import FORMATS
+
+    sp.add_argument("--official-log-format", choices=sorted(FORMATS),
                     help="the log's format (default: detected from its lines)")
     add_set(sp, None)
     sp.set_defaults(func=cmd_curves)

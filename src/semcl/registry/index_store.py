@@ -58,7 +58,10 @@ def table_meta(table) -> dict:
             "implemented": sum(r.implemented for r in table.rows),
             "not_implemented": [r.label for r in table.rows if not r.implemented],
             # rows that show the best row of another table (`select:`): label -> that table
-            "selects": {r.label: r.select.table for r in table.rows if r.select}}
+            "selects": {r.label: r.select.table for r in table.rows if r.select},
+            # rows that learn from an authors' checkpoint (a KD student of a released teacher): planned with the file
+            "learners": [r.label for r in table.rows
+                         if any(d in {x.label for x in table.rows if x.released} for d in r.depends_on)]}
 
 
 def read_index(path: Path, key: str) -> dict | None:

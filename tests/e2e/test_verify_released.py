@@ -45,6 +45,11 @@ def test_verify_evaluates_the_authors_checkpoint_and_the_table_shows_it(tmp_path
                  str(weights / "gpaco_r50_imagenetlt.pth.tar"), "--profile", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "65 tensors" in out and "semcl's own, not in the file: center_offset" in out and not results.exists()
+    from semcl import api
+
+    net = api.load_released("gpaco/imagenet-lt", ROW, weights / "gpaco_r50_imagenetlt.pth.tar", profile="smoke")
+    saved = torch.load(weights / "gpaco_r50_imagenetlt.pth.tar", weights_only=True)["state_dict"]
+    assert not net.training and torch.equal(net.classifier.fc.weight, saved["module.linear.weight"])
 
     assert main(["--results", str(results), "verify", "gpaco/imagenet-lt", "--weights", str(weights),
                  "--profile", "smoke", "--executor", "debug"]) == 0
@@ -81,6 +86,11 @@ def test_verify_refuses_a_wrong_file_in_one_line_before_anything_is_written(tmp_
     assert not results.exists()
     assert main(["weights", "check", "gpaco/imagenet-lt", "GPaCo ResNet-50 (code alpha 0.045)", str(path)]) == 2
     assert "is no released row" in capsys.readouterr().err
+    _official_file(path, seed=0)  # a whole GPaCo file, named as a PaCo row's: another network
+    assert main(["weights", "check", "paco/imagenet-lt", "PaCo ResNet-50 (authors checkpoint)", str(path),
+                 "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not this row's network" in err[0] and "missing head.1.weight" in err[0]
 
 
 def test_plan_costs_each_released_row_as_one_gpu_evaluation_outside_the_totals(capsys):

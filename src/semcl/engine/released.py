@@ -61,14 +61,18 @@ def network_config(table: Table, row: Row, profile: str, precision: str | None =
 
 
 def spec_info(cfg):
-    """A DataInfo from the dataset's registry entry (no data read): classes, channels; uniform class counts (the
-    counts set only training-time offsets, which a loaded network keeps as the file leaves them or ignores)."""
+    """A DataInfo from the dataset's registry entry (no data read): classes, channels, the superclasses where the
+    entry holds them (CIFAR-100's), placeholder class names and uniform class counts. These set only what a
+    method trains with (loss offsets, ranks), never what a loaded network computes; a method that needs the real
+    class names to be built (RINCE's ImageNet-100 name similarities) cannot be loaded without its data."""
     from semcl.data.registry import DATASETS
     from semcl.methods.base import DataInfo
 
     spec = DATASETS[cfg.data.name]
     n = spec.synthetic_classes if cfg.data.synthetic else spec.num_classes
-    f2c = torch.zeros(n, dtype=torch.long) if spec.has_coarse else None
+    groups = spec.synthetic_groups if spec.has_coarse and len(spec.synthetic_groups) == n else None
+    f2c = torch.tensor(groups, dtype=torch.long) if groups else (torch.zeros(n, dtype=torch.long)
+                                                                  if spec.has_coarse else None)
     return DataInfo(n, spec.channels, f2c, torch.ones(n, dtype=torch.long), tuple(str(i) for i in range(n)))
 
 

@@ -173,3 +173,12 @@ def history(run_id: str, results: str | Path | None = None) -> pd.DataFrame:
         return pd.DataFrame(read_history(path))
     rec = store.read_record(run_id)
     return pd.DataFrame((rec.get("history") or []) if rec else [])
+
+
+def load_released(table_id: str, row_label: str, path: str | Path, profile: str = "paper"):
+    """The released row's network (the authors' checkpoint `path`, read by its layout's strict converter:
+    semcl.models.released) in eval mode, as `semcl weights check` loads it; SemclError in one line when the file
+    is not that network (the first offending keys named) or cannot be read safely."""
+    from semcl.engine.released import load_released as load
+
+    return load(table_id, row_label, path, profile)

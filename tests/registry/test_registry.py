@@ -16,7 +16,10 @@ def test_rince_tab2_lists_every_method_of_the_paper_table():
         "Cross-entropy", "Cross-entropy s.a.", "Label smoothing (superclass)", "Two heads", "Two heads (lambda = 0.1)",
         "SCL two heads", "Triplet", "Hierarchical triplet", "FastAP", "SCL-in", "SCL-out", "RINCE-out", "RINCE-in",
         "RINCE-out-in", "SCL-in (paper text)", "SCL-out (paper text)", "RINCE-out (summed, paper text)",
-        "RINCE-in (summed, paper text)", "RINCE-out-in (summed, paper text)"]
+        "RINCE-in (summed, paper text)", "RINCE-out-in (summed, paper text)",
+        # the authors' checkpoints of the cifar branch (registry `released:`)
+        "SCL-in (authors checkpoint)", "SCL-out (authors checkpoint)", "RINCE-in (authors checkpoint)",
+        "RINCE-out (authors checkpoint)", "RINCE-out-in (authors checkpoint)"]
     assert [r.label for r in t.rows if not r.implemented] == []
     # no RINCE number is known: every reported cell is null
     assert all(v is None for r in t.rows for v in r.reported.values())

@@ -27,9 +27,18 @@ def cmd_curves(args) -> None:
         from semcl.report.origins import slug as against_slug
 
         out = out / against_slug(origins)
+    official = None
+    if args.official_log:  # the authors' training log, drawn beside ours (semcl.report.official_logs)
+        from semcl.report.official_logs import parse_log
+
+        fmt, log = parse_log(Path(args.official_log), args.official_log_format)
+        official = (fmt, log, args.official_log)
     data, png = write_curves(table, args.profile, store, out, rows=args.rows, metric=args.metric, options=options,
-                             origins=origins)
+                             origins=origins, official=official)
     keys = ["origin", "row"] if origins else "row"
+    if official is not None:  # epoch by epoch, ours beside the authors' (rows as columns)
+        wide = data.pivot_table(index="epoch", columns=keys, values="mean", sort=False)
+        print(wide.to_string(float_format=lambda v: f"{v:.4f}", na_rep="—"))
     last = data.sort_values("epoch").groupby(keys, sort=False).tail(1)
     print(last.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     for key, part in data[data["nonfinite"] > 0].groupby(keys, sort=False):
@@ -50,6 +59,12 @@ def add_parser(sub) -> None:
     sp.add_argument("--metric", default="loss", help="history key to plot (default: loss; also lr, seconds)")
     sp.add_argument("--out", help="folder for the PNG and CSV (default: <results>/curves; with --set: "
                                   "<results>/curves/variants/<settings>/; with --against: its against-<names>/)")
+    sp.add_argument("--official-log", help="the authors' training log (as their script printed it), drawn beside ours "
+                                           "epoch by epoch (docs/verify.md)")
+    from semcl.report.official_logs import FORMATS
+
+    sp.add_argument("--official-log-format", choices=sorted(FORMATS),
+                    help="the log's format (default: detected from its lines)")
     add_set(sp, None)
     add_against(sp)
     sp.set_defaults(func=cmd_curves)

@@ -15,12 +15,11 @@ import sys
 from pathlib import Path
 
 from semcl import __version__
-from semcl.cli import check, curves, data, diff, doctor, export, numbers, publish, report, runs, show
+from semcl.cli import check, curves, data, diff, doctor, export, numbers, publish, released, report, runs, show
 from semcl.errors import SemclError
 
 # the command modules, in the order `semcl --help` lists them
-COMMANDS = (show, runs, check, doctor, report, data, numbers, curves, export, diff,
-            publish)
+COMMANDS = (show, runs, check, doctor, report, data, numbers, curves, export, diff, publish, released)
 
 
 def _set_precision(args) -> None:

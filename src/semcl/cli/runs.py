@@ -94,6 +94,11 @@ def cmd_plan(args) -> None:
             print(_run_line(run_id, label, width, seed, status, cost, deps, detail if args.verbose else "") + shared)
         if table["not_implemented"]:
             print(f"# not implemented (not planned): {', '.join(table['not_implemented'])}")
+        if table.get("learners"):
+            print(f"# {len(table['learners'])} rows learn from the authors' checkpoints (e.g. {table['learners'][0]!r}): "
+                  f"planned with the files, `semcl verify {table['id']} --weights DIR --students`")
+        for label, cost in (index.get("released") or {}).get(table["id"], []):  # not in the totals: optional
+            print(f"# released (the authors' checkpoint; evaluation only, 1 GPU, `semcl verify`): {label}: {cost}")
         for line in selects_lines(table.get("selects") or {}, {t["id"] for t in tables}, "plan", args.profile):
             print(line)
         if held - {0}:  # the estimate counts every GPU a run's job holds

@@ -69,10 +69,16 @@ def cmd_show(args) -> None:
     print("  rows:")
     for row in rows:
         state = {"reference": "reference (a published number shown beside ours; never run)",
-                 "not implemented": "NOT IMPLEMENTED (planned)"}.get(row.state, row.state)
+                 "not implemented": "NOT IMPLEMENTED (planned)",
+                 "released": "released (the authors' checkpoint; evaluated only, `semcl verify`)"}.get(row.state, row.state)
         print(f"    {row.label:<28} method={row.method:<28} {state}")
         if row.init_from:
             print(f"      starts from: {row.init_from!r} (the same seed's final weights)")
+        if row.released:
+            ck = row.released
+            print(f"      checkpoint: {ck.file} (layout {ck.layout}, loads into {ck.network!r}; size "
+                  f"{ck.size if ck.size is not None else 'unknown'}, sha256 {ck.sha256 or 'unknown (recorded at first use)'})")
+            print(f"      linked from: {ck.url}" + (f"; training log: {ck.log}" if ck.log else ""))
         if row.ensemble:
             print(f"      logit-sum ensemble of: {', '.join(repr(x) for x in row.ensemble)}")
         if row.select:

@@ -31,7 +31,7 @@ from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
 from semcl.registry.plan import Run
 from semcl.runtime import distributed, rank_errors
-from semcl.runtime.checkpoint import seed_everything
+from semcl.runtime.checkpoint import save_atomic, seed_everything
 from semcl.runtime.precision import effective_config
 from semcl.runtime.progress import write_phase
 from semcl.runtime.tracking import log_results
@@ -39,6 +39,15 @@ from semcl.store import Store
 from semcl.store.run_folder import STORE_FORMAT, RunFolder
 
 STAGES = ("all", "train", "evaluate")
+
+
+def load_released_weights(method, run: Run) -> None:
+    """A released run's file into its network (semcl.engine.released.load_weights: whole or not at all)."""
+    from semcl.engine.released import load_weights
+    from semcl.registry.tables import get_table
+
+    table = get_table(run.table_id)
+    load_weights(method, table.id, table.row(run.row_label), Path(run.released.path), run.released.sha256)
 
 
 def synthetic_root(store: Store, run: Run) -> Path:
@@ -83,6 +92,8 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "profile": run.profile,
             "seed": run.seed, "metrics": metrics, "config": config_to_dict(run.config), "history": history,
             **({"depends_on": list(run.depends_on)} if run.depends_on else {}),
+            **({"released": {"file": run.released.path, "sha256": run.released.sha256,
+                             "layout": run.released.layout}} if run.released else {}),
             "git": git_state(), "versions": versions(), "device": training.get("device", device_name(device)),
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
@@ -192,7 +203,14 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         # the training of this config: this run's own, or (runs differing only in evaluation) the claiming run's
         trainer = store.claim_training(run.train_key, run.run_id) if run.train_key else run.run_id
         train_folder, trained = store.folder(trainer), None
-        if trainer != run.run_id:
+        if run.released is not None:  # the authors' checkpoint: nothing trains, the file's weights are evaluated
+            if stage == "train":
+                return {}
+            load_released_weights(method, run)
+            # the weights as a run's final checkpoint: a student of this teacher loads them as any teacher run's
+            save_atomic({"method": method.state_dict()}, folder.checkpoint)
+            history, trainer = [], None
+        elif trainer != run.run_id:
             if not store.trained(trainer):
                 raise ResultsError(f"{store.claim_path(run.train_key)}: this run evaluates the training of run "
                                    f"{trainer}, which has not finished ({store.status(trainer)[0]}); it runs first")
@@ -201,8 +219,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             trained = {**_read_trained(train_folder), "trained_by": trainer}
         elif stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
             trained = _read_trained(folder)
-        history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
-                        log_history=trainer == run.run_id, restore_only=trained is not None)
+        if run.released is None:
+            history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
+                            log_history=trainer == run.run_id, restore_only=trained is not None)
         if distributed.rank() != 0:
             return {}
         if trainer == run.run_id and not folder.trained.exists():  # what runs sharing this training read

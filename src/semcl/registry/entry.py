@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semcl.errors import ConfigError
-from semcl.schema import NON_EMPTY, SEED, UNIQUE, build
+from semcl.schema import NON_EMPTY, NON_NEGATIVE, SEED, UNIQUE, build
 
 DEFAULT_SEEDS = [123, 546, 937]
 SEEDS_RULE = {**SEED, **UNIQUE, **NON_EMPTY}  # 0 <= seed < 2**32: numpy seeds every run
@@ -39,6 +39,22 @@ class DerivedEntry:
 
 
 @dataclass
+class ReleasedEntry:
+    """`released:` the authors' checkpoint a row evaluates (no training): the official file's name (a path
+    under the folder given to `semcl verify`), the page that links it, its size and sha256 where known (else
+    recorded at first use), the layout its converter reads (semcl.models.released.LAYOUTS), the row of this
+    table whose network it loads into, and the authors' training log (the page linking it) where one exists."""
+
+    file: str
+    url: str
+    layout: str
+    network: str
+    size: int | None = field(default=None, metadata=NON_NEGATIVE)
+    sha256: str | None = None
+    log: str | None = None
+
+
+@dataclass
 class RowEntry:
     label: str
     method: str | None = None  # required unless `derived`
@@ -50,6 +66,8 @@ class RowEntry:
     derived: DerivedEntry | None = None
     # no runs of its own: the row of another table chosen by a criterion (see SelectEntry)
     select: SelectEntry | None = None
+    # the authors' released checkpoint, evaluated only (semcl verify); excludes every training key
+    released: ReleasedEntry | None = None
 
 
 @dataclass
@@ -113,4 +131,24 @@ def parse_entry(doc: Any, where: str) -> EntrySpec:
             if others:
                 raise ConfigError(f"{where}: 'rows[{i}]': key 'select' excludes key {others[0]!r} "
                                   "(a selecting row has no runs of its own)")
+        if row.released is not None:
+            _check_released(row, f"rows[{i}]", where)
     return entry
+
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# a released file's name: a relative path of safe parts (it is looked up under the folder `semcl verify` is given)
+SAFE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
+
+
+def _check_released(row: RowEntry, key: str, where: str) -> None:
+    """A released row evaluates a file: no method, no training keys, no other row's runs."""
+    others = [k for k in ("method", "overrides", "init_from", "ensemble", "teacher", "derived", "select")
+              if getattr(row, k)]
+    if others:
+        raise ConfigError(f"{where}: '{key}': key 'released' excludes key {others[0]!r} "
+                          "(the authors' checkpoint is evaluated, never trained)")
+    rel = row.released
+    check_pattern(rel.file, SAFE_FILE, f"{key}.released.file", where, "a relative file path of safe parts")
+    if rel.sha256 is not None:
+        check_pattern(rel.sha256, SHA256, f"{key}.released.sha256", where, "64 lower-case hex digits")

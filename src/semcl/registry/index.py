@@ -34,6 +34,13 @@ def profile_runs(table, profile: str) -> list[list]:
     return out
 
 
+def _released_costs(table, profile: str) -> list[list]:
+    """[row label, the cost of evaluating its file alone (one GPU)] per released row (semcl verify)."""
+    from semcl.estimate.cost import evaluation_cost
+
+    return [[r.label, evaluation_cost(table.resolve(r, profile), profile, 1)] for r in table.rows if r.released]
+
+
 def load_index(profile: str, registry: Path | None = None) -> dict:
     """{"tables": [meta...], "runs": {table id: [[run_id, label, seed, cost, deps], ...]}} for `profile`
     (runs only for tables that have it). Rebuilt from the registry when any source file changed;
@@ -53,5 +60,7 @@ def load_index(profile: str, registry: Path | None = None) -> dict:
         data["tables"] = [table_meta(t) for t in tables.values()]
         data["profiles"][slot] = {t.id: profile_runs(t, profile) for t in tables.values()
                                   if profile in t.profiles}
+        data.setdefault("released", {})[slot] = {t.id: _released_costs(t, profile) for t in tables.values()
+                                                 if profile in t.profiles and any(r.released for r in t.rows)}
         write_index(path, data)
-    return {"tables": data["tables"], "runs": data["profiles"][slot]}
+    return {"tables": data["tables"], "runs": data["profiles"][slot], "released": data.get("released", {}).get(slot, {})}

@@ -55,11 +55,15 @@ def cache_file(registry: Path) -> Path:
 
 def table_meta(table) -> dict:
     return {"id": table.id, "path": str(table.path), "paper": table.paper, "source": table.source, "title": table.title,
-            "profiles": list(table.profiles), "rows": len(table.rows),
-            "implemented": sum(r.implemented for r in table.rows),
+            # the paper's rows: the authors' released checkpoints (evaluated only) are not counted
+            "profiles": list(table.profiles), "rows": sum(not r.released for r in table.rows),
+            "implemented": sum(r.implemented and not r.released for r in table.rows),
             "not_implemented": [r.label for r in table.rows if not r.implemented],
             # rows that show the best row of another table (`select:`): label -> that table
-            "selects": {r.label: r.select.table for r in table.rows if r.select}}
+            "selects": {r.label: r.select.table for r in table.rows if r.select},
+            # rows that learn from an authors' checkpoint (a KD student of a released teacher): planned with the file
+            "learners": [r.label for r in table.rows
+                         if any(d in {x.label for x in table.rows if x.released} for d in r.depends_on)]}
 
 
 def read_index(path: Path, key: str) -> dict | None:

@@ -23,6 +23,15 @@ from semcl.registry.tables import Table
 
 
 @dataclass(frozen=True)
+class ReleasedFile:
+    """The authors' checkpoint an evaluation-only run reads (a released row: semcl.engine.released)."""
+
+    path: str
+    sha256: str
+    layout: str
+
+
+@dataclass(frozen=True)
 class Run:
     table_id: str
     row_label: str
@@ -36,6 +45,8 @@ class Run:
     train_key: str = ""
     # runs that must finish first without being read (the run that trains this one's shared key); not in the id
     waits_for: tuple[str, ...] = ()
+    # a released row's run: no training, the file's weights are evaluated (its sha256 is in the run id)
+    released: ReleasedFile | None = None
 
     @property
     def after(self) -> tuple[str, ...]:
@@ -78,6 +89,13 @@ def make_run_id(cfg: RunConfig, seed: int, depends_on: tuple[str, ...] = (), *, 
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def released_run_id(hashed: dict, seed: int, sha256: str) -> str:
+    """12 hex digits of sha256(the network row's config, seed, the released file's sha256): the evaluation-only run
+    of the authors' checkpoint (semcl.engine.released); another file is another run."""
+    key = {"config": hashed, "seed": seed, "released": sha256}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def member_seeds(row_deps: tuple[str, ...], seeds: list[int], seed: int) -> list[tuple[str, int]]:
     """(row, seed) of each dependency of a row's run with `seed`: the same seed, except that the
     k-th repeat of a label takes the seed k places further along the seed list (cyclic)."""
@@ -92,10 +110,14 @@ def member_seeds(row_deps: tuple[str, ...], seeds: list[int], seed: int) -> list
     return out
 
 
-def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precision: str | None = None) -> list[Run]:
+def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precision: str | None = None,
+              released: dict[str, ReleasedFile] | None = None) -> list[Run]:
     """Every implemented row x seed of a table under one profile, in table order. Selecting rows
     also brings in the runs they build on (bases first). `precision` (default: $SEMCL_PRECISION, which
-    `semcl --precision` sets; unset = official) is part of every run's config and id."""
+    `semcl --precision` sets; unset = official) is part of every run's config and id. `released`: the authors'
+    files at hand (released row label -> file); a row that learns from a released row (a KD student of the
+    authors' teacher) is planned only when that file is given, its run id and training key then hold the file's
+    sha256 (through the released row's evaluation run, semcl.engine.released)."""
     from semcl.runtime.precision import planned, stored
 
     precision = stored(precision) if precision is not None else planned()
@@ -105,26 +127,41 @@ def plan_runs(table: Table, profile: str, rows: list[str] | None = None, precisi
     ranks = {r.label: max(res.gpus, res.tasks) for r in table.rows
              for res in [table.resources_for(r.label, profile)]} if profile in table.profiles else {}
 
+    released = released or {}
+
     def make(label: str, seed: int) -> Run:
+        row = table.row(label)
+        if row.released is not None:  # the authors' file: one evaluation-only run, whatever the seed asking
+            seed = seeds[0]
         if (label, seed) not in made:
-            row = table.row(label)
             if label not in by_row:
                 resolved = table.resolve(row, profile)
                 if precision is not None:
                     resolved.optim.precision = precision
                 by_row[label] = (resolved, hashable_config(resolved))
             cfg, hashed = by_row[label]
+            if row.released is not None:
+                file = released[label]
+                made[(label, seed)] = Run(table.id, label, seed, profile, cfg,
+                                          released_run_id(hashed, seed, file.sha256), released=file)
+                return made[(label, seed)]
             bases = [make(d, s) for d, s in member_seeds(row.depends_on, seeds, seed)]
             deps = tuple(b.run_id for b in bases)
+            # a released base has no training of its own: its file's sha256 stands for one in the training key
+            starts = tuple(b.train_key or f"released:{b.released.sha256}" for b in bases)
             # the seeds of a row share one config object: run configs are read-only
             made[(label, seed)] = Run(table.id, label, seed, profile, cfg, make_run_id(cfg, seed, deps, hashed=hashed),
-                                      deps, make_train_key(hashed, seed, tuple(b.train_key for b in bases), ranks.get(label, 1)))
+                                      deps, make_train_key(hashed, seed, starts, ranks.get(label, 1)))
         return made[(label, seed)]
+
+    def at_hand(row) -> bool:  # every released row it learns from (through its bases too) has its file given
+        return all((d in released) if table.row(d).released else at_hand(table.row(d)) for d in row.depends_on)
 
     # a `select` row has no runs: it shows a row of another table; a derived row computes from others; a
     # reference row shows another source's number
     wanted = [r for r in table.rows
-              if r.implemented and not r.select and not r.derived and not r.reference and (not rows or r.label in rows)]
+              if r.implemented and not r.select and not r.derived and not r.reference and not r.released
+              and at_hand(r) and (not rows or r.label in rows)]
     for row in wanted:
         for seed in seeds:
             make(row.label, seed)

@@ -47,6 +47,11 @@ DERIVED = "derived"  # the method name of a derived row (rows[].derived)
 # the method name of a reference row: another source's published number shown beside ours (the CRD paper's
 # distillation tables, the MoCo README's detection results); nothing to run, so it counts as implemented
 REFERENCE = "reference"
+# the method name of a released row: the authors' checkpoint, evaluated only (`semcl verify`), never trained
+RELEASED = "released"
+# the official layouts a released row may name (torch-free copy of semcl.models.released.LAYOUTS' keys; a test
+# holds the two equal)
+RELEASED_LAYOUTS = ("pcl-moco", "rince-supcon", "repdistiller")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,19 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A released row's file (semcl.registry.entry.ReleasedEntry): where the authors link it, what it loads into."""
+
+    file: str
+    url: str
+    layout: str
+    network: str  # the row of the same table whose network (config) the weights load into
+    size: int | None = None
+    sha256: str | None = None
+    log: str | None = None
+
+
+@dataclass(frozen=True)
 class Row:
     label: str
     method: str
@@ -103,10 +121,12 @@ class Row:
     derived: tuple[tuple[str, str], ...] = ()
     # reported cells written as {same_as: ...}: None in `reported` until the registry resolves them
     refs: tuple[CellRef, ...] = ()
+    # the authors' checkpoint this row evaluates (method RELEASED); None for every other row
+    released: Checkpoint | None = None
 
     @property
     def implemented(self) -> bool:
-        return (self.method in METHODS or self.method in (DERIVED, REFERENCE)) and self.deps_implemented
+        return (self.method in METHODS or self.method in (DERIVED, REFERENCE, RELEASED)) and self.deps_implemented
 
     @property
     def reference(self) -> bool:
@@ -114,8 +134,11 @@ class Row:
 
     @property
     def state(self) -> str:
-        """`reference` (a published number, never run), `implemented`, or `not implemented` (planned)."""
-        return "reference" if self.reference else "implemented" if self.implemented else "not implemented"
+        """`reference` (a published number, never run), `released` (the authors' checkpoint, evaluated only),
+        `implemented`, or `not implemented` (planned)."""
+        if self.reference or self.released:
+            return "reference" if self.reference else "released"
+        return "implemented" if self.implemented else "not implemented"
 
     @property
     def dependency_kind(self) -> str | None:
@@ -183,7 +206,10 @@ class Table:
         return self.profile(profile).seeds or self.seeds
 
     def config_tree(self, row: Row, profile: str) -> dict:
-        """Layers: preset -> row -> profile; then the evaluations the columns need."""
+        """Layers: preset -> row -> profile; then the evaluations the columns need. A released row's config is
+        its network row's (the authors' weights go into that network, evaluated with these columns)."""
+        if row.released is not None:
+            row = self.row(row.released.network)
         prof = self.profile(profile)
         tree: dict = {}
         where = str(self.path)
@@ -280,6 +306,11 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         raise ConfigError(f"{where}: two rows are labelled {dup!r}")
     for r in rows:
         rw = f"{where}: row {r.label!r}"
+        if r.released is not None:
+            net = by_label.get(r.released.network)
+            if net is None or net.released or net.method in (DERIVED, REFERENCE) or net.select or net.depends_on:
+                raise ConfigError(f"{rw}: 'released.network' = {r.released.network!r} names no trained row of "
+                                  "this table (the row whose network the weights load into)")
         for a, b in r.derived:
             for label in (a, b):
                 if label not in by_label or by_label[label].derived:
@@ -291,6 +322,9 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         for dep in r.depends_on:
             if dep not in by_label:
                 raise ConfigError(f"{rw}: {kind!r} names no row {dep!r}")
+            if by_label[dep].released and kind != "teacher":
+                raise ConfigError(f"{rw}: {kind!r} names row {dep!r}, the authors' checkpoint: only a 'teacher' "
+                                  "can be a released row")
             if by_label[dep].select:
                 raise ConfigError(f"{rw}: {kind!r} names row {dep!r}, which selects another table's row "
                                   "and has no runs of its own")
@@ -307,7 +341,7 @@ def _link_rows(rows: list[Row], where: str) -> list[Row]:
         if label in seen:
             raise ConfigError(f"{where}: rows {' -> '.join((*seen, label))} depend on each other in a cycle")
         row = by_label[label]
-        return row.method in METHODS and all(ok(d, (*seen, label)) for d in row.depends_on)
+        return (row.method in METHODS or row.released is not None) and all(ok(d, (*seen, label)) for d in row.depends_on)
 
     def usable(r: Row) -> bool:
         return all(ok(d, (r.label,)) for d in r.depends_on) and all(
@@ -365,13 +399,18 @@ def _row(r, i: int, keys: list[str], where: str) -> Row:
         if bad_pair is not None:
             raise ConfigError(f"{rw}: 'derived.pairs' entry {bad_pair!r} is not [row A, row B]")
         r = dataclasses.replace(r, method=DERIVED)
+    elif r.released is not None:  # its exclusions are checked by parse_entry
+        if r.released.layout not in RELEASED_LAYOUTS:
+            raise ConfigError(f"{rw}: 'released.layout' = {r.released.layout!r} is no known layout "
+                              f"(known: {', '.join(RELEASED_LAYOUTS)})")
+        r = dataclasses.replace(r, method=RELEASED)
     elif r.method is None:
-        raise ConfigError(f"{rw}: key 'method' is required (or 'derived')")
+        raise ConfigError(f"{rw}: key 'method' is required (or 'derived' or 'released')")
     if r.method == REFERENCE:
         extra = [k for k in ("overrides", *DEPENDENCY_KINDS) if getattr(r, k)]
         if extra:
             raise ConfigError(f"{rw}: a reference row has no key {extra[0]!r} (it runs nothing)")
-    if r.method not in (DERIVED, REFERENCE) and r.method not in METHODS and r.method not in PLANNED_METHODS:
+    if r.method not in (DERIVED, REFERENCE, RELEASED) and r.method not in METHODS and r.method not in PLANNED_METHODS:
         raise ConfigError(f"{rw}: unknown method {r.method!r} "
                           f"(known: {sorted([*METHODS, *PLANNED_METHODS, REFERENCE])})")
     reported = r.reported or {}
@@ -387,7 +426,8 @@ def _row(r, i: int, keys: list[str], where: str) -> Row:
                {k: _reported(own.get(k), f"rows[{i}].reported.{k}", where) for k in keys},
                r.init_from, tuple(r.ensemble or ()), r.teacher,
                Selection(r.select.table, r.select.column, r.select.best) if r.select else None,
-               derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else (), refs=refs)
+               derived=tuple((a, b) for a, b in r.derived.pairs) if r.derived else (), refs=refs,
+               released=Checkpoint(**dataclasses.asdict(r.released)) if r.released else None)
 
 
 def load_table(path: Path, presets: Path) -> Table:
@@ -432,7 +472,7 @@ def load_table(path: Path, presets: Path) -> Table:
                   resources, check_figure(entry.figure, keys, where),
                   row_resources=parse_row_resources(entry.resources, resources, labels, where))
     for row in rows:  # fail at load time, not when a job starts
-        if row.implemented and not row.derived and not row.select and not row.reference:
+        if row.implemented and not row.derived and not row.select and not row.reference and not row.released:
             for prof in profiles:
                 _validate(table, row, prof)
         repeats = max((row.ensemble.count(x) for x in row.ensemble), default=0)

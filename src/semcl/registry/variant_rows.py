@@ -35,7 +35,7 @@ def _applicable(row, sets: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runs(row) -> bool:
-    return row.implemented and not row.select and not row.derived and not row.reference
+    return row.implemented and not row.select and not row.derived and not row.reference and not row.released
 
 
 def _why_no_runs(row) -> str:
@@ -45,6 +45,8 @@ def _why_no_runs(row) -> str:
         return "it is computed from other rows: vary those"
     if row.reference:
         return "it shows a published number"
+    if row.released:
+        return "it evaluates the authors' checkpoint: vary the row it loads into"
     return "its method is not implemented"
 
 

@@ -37,7 +37,8 @@ def run_history(store: Store, run_id: str) -> list[dict]:
 
 
 def history_curves(table: Table, profile: str, store: Store, rows: str | None = None,
-                   metric: str = "loss", options: str = "", origins: list | None = None) -> pd.DataFrame:
+                   metric: str = "loss", options: str = "", origins: list | None = None,
+                   allow_empty: bool = False) -> pd.DataFrame:
     """One line per (row, epoch): the metric's mean, std, min and max over the row's seeds that reached it.
     `options`: what plans these rows besides the table and profile (a variant's `--set`), for the hint.
     `origins` (semcl.report.origins.Origin): one line per (origin, row, epoch) instead, ours first."""
@@ -57,8 +58,8 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
                 if metric in entry and entry[metric] is not None:
                     values.setdefault((origin, run.row_label), {}).setdefault(int(entry["epoch"]), []).append(
                         float(entry[metric]))
-    if not values:
-        raise ResultsError(f"{store.root / 'runs'}: no run of {table.id} (profile {profile}) has a history with "
+    if not values and not allow_empty:
+        raise ResultsError(f"{store.folders.runs}: no run of {table.id} (profile {profile}) has a history with "
                            f"key {metric!r} yet; run it first: semcl run {table.id} --profile {profile}{options}")
     out = []
     for (origin, row), per_epoch in values.items():
@@ -75,30 +76,53 @@ def history_curves(table: Table, profile: str, store: Store, rows: str | None = 
 STYLES = ("-", "--", ":", "-.")  # per origin, ours solid
 
 
+OFFICIAL = "authors' log"  # the row name of an official training log's curve (semcl.report.official_logs)
+
+
+def official_curve(log: pd.DataFrame, fmt: str, metric: str, where: str) -> pd.DataFrame:
+    """An official log's `metric` per epoch in the curves' columns, as the row "authors' log (<format>)"."""
+    if metric not in log.columns or log[metric].isna().all():
+        raise ConfigError(f"{where}: the official log has no {metric!r} per epoch (it has: "
+                          f"{', '.join(c for c in log.columns if c != 'epoch' and not log[c].isna().all())})")
+    part = log[["epoch", metric]].dropna()
+    return pd.DataFrame({"row": f"{OFFICIAL} ({fmt})", "epoch": part["epoch"].astype(int), "mean": part[metric],
+                         "std": float("nan"), "min": part[metric], "max": part[metric], "n": 1, "nonfinite": 0})
+
+
 def write_curves(table: Table, profile: str, store: Store, out_dir: Path, rows: str | None = None,
-                 metric: str = "loss", options: str = "", origins: list | None = None) -> tuple[pd.DataFrame, Path]:
+                 metric: str = "loss", options: str = "", origins: list | None = None,
+                 official: tuple[str, pd.DataFrame, str] | None = None) -> tuple[pd.DataFrame, Path]:
     """`<out_dir>/<table>.<profile>.<metric>.{png,csv}`; returns the curves and the PNG's path. `origins`: the
-    other origins' curves overlaid (history_curves)."""
+    other origins' curves overlaid (history_curves). `official`: (format, per-epoch frame, file) of the authors'
+    training log, drawn dashed in black beside ours, epoch by epoch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = history_curves(table, profile, store, rows, metric, options, origins)
+    data = history_curves(table, profile, store, rows, metric, options, origins, allow_empty=official is not None)
+    if official is not None:
+        fmt, log, where = official
+        curve = official_curve(log, fmt, metric, where)
+        data = pd.concat([data, curve.assign(origin=OFFICIAL) if origins else curve], ignore_index=True)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     row_color = {row: colors[i % len(colors)] for i, row in enumerate(dict.fromkeys(data["row"]))}
-    order = list(dict.fromkeys(data["origin"])) if origins else [None]
+    order = [o for o in dict.fromkeys(data["origin"]) if o != OFFICIAL] if origins else [None]
     for origin in order:
         part_of = data if origin is None else data[data["origin"] == origin]
         style = STYLES[order.index(origin) % len(STYLES)]
         for row, part in part_of.groupby("row", sort=False):
+            if row.startswith(OFFICIAL):
+                continue
             named = row if origin is None else f"{row} [{origin}]"
             line, = ax.plot(part["epoch"], part["mean"], lw=1.2, ls=style, color=row_color[row],
                             label=f"{named} (n={int(part['n'].max())})")
             if (part["n"] > 1).any():
                 ax.fill_between(part["epoch"], part["min"], part["max"], color=line.get_color(),
                                 alpha=0.15 if origin in (None, order[0]) else 0.07)
+    for row, part in data[data["row"].str.startswith(OFFICIAL)].groupby("row", sort=False):
+        ax.plot(part["epoch"], part["mean"], lw=1.2, ls="--", color="black", label=row)
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
     against = f"; origins {', '.join(f'{o} {STYLES[i % len(STYLES)]}' for i, o in enumerate(order))}" if origins else ""

@@ -142,9 +142,10 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
     for table in tables:
         table = overlay.apply(table) if overlay is not None else table
         varied[table.id] = table  # what the claims read with --set: the variant rows, the user's numbers
-        impl = sum(r.implemented for r in table.rows)
+        paper_rows = [r for r in table.rows if not r.released]  # the authors' checkpoints are no rows of the paper
+        impl = sum(r.implemented for r in paper_rows)
         if profile not in table.profiles:
-            data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(table.rows)}",
+            data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(paper_rows)}",
                                   f"no `{profile}` profile", "—", "—"])
             data.state.append("no-profile")
             continue
@@ -153,7 +154,7 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
         unique = len({r.run_id for r in runs})
         summ = summary(table, profile, long_table(table, profile, store))
         known = int((~summ["paper"].isna()).sum()) if "paper" in summ else 0  # analytic figures: no cells
-        data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(table.rows)}", f"{done}/{unique}",
+        data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(paper_rows)}", f"{done}/{unique}",
                               str(known), str(_flagged(summ)) if done else "—"])
         data.state.append("none" if not done else "done" if done == unique else "partial")
         if not done:

@@ -72,6 +72,11 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
     """One line per (row, column, seed) with a finished value: table, row, column, seed, value, run_id,
     source (for a `select` row, "<table>: <chosen row>"; else empty)."""
     runs = plan_runs(table, profile)
+    if any(r.released for r in table.rows):  # the released rows' evaluations: the file verified last for each,
+        from semcl.engine.released import released_runs  # and the rows learning from them (a KD teacher's file)
+
+        shown, files = released_runs(table, profile, store)
+        runs = list({r.run_id: r for r in [*plan_runs(table, profile, released=files), *shown]}.values())
     records = store.records([r.run_id for r in runs])
     check_world_sizes(table, profile, runs, records)
     subst = table.profile(profile).substitute
@@ -307,6 +312,20 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
             lines.append(f"Derived row {row.label!r}: per seed, the average over its {len(row.derived)} pair(s) of "
                          f"(method row − baseline row), e.g. {a!r} − {b!r}; then mean ± std over seeds "
                          "(a seed counts only when every pair has both runs).")
+    released = [row for row in table.rows if row.released]
+    if released:  # whose checkpoint each such row evaluates, and how
+        lines.append("Released rows (" + ", ".join(repr(r.label) for r in released) + "): the authors' checkpoint "
+                     "read into the network of the named row and evaluated here with these columns (semcl verify; "
+                     "the file verified last, its sha256 in the run id); nothing of theirs is trained here. Paper "
+                     "equal here: data and evaluation agree, a gap in the trained rows is training's; otherwise the "
+                     "data or the evaluation differs.")
+        learners = [row.label for row in table.rows if any(table.row(d).released for d in row.depends_on)]
+        if learners:
+            lines.append(f"Rows learning from the authors' checkpoints ({len(learners)}, e.g. {learners[0]!r}): they "
+                         "distil from the released teacher file (its sha256 in their run ids and training keys; "
+                         "semcl verify --students) and are the rows compared with the reported numbers; the rows of "
+                         "the same label without the suffix distil from teachers trained here and stand in while the "
+                         "files are absent.")
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += user_notes(table)

@@ -1,0 +1,26 @@
+"""The authors' released checkpoints, read strictly into semcl's networks: one module per official layout.
+
+Each layout module has `unwrap(obj)` (the official file's dict -> its flat state dict: which key the training
+script saved the weights under) and `rename(key)` (an official parameter name -> semcl's, or None for what the
+layout drops on purpose, e.g. PaCo's `linear_k`). `semcl.models.released.convert` applies them whole or not
+at all. LAYOUTS names the modules (plain strings: the registry checks a row's `layout` without importing torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# layout name -> module (in this package) and what it reads
+LAYOUTS: dict[str, tuple[str, str]] = {
+    "pcl-moco": ("pcl", "PaCo / GPaCo (dvlab-research/Parametric-Contrastive-Learning): MoCo builder, "
+                        "{'state_dict': {module.encoder_q..., module.linear..., module.queue...}}"),
+    "rince-supcon": ("rince", "RINCE cifar branch (boschresearch/rince): {'model': ContrastiveRanking state: "
+                              "backbone_q.encoder / backbone_q.head, backbone_k..., memorybank_*}, 'opt', ...}"),
+    "repdistiller": ("repdistiller", "CRD teachers (HobbitLong/RepDistiller train_teacher.py): "
+                                     "{'model': state dict, 'epoch', 'accuracy', 'optimizer'}"),
+}
+
+
+def layout_module(name: str):
+    """The converter module of layout `name` (KeyError for an unknown name: the registry checks names first)."""
+    return importlib.import_module(f"{__name__}.{LAYOUTS[name][0]}")

@@ -1,0 +1,197 @@
+"""The authors' checkpoint layouts (semcl.models.released), each read from a file written as the official training
+script writes it: its dict keys, the official parameter names and shapes, synthetic values. The converted network
+must compute what the same tensors loaded by hand (module by module, the official names written out here) give.
+Bad files (truncated, another network's, a pickle that would run code, a missing key) are one line, nothing loads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+import torch
+
+from semcl.engine.released import _network, load_weights, released_row
+from semcl.errors import DataError
+from semcl.models.released import LAYOUTS
+from semcl.registry.tables import RELEASED_LAYOUTS, get_table
+
+
+def _values(shapes: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
+    """Synthetic values in each tensor's shape and dtype: BN variances positive, counts and labels as integers."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for k, v in shapes.items():
+        if v.is_floating_point():
+            x = torch.randn(v.shape, generator=g) * 0.2
+            out[k] = x.abs() + 0.5 if k.endswith("running_var") else x
+        else:
+            out[k] = torch.randint(0, 5, v.shape, generator=g, dtype=v.dtype)
+    return out
+
+
+def _built(table_id: str, label: str, profile: str = "smoke"):
+    table = get_table(table_id)
+    row, _ = released_row(table, label)
+    return table, row, _network(table, row, profile)
+
+
+def _official_pcl(method, paco: bool) -> dict[str, torch.Tensor]:
+    """The DDP-wrapped MoCo builder's state dict (PCL moco/builder.py @fe56535): names written out, shapes ours."""
+    sd = method.state_dict()
+    names = {f"module.encoder_q.{k[len('backbone.'):]}": k for k in sd if k.startswith("backbone.")}
+    names |= {f"module.encoder_q.fc.{k[len('head.'):]}": k for k in sd if k.startswith("head.")}
+    names |= {"module.linear.weight": "classifier.fc.weight", "module.linear.bias": "classifier.fc.bias",
+              "module.queue": "bank.features", "module.queue_l": "bank.labels", "module.queue_ptr": "bank.ptr"}
+    if paco:
+        names |= {f"module.encoder_k.{k[len('key_backbone.'):]}": k for k in sd if k.startswith("key_backbone.")}
+        names |= {f"module.encoder_k.fc.{k[len('key_head.'):]}": k for k in sd if k.startswith("key_head.")}
+    state = _values({o: sd[s] for o, s in names.items()}, 0)
+    if paco:  # the momentum centres: saved by PaCo's builder, never read at test time
+        state |= {"module.linear_k.weight": torch.zeros_like(sd["classifier.fc.weight"]),
+                  "module.linear_k.bias": torch.zeros_like(sd["classifier.fc.bias"])}
+    return state
+
+
+def _save_pcl(path, state):
+    torch.save({"epoch": 400, "arch": "resnet50", "acc": 58.5, "state_dict": state,
+                "optimizer": {"state": {}, "param_groups": [{"lr": 0.0, "params": [0]}]}}, path)
+
+
+def test_the_registry_names_the_layouts_the_package_has():
+    assert set(LAYOUTS) == set(RELEASED_LAYOUTS)
+
+
+@pytest.mark.parametrize("table_id, label, paco", [
+    ("gpaco/imagenet-lt", "GPaCo ResNet-50 (authors checkpoint)", False),
+    ("paco/imagenet-lt", "PaCo ResNet-50 (authors checkpoint)", True),
+])
+def test_a_pcl_checkpoint_gives_the_outputs_of_its_tensors_loaded_by_hand(tmp_path, table_id, label, paco):
+    table, row, method = _built(table_id, label)
+    state = _official_pcl(method, paco)
+    assert "module.encoder_q.conv1.weight" in state and "module.encoder_q.fc.0.weight" in state
+    path = tmp_path / row.released.file
+    _save_pcl(path, state)
+    loaded = load_weights(method, table.id, row, path)
+    assert loaded.kept == ("center_offset",)
+    assert loaded.dropped == (("module.linear_k.weight", "module.linear_k.bias") if paco else ())
+
+    _, _, ref = _built(table_id, label)  # by hand: each module from its official prefix
+    strip = lambda p: {k[len(p):]: v for k, v in state.items() if k.startswith(p)}  # noqa: E731
+    ref.backbone.load_state_dict({k: v for k, v in strip("module.encoder_q.").items() if not k.startswith("fc.")})
+    ref.head.load_state_dict(strip("module.encoder_q.fc."))
+    ref.classifier.fc.weight.data.copy_(state["module.linear.weight"])
+    ref.classifier.fc.bias.data.copy_(state["module.linear.bias"])
+    x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    method.eval(), ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.classify(x), ref.classify(x), rtol=0, atol=0)
+        torch.testing.assert_close(method.head(method.backbone(x)), ref.head(ref.backbone(x)), rtol=0, atol=0)
+    assert torch.equal(method.bank.features, state["module.queue"])
+    assert torch.equal(method.bank.labels, state["module.queue_l"])
+    if paco:
+        assert torch.equal(method.key_backbone.conv1.weight, state["module.encoder_k.conv1.weight"])
+
+
+def test_a_rince_checkpoint_with_its_argparse_options_loads_into_the_supcon_network(tmp_path):
+    table, row, method = _built("rince/tab2", "RINCE-out (authors checkpoint)")
+    sd = method.state_dict()
+    names = {f"backbone_q.encoder.{k[len('backbone.'):]}": k for k in sd if k.startswith("backbone.")}
+    names |= {f"backbone_k.encoder.{k[len('key_backbone.'):]}": k for k in sd if k.startswith("key_backbone.")}
+    names |= {f"backbone_q.head.{k[len('head.net.'):]}": k for k in sd if k.startswith("head.net.")}
+    names |= {f"backbone_k.head.{k[len('key_head.net.'):]}": k for k in sd if k.startswith("key_head.net.")}
+    names |= {"memorybank_InfoNCE": "bank.features", "memorybank_labels": "bank.labels"}
+    state = _values({o: sd[s] for o, s in names.items()}, 2)
+    assert "backbone_q.encoder.layer1.0.conv1.weight" in state and "backbone_q.head.2.weight" in state
+    path = tmp_path / "last.pth"
+    # main_supcon.py's save_model: the options object is pickled too (util.py @1a060ae)
+    torch.save({"opt": argparse.Namespace(model="resnet50", m=0.99, min_tau=0.1), "model": state,
+                "optimizer": {"state": {}, "param_groups": []}, "epoch": 500}, path)
+    with pytest.raises(DataError, match="sha256 .* differs from the registry's"):
+        load_weights(method, table.id, row, path)  # the registry knows the released file's sha256 (git LFS)
+    from dataclasses import replace
+
+    row = replace(row, released=replace(row.released, sha256=None))
+    loaded = load_weights(method, table.id, row, path)
+    assert loaded.kept == ("bank.ptr",)
+    _, _, ref = _built("rince/tab2", "RINCE-out (authors checkpoint)")
+    ref.backbone.load_state_dict({k[len("backbone_q.encoder."):]: v for k, v in state.items()
+                                  if k.startswith("backbone_q.encoder.")})
+    ref.head.net.load_state_dict({k[len("backbone_q.head."):]: v for k, v in state.items()
+                                  if k.startswith("backbone_q.head.")})
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    method.eval(), ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.head(method.backbone(x)), ref.head(ref.backbone(x)), rtol=0, atol=0)
+
+
+def test_a_crd_teacher_loads_with_its_blocks_one_level_down(tmp_path):
+    table, row, method = _built("scns/kd-cifar100", "Teacher resnet56 (authors checkpoint)")
+    sd = method.state_dict()
+    # RepDistiller models/resnet.py names: layer<i>.<j>.conv1 ..., fc; semcl's KD zoo: layer<i>.blocks.<j>.
+    names = {k[len("backbone."):].replace(".blocks.", "."): k for k in sd}
+    state = _values({o: sd[s] for o, s in names.items()}, 4)
+    assert "layer1.0.conv1.weight" in state and "fc.weight" in state
+    path = tmp_path / "ckpt_epoch_240.pth"
+    torch.save({"epoch": 240, "model": state, "accuracy": 72.34, "optimizer": {"state": {}, "param_groups": []}}, path)
+    load_weights(method, table.id, row, path)
+    _, _, ref = _built("scns/kd-cifar100", "Teacher resnet56 (authors checkpoint)")
+    for name, tensor in state.items():  # by hand, one parameter at a time
+        stage = name.split(".")
+        if stage[0].startswith("layer") and stage[1].isdigit():
+            stage.insert(1, "blocks")
+        target = ref.backbone
+        for part in stage[:-1]:
+            target = getattr(target, part) if not part.isdigit() else target[int(part)]
+        getattr(target, stage[-1]).data.copy_(tensor)
+    x = torch.randn(2, *(3, 32, 32), generator=torch.Generator().manual_seed(5))
+    x = x[:, : method.backbone.conv1.in_channels]
+    method.eval(), ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.classify(x), ref.classify(x), rtol=0, atol=0)
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def _gpaco_file(tmp_path):
+    table, row, method = _built("gpaco/imagenet-lt", "GPaCo ResNet-50 (authors checkpoint)")
+    state = _official_pcl(method, paco=False)
+    return table, row, method, state
+
+
+@pytest.mark.parametrize("how, message", [
+    ("truncated", "not a readable checkpoint"),
+    ("another network", "not this row's network: unexpected module.encoder_q.fc.1.weight"),
+    ("runs code", "holds objects other than tensors"),
+    ("missing key", "not this row's network: missing classifier.fc.bias"),
+    ("shape", "shape of 'classifier.fc.weight'"),
+    ("no state dict", "no state dict under key 'state_dict'"),
+])
+def test_a_wrong_file_is_one_line_and_nothing_loads(tmp_path, monkeypatch, how, message):
+    monkeypatch.chdir(tmp_path)
+    table, row, method, state = _gpaco_file(tmp_path)
+    path = tmp_path / "file.pth"
+    if how == "another network":  # PaCo's builder: a second encoder and the momentum centres
+        _, _, paco = _built("paco/imagenet-lt", "PaCo ResNet-50 (authors checkpoint)")
+        _save_pcl(path, _official_pcl(paco, paco=True))
+    elif how == "runs code":
+        torch.save({"state_dict": state, "x": _RunsCode()}, path)
+    elif how == "missing key":
+        _save_pcl(path, {k: v for k, v in state.items() if k != "module.linear.bias"})
+    elif how == "shape":
+        _save_pcl(path, {**state, "module.linear.weight": state["module.linear.weight"][:-1]})
+    elif how == "no state dict":
+        torch.save({"model": state}, path)
+    else:
+        _save_pcl(path, state)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    before = {k: v.clone() for k, v in method.state_dict().items()}
+    with pytest.raises(DataError) as err:
+        load_weights(method, table.id, row, path)
+    text = str(err.value)
+    assert "\n" not in text and message in text and str(path) in text and row.label in text
+    assert all(torch.equal(before[k], v) for k, v in method.state_dict().items())  # never a partial load
+    assert not (tmp_path / "pwned").exists()

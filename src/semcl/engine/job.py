@@ -198,7 +198,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if stage == "train":
                 return {}
             trained = {**_read_trained(train_folder), "trained_by": trainer}
-        elif stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
+        elif stage == "evaluate" or folder.trained.exists():
+            # the training job's final checkpoint; train() then only restores it, and the record keeps the
+            # hardware that trained (trained.json), also when `all` finishes a run trained elsewhere
             trained = _read_trained(folder)
         history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
                         log_history=trainer == run.run_id, restore_only=trained is not None)

@@ -198,7 +198,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if stage == "train":
                 return {}
             trained = {**_read_trained(train_folder), "trained_by": trainer}
-        elif stage == "evaluate" or folder.trained.exists():
+        elif stage == "evaluate" or (stage == "all" and folder.trained.exists()):
             # the training job's final checkpoint; train() then only restores it, and the record keeps the
             # hardware that trained (trained.json), also when `all` finishes a run trained elsewhere
             trained = _read_trained(folder)

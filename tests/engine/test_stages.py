@@ -90,6 +90,24 @@ def test_an_evaluation_never_trains(tmp_path):
     assert execute_run(run, store, tmp_path, stage="evaluate")["world_size"] == 1
 
 
+def test_finishing_a_trained_run_in_one_process_records_the_trainings_hardware(tmp_path):
+    """Stage `all` (a local `semcl run`) of a run whose training job finished elsewhere: the record's training
+    fields are trained.json's (4 ranks on a GPU), this machine only as `evaluated_on`; the metrics are the
+    one-process run's."""
+    run = _run("rince/tab2", "Cross-entropy", epochs=2)
+    want = execute_run(run, Store(tmp_path / "a"), tmp_path)
+    store = Store(tmp_path / "s")
+    assert execute_run(run, store, tmp_path, stage="train") == {}
+    folder = store.folder(run.run_id)
+    cluster = {"device": "NVIDIA H100 80GB HBM3", "threads": 8, "world_size": 4, "train_time_s": 3600.0}
+    folder.trained.write_text(json.dumps({"run_id": run.run_id, **cluster}))
+    got = execute_run(run, store, tmp_path, stage="all")
+    assert {k: got[k] for k in cluster} == cluster
+    assert got["evaluated_on"] == want["device"] and got["wall_time_s"] >= 3600.0
+    assert got["metrics"] == want["metrics"]
+    assert json.loads(folder.metrics.read_text())["world_size"] == 4
+
+
 class _Stop(Exception):
     pass
 

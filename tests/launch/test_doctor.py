@@ -26,6 +26,18 @@ def test_the_job_has_two_nodes_of_two_tasks_from_the_profile():
         "srun_args": ["--cpus-per-task=8"], "additional_parameters": {"mail-type": "FAIL"}}
 
 
+def test_doctor_without_slurm_on_path_is_one_line_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """A valid profile on a machine without srun/sbatch/sacct: one line naming them, not submitit's RuntimeError."""
+    from semcl.cli.main import main
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code = main(["--results", str(tmp_path / "results"), "doctor", "--cluster", "local"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == ("semcl: error: semcl doctor --cluster local: sbatch, srun, sacct not found on this "
+                                 "machine's PATH; run it on a login node of the cluster\n")
+    assert not (tmp_path / "results").exists()
+
+
 def _rank(r: int, *, resumed_losses=(1.0, 0.5), digest="d") -> dict:
     everyone = [{"rank": i, "slurm_procid": i, "host": f"n{i}", "device": "cpu", "join_s": 0.5} for i in range(2)]
     doc = {"rendezvous": {**everyone[r], "all": everyone},

@@ -84,8 +84,10 @@ def test_other_host_rules_job_state_then_heartbeat(monkeypatch):
     assert not is_stale(other("17_3", age=5000), job_states={"17_3": "RUNNING"})  # the job state wins
     assert is_stale(other(age=601), job_states={})  # nothing to ask: the heartbeat decides
     assert not is_stale(other(age=10), job_states={})
-    monkeypatch.setenv("SLURM_JOB_ID", "17_3")  # (our own, requeued, job)
-    assert is_stale(other("17_3", age=0), job_states={"17_3": "RUNNING"})
+    monkeypatch.setenv("SLURM_JOB_ID", "17_3")  # (our own, requeued, job: the lock of its first attempt)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    first_attempt = LockInfo("node-elsewhere", 99, "17_3", now, now, "x", restart="0")
+    assert is_stale(first_attempt, job_states={"17_3": "RUNNING"})
 
 
 def test_heartbeat_refreshes_the_held_lock(tmp_path):
@@ -167,3 +169,56 @@ def test_the_same_job_attempt_on_another_node_is_neither_stale_nor_another_owner
         acquire(tmp_path)
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")  # the job was requeued: the earlier attempt is gone
     assert is_stale(read_lock(tmp_path), job_states={"555": "RUNNING"})
+
+
+def _previous_release_lock(folder, *, written_ago: float, job_id: str) -> None:
+    """A lock the release before the `restart` field wrote (rank 0 of `job_id`, on another node)."""
+    import os
+
+    _foreign_lock(folder, heartbeat_offset=0, written_ago=written_ago, job_id=job_id)
+    path = folder / runlock.LOCK_FILE
+    doc = json.loads(path.read_text())
+    del doc["restart"]
+    path.write_text(json.dumps(doc))
+    os.utime(path, (time.time() - written_ago, time.time() - written_ago))
+
+
+def test_the_previous_releases_lock_of_this_job_is_not_taken_over(tmp_path, monkeypatch):
+    """Turn-4 finding 4 for locks without `restart`: at the job's first attempt the lock is this attempt's (no
+    earlier one exists); after a requeue its age decides, as for any lock whose owner cannot be asked."""
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)  # SLURM leaves it unset before a requeue
+    monkeypatch.setenv("SEMCL_LOCK_STALE_S", "1800")
+    _previous_release_lock(tmp_path, written_ago=0, job_id="555")
+    info = read_lock(tmp_path)
+    assert info.restart is None and not is_stale(info, job_states={"555": "RUNNING"})
+    assert runlock.owner(tmp_path) is None  # this attempt: its ranks take part
+    with pytest.raises(RunOwned):
+        acquire(tmp_path)
+    assert read_lock(tmp_path).token == "y" * 32  # untouched
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # requeued: a fresh lock may be the live earlier attempt's
+    assert not is_stale(read_lock(tmp_path), job_states={"555": "RUNNING"})
+    _previous_release_lock(tmp_path, written_ago=7200, job_id="555")
+    assert is_stale(read_lock(tmp_path), job_states={"555": "RUNNING"})
+
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_status_inside_the_job_shows_the_run_another_node_runs(tmp_path, monkeypatch, old_format):
+    """`semcl status` on a node of the job while rank 0 on another node trains the run: running, not missing."""
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    run = _first_run()
+    store = Store(tmp_path)
+    folder = store.run_dir(run.run_id)
+    if old_format:
+        _previous_release_lock(folder, written_ago=2, job_id="555")
+    else:
+        _foreign_lock(folder, heartbeat_offset=0, written_ago=2, job_id="555", restart="0")
+    assert store.status(run.run_id)[0] == "running"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["--results", str(tmp_path), "status", "rince/tab2", "--profile", "smoke"]) == 0
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(run.run_id))
+    assert "running  (node-elsewhere, job 555, heartbeat" in line, line

@@ -114,6 +114,42 @@ def test_bad_profile_values_are_one_line_naming_file_and_key(tmp_path, monkeypat
     assert words in msg, msg
 
 
+@pytest.mark.parametrize("option, says", [
+    ("output", "--output: submitit sets it"),  # its log collection
+    ("error", "--error: submitit sets it"),
+    ("job-name", "--job-name: submitit sets it"),
+    ("job_name", "--job-name: submitit sets it"),  # submitit writes _ as -
+    ("array", "--array: submitit sets it"),
+    ("open-mode", "--open-mode: submitit sets it"),
+    ("signal", "--signal: submitit sets it"),
+    ("outp", "sbatch reads --outp as --output"),  # getopt_long takes an unambiguous prefix
+    ("wrap", "--wrap: it replaces the job script"),
+    ("parsable", "--parsable: it replaces the job script or what sbatch prints"),
+    ("no-requeue", "--no-requeue: submitit requeues the job itself"),
+    ("export", "--export: the job must see the submitting environment"),
+    ("time", "--time: semcl sets it"),
+    ("mem-per-cpu", "--mem-per-cpu: semcl sets it"),
+    ("partition", "--partition: semcl sets it"),
+])
+def test_extra_sbatch_may_not_set_the_options_semcl_and_submitit_own(tmp_path, monkeypatch, option, says):
+    path = _profile(tmp_path, monkeypatch, GOOD_PROFILE + f"extra_sbatch: {{{option}: /etc/PWNED}}\n")
+    assert _refused(load_cluster_profile, "mine").startswith(
+        f"{path}: 'extra_sbatch.{option}' may not be set here ({says}")
+
+
+@pytest.mark.parametrize("value, ok", [(1, True), (4_000_001, True), (4_000_002, False), (10**22, False)])
+def test_array_parallelism_is_within_what_slurm_accepts(tmp_path, monkeypatch, value, ok):
+    from semcl.launch.slurm.profile import MAX_ARRAY_PARALLELISM
+
+    assert MAX_ARRAY_PARALLELISM == 4_000_001
+    path = _profile(tmp_path, monkeypatch, GOOD_PROFILE + f"array_parallelism: {value}\n")
+    if ok:
+        assert load_cluster_profile("mine").array_parallelism == value
+    else:
+        msg = _refused(load_cluster_profile, "mine")
+        assert msg.startswith(f"{path}: ") and "'array_parallelism'" in msg and "4000001" in msg, msg
+
+
 def test_min_time_above_max_time_is_refused(tmp_path, monkeypatch):
     path = _profile(tmp_path, monkeypatch, "min_time_min: 120\nmax_time_min: 60\n")
     assert _refused(load_cluster_profile, "mine") == \

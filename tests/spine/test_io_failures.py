@@ -505,3 +505,37 @@ def test_an_unreadable_store_file_is_said_as_cannot_read(tmp_path, monkeypatch):
                                               "the results folder (--results / $SEMCL_RESULTS)")
     missing = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "new.json"))
     assert cli_main.os_error_line(missing).startswith(f"{tmp_path / 'new.json'}: cannot write (Permission denied)")
+
+
+def test_a_run_folder_another_user_closed_is_said_as_cannot_read_by_status_and_table(tmp_path, monkeypatch):
+    """A umask-077 store of another user: its run folder (mode 700) cannot be entered, so the files inside are
+    not even visible. Root enters every folder, so this process is made to see the store as that user would:
+    stat and lstat below the folder fail with EACCES, and os.access denies the folder."""
+    run = plan_runs(get_table("rince/tab1"), "smoke")[0]
+    store = Store(tmp_path)
+    folder = store.run_dir(run.run_id)
+    folder.mkdir(parents=True)
+    write_json_atomic(folder / "metrics.json", {"run_id": run.run_id, "metrics": {}})
+    real_stat, real_lstat, real_access = os.stat, os.lstat, os.access
+
+    def closed(p) -> bool:
+        return os.fspath(p).startswith(str(folder) + os.sep)
+
+    def stat(p, *a, **k):
+        if closed(p):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+        return real_stat(p, *a, **k)
+
+    def lstat(p, *a, **k):
+        if closed(p):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+        return real_lstat(p, *a, **k)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: os.fspath(p) != str(folder) and real_access(p, mode, **k))
+    for command in ("status", "table"):
+        code, _, err = _cli("--results", str(tmp_path), command, "rince/tab1", "--profile", "smoke")
+        assert code == 2, (command, err)
+        line = _one_line(err)
+        assert line.startswith(f"semcl: error: {folder}{os.sep}") and ": cannot read (Permission denied)" in line, line

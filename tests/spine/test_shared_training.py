@@ -114,3 +114,62 @@ def test_a_store_from_before_training_keys_is_mapped_once_and_not_retrained(tmp_
     assert store.folder(a.run_id).checkpoint.read_bytes() == checkpoint  # nothing of a was rewritten
     assert json.loads(store.folder(a.run_id).metrics.read_text()) == before
     assert (store.root / "trained" / ".legacy-claimed").exists()
+
+
+def _read_only(monkeypatch, root) -> None:
+    """Every write under `root` fails as on a read-only mount (EROFS): file opens for writing, os.open with a
+    write flag (mkstemp), mkdir, rename. Root ignores file modes, so the store is made read-only this way."""
+    import builtins
+    import errno
+    import io
+    import os
+
+    top = str(root.resolve())
+
+    def under(p) -> bool:
+        return isinstance(p, (str, bytes, os.PathLike)) and os.path.abspath(os.fsdecode(p)).startswith(top)
+
+    def refuse(p):
+        raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(p))
+
+    real_open, real_os_open, real_mkdir, real_replace = builtins.open, os.open, os.mkdir, os.replace
+
+    def open_(file, mode="r", *a, **k):
+        if under(file) and any(c in mode for c in "wax+"):
+            refuse(file)
+        return real_open(file, mode, *a, **k)
+
+    def os_open(path, flags, *a, **k):
+        if under(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            refuse(path)
+        return real_os_open(path, flags, *a, **k)
+
+    def mkdir(path, *a, **k):
+        if under(path):
+            refuse(path)
+        return real_mkdir(path, *a, **k)
+
+    def replace(src, dst, *a, **k):
+        if under(dst):
+            refuse(dst)
+        return real_replace(src, dst, *a, **k)
+
+    for target, name, fake in [(builtins, "open", open_), (io, "open", open_), (os, "open", os_open),
+                               (os, "mkdir", mkdir), (os, "replace", replace), (os, "rename", replace)]:
+        monkeypatch.setattr(target, name, fake)
+
+
+def test_running_a_finished_table_on_a_read_only_store_writes_nothing(tmp_path, two_tables, single_thread,
+                                                                        capsys, monkeypatch):
+    """A store finished before the legacy mapping's marker existed, now on a read-only mount: `semcl run` of its
+    finished table reports it done (exit 0) and writes nothing; the mapping waits for a run that submits."""
+    assert _run(tmp_path, "test/acc") == 0
+    root = tmp_path / "results"
+    assert not (root / "trained" / ".legacy-claimed").exists()  # runs/ was empty when it first looked
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in root.rglob("*"))
+    capsys.readouterr()
+    _read_only(monkeypatch, root)
+    assert _run(tmp_path, "test/acc") == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith("0 runs to submit (1 already done")
+    monkeypatch.undo()
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in root.rglob("*")) == before

@@ -14,10 +14,12 @@ class DoctorFailed(SemclError):
 
 
 def cmd_doctor(args) -> None:
+    from semcl.launch.slurm.backend import require_slurm_commands
     from semcl.launch.slurm.doctor.submit import run_doctor
     from semcl.launch.slurm.profile import load_cluster_profile
 
     cluster = load_cluster_profile(args.cluster)
+    require_slurm_commands(f"semcl doctor --cluster {args.cluster}", "run it on a login node of the cluster")
     root = results_root(args)
     root.mkdir(parents=True, exist_ok=True)
     checks = run_doctor(cluster, root, args.timeout_min * 60, args.min_free_gb)

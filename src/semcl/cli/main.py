@@ -124,9 +124,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _unreadable(name: str | bytes) -> bool:
-    """The named file exists and may not be read by this process."""
+    """The named file exists and may not be read by this process, or its folder may not be entered (a run folder
+    of another user's umask-077 store: the file inside cannot even be seen, so neither read nor written)."""
     path = os.fsdecode(name)
-    return os.path.lexists(path) and not os.access(path, os.R_OK)
+    if os.path.lexists(path):
+        return not os.access(path, os.R_OK)
+    parent = os.path.dirname(os.path.abspath(path))
+    return os.path.isdir(parent) and not os.access(parent, os.X_OK)
 
 
 def os_error_line(err: OSError) -> str | None:

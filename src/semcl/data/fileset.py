@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from semcl.data.codecs import jpeg_decoder
+from semcl.data.image_guard import FOLDER_PIXEL_BUDGET, over_budget, read_image
 from semcl.errors import DataError
 
 # Eval transform of the official code: Resize(256) -> CenterCrop(224); the decode keeps that ratio.
@@ -33,13 +34,13 @@ CROP_RATIO = 0.875
 
 def _decoded(path: Path, fit: Callable[[Image.Image], Image.Image] | None = None) -> torch.Tensor:
     """uint8 [3, h, w] of the RGB image at `path`, after `fit` (a resize / crop) if given; an unreadable
-    file is one DataError naming it."""
-    try:
-        with Image.open(path) as img:
-            img = img.convert("RGB")
-            arr = np.asarray(fit(img) if fit else img, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
+    file, or one whose header claims more than FOLDER_PIXEL_BUDGET pixels, is one DataError naming it."""
+
+    def pixels(img: Image.Image) -> np.ndarray:
+        img = img.convert("RGB")
+        return np.asarray(fit(img) if fit else img, dtype=np.uint8)
+
+    arr = read_image(path, pixels, FOLDER_PIXEL_BUDGET)
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
@@ -66,6 +67,13 @@ _SOF = {0xC0, 0xC1, 0xC2}
 def jpeg_components(data: bytes) -> int | None:
     """Colour components of an 8-bit JPEG (read from its start-of-frame header), None if `data` is not
     one of the JPEG kinds in _SOF."""
+    header = jpeg_header(data)
+    return None if header is None else header[0]
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """(components, width, height) from an 8-bit JPEG's start-of-frame header, None if `data` is not one of
+    the JPEG kinds in _SOF."""
     if data[:2] != b"\xff\xd8":
         return None
     i = 2
@@ -80,7 +88,7 @@ def jpeg_components(data: bytes) -> int | None:
         elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
             if marker not in _SOF or i + 10 > len(data) or data[i + 4] != 8:
                 return None
-            return data[i + 9]
+            return data[i + 9], data[i + 7] << 8 | data[i + 8], data[i + 5] << 8 | data[i + 6]
         else:
             i += 2 + (data[i + 2] << 8 | data[i + 3])
     return None
@@ -99,7 +107,10 @@ def decode_whole(path: Path) -> torch.Tensor:
         data = path.read_bytes()
     except OSError as err:
         raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
-    if jpeg_components(data) in (1, 3) and (decoder := jpeg_decoder()) is not None:
+    header = jpeg_header(data)
+    if header is not None and header[0] in (1, 3) and (decoder := jpeg_decoder()) is not None:
+        if (refused := over_budget(path, header[1:], FOLDER_PIXEL_BUDGET)) is not None:
+            raise refused  # before TorchCodec allocates what the header claims
         try:
             return decoder(torch.frombuffer(bytearray(data), dtype=torch.uint8))
         except RuntimeError:

@@ -217,7 +217,9 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if stage == "train":
                 return {}
             trained = {**_read_trained(train_folder), "trained_by": trainer}
-        elif stage == "evaluate":  # the training job's final checkpoint; train() then only restores it
+        elif stage == "evaluate" or (stage == "all" and folder.trained.exists()):
+            # the training job's final checkpoint; train() then only restores it, and the record keeps the
+            # hardware that trained (trained.json), also when `all` finishes a run trained elsewhere
             trained = _read_trained(folder)
         if run.released is None:
             history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,

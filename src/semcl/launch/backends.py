@@ -91,6 +91,8 @@ def runs_to_submit(runs: list[Run], store: Store, retry_failed: bool) -> list[Ru
               f"retraining it (its record is kept as {kept})")
     from semcl.launch.trainings import claim_legacy_trainings, share_trainings
 
+    if not retrain + todo:  # nothing to submit: nothing shares a training, and nothing is written (a read-only store)
+        return []
     for line in claim_legacy_trainings(store):
         print(line, file=sys.stderr)
     return share_trainings(retrain + todo, unique, store)

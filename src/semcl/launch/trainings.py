@@ -64,7 +64,7 @@ def claim_legacy_trainings(store: Store) -> list[str]:
     if marker.exists() or not runs_dir.is_dir():
         return []
     plans: dict[tuple[str, str], dict[str, str]] = {}
-    unmapped = []
+    unmapped, claims = [], {}
     for folder in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         run_id = folder.name
         if not store.trained(run_id):
@@ -85,9 +85,17 @@ def claim_legacy_trainings(store: Store) -> list[str]:
             unmapped.append(f"{folder}: not a run of the current {where[0]} ({where[1]}) plan (an older config or a "
                             "variant); its training is not shared")
             continue
+        if store.trainer_of(key) is None:  # the first folder of a key wins; a claim is never overwritten
+            claims.setdefault(key, run_id)
+    for key, run_id in claims.items():
         store.claim_training(key, run_id)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text("claims of the trained folders written before training keys: done\n")
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("claims of the trained folders written before training keys: done\n")
+    except OSError:
+        if claims:
+            raise
+        # nothing was claimed: the marker only saves the next scan, and a read-only store needs no claims
     if unmapped:
         unmapped.insert(0, f"semcl: {len(unmapped)} trained run folder(s) of this store keep their training unshared:")
     return unmapped

@@ -8,7 +8,9 @@ A lock is stale, and may be taken over, when its owner is provably gone:
    different process than the one that took the lock;
 2. a SLURM job id that `sacct`/`squeue` report as no longer queued or running, or our own job id at an
    earlier restart count (a requeued job resuming its run); our own job at the same restart count is this
-   very attempt (another rank, another node): never stale, and not another owner;
+   very attempt (another rank, another node): never stale, and not another owner. A lock of the previous
+   release has no restart count: at our first attempt it is this attempt (there was no earlier one); later,
+   which attempt wrote it is unknown, and rule 3 decides;
 3. otherwise (another host, no job state to ask): the lock file was last written more than
    $SEMCL_LOCK_STALE_S seconds (default 1800) ago. Its age is read from the file's mtime against a file
    written now beside it, both stamped by the shared file system, so hosts whose clocks disagree agree on it
@@ -187,7 +189,10 @@ def read_lock(folder: Path) -> LockInfo | None:
 
 def is_this_attempt(info: LockInfo) -> bool:
     """The lock was taken by this very SLURM job attempt (by rank 0, possibly on another node)."""
-    return info.job_id is not None and info.job_id == slurm_job_id() and info.restart == slurm_restart()
+    if info.job_id is None or info.job_id != slurm_job_id():
+        return False
+    ours = slurm_restart()
+    return info.restart == ours or (info.restart is None and ours == "0")  # the previous release's lock
 
 
 def is_stale(info: LockInfo, *, job_states: dict[str, str] | None = None) -> bool:
@@ -198,7 +203,11 @@ def is_stale(info: LockInfo, *, job_states: dict[str, str] | None = None) -> boo
         return info.proc_start is not None and _proc_start(info.pid) not in (None, info.proc_start)
     if info.job_id:
         if info.job_id == slurm_job_id():  # our own job: an earlier attempt (requeued) is gone, this one is alive
-            return info.restart != slurm_restart()
+            if is_this_attempt(info):
+                return False
+            if info.restart is not None:
+                return True
+            return info.age() > stale_after_s()  # the previous release's lock, after a requeue: which attempt?
         states = job_states if job_states is not None else _job_states([info.job_id])
         state = states.get(info.job_id)
         if state is not None:
@@ -228,6 +237,15 @@ def owner(folder: Path) -> LockInfo | None:
     """The live owner of the run in `folder` other than this process, None if nobody owns it."""
     info = read_lock(folder)
     if info is None or info.token in _HELD or is_this_attempt(info) or is_stale(info):
+        return None
+    return info
+
+
+def running_lock(folder: Path) -> LockInfo | None:
+    """The lock of a live run in `folder` not held by this process: what `status` shows as running. Unlike
+    `owner`, this SLURM job attempt's own lock (rank 0 on another node) counts: the run is running."""
+    info = read_lock(folder)
+    if info is None or info.token in _HELD or is_stale(info):  # this attempt's lock is never stale
         return None
     return info
 

@@ -105,8 +105,8 @@ class Store:
 
     def status(self, run_id: str) -> tuple[str, str]:
         """(status, detail): done / running / partial / failed / missing. `running`: another live
-        process owns the run (its lock file, semcl.runtime.runlock)."""
-        from semcl.runtime.runlock import owner
+        process owns the run (its lock file, semcl.runtime.runlock), this SLURM job attempt's other ranks included."""
+        from semcl.runtime.runlock import running_lock
 
         try:
             if self.read_record(run_id) is not None:
@@ -114,7 +114,7 @@ class Store:
         except ResultsError as err:
             return "failed", str(err)
         folder = self.folder(run_id)
-        holder = owner(folder.path)
+        holder = running_lock(folder.path)
         if holder is not None:
             return "running", f"({holder.describe()})"
         if folder.failed.exists():

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from semcl.data.fileset import FileImageSet, _rows
+from semcl.data.image_guard import read_image
 from semcl.data.layout import missing, require
 from semcl.data.procedural import Splits
 from semcl.data.registry import DatasetSpec
@@ -42,11 +43,8 @@ REDUCE_ZERO = {"ade20k", "pascal_context59"}  # on-disk 0 is void, class c is st
 
 def decode_mask(path: Path, size: int, reduce_zero: bool) -> torch.Tensor:
     """int64 [size, size] label map (nearest resize), void = IGNORE."""
-    try:
-        with Image.open(path) as img:
-            arr = np.asarray(img.resize((size, size), Image.NEAREST), dtype=np.int64)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DataError(f"{path}: cannot decode mask ({type(err).__name__}: {err})") from None
+    arr = read_image(path, lambda img: np.asarray(img.resize((size, size), Image.NEAREST), dtype=np.int64),
+                     what="mask")
     if arr.ndim != 2:
         raise DataError(f"{path}: a label map must have one channel, got shape {arr.shape}")
     if reduce_zero:
@@ -55,11 +53,8 @@ def decode_mask(path: Path, size: int, reduce_zero: bool) -> torch.Tensor:
 
 
 def decode_image(path: Path, size: int) -> torch.Tensor:
-    try:
-        with Image.open(path) as img:
-            arr = np.asarray(img.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as err:
-        raise DataError(f"{path}: cannot decode image ({type(err).__name__}: {err})") from None
+    arr = read_image(path, lambda img: np.asarray(img.convert("RGB").resize((size, size), Image.BILINEAR),
+                                                  dtype=np.uint8))
     return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from semcl.data import classnames as cn
+from semcl.data.image_guard import read_image
 from semcl.data.imageset import ImageSet
 from semcl.data.layout import require
 from semcl.data.procedural import Splits
@@ -61,15 +62,14 @@ def _decode_all(paths: list[Path], size: int) -> torch.Tensor:
 
     def decode(i: int) -> None:
         path = paths[i]
-        try:
-            with Image.open(path) as im:
-                rgb = im.convert("RGB")
-        except (OSError, UnidentifiedImageError) as err:
-            raise DataError(f"{path}: unreadable image ({type(err).__name__})") from None
-        if rgb.size != (size, size):
-            raise DataError(f"{path}: malformed image (size {rgb.size[0]}×{rgb.size[1]}, "
-                            f"expected {size}×{size})")
-        out[i] = np.asarray(rgb)
+
+        def exact(im):  # every TinyImageNet image is size x size: checked from the header, before decoding
+            if im.size != (size, size):
+                raise DataError(f"{path}: malformed image (size {im.size[0]}×{im.size[1]}, "
+                                f"expected {size}×{size})")
+            return np.asarray(im.convert("RGB"))
+
+        out[i] = read_image(path, exact, max_pixels=size * size)
 
     workers = min(8, os.cpu_count() or 1)
     if workers > 1 and len(paths) > 256:

@@ -23,15 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from semcl.data import codecs
+from semcl.data.image_guard import read_image
 from semcl.errors import DataError
 
 FRAME_FILE = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)\.(?P<ext>jpe?g|png)$", re.IGNORECASE)
 RGB_PREFIXES = ("", "img_", "image_", "img", "image", "frame_", "frame", "rgb_")  # preferred, in order
 VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".webm", ".mov")
 PYAV_HINT = "pip install 'semcl[video]'"
+# Container headers sometimes count one or two frames the stream does not deliver: an index that far past the
+# last decoded frame reads the last frame; further is a DataError (a header that lies about its length).
+OVERCOUNT_SLACK = 2
 VIDEO_HINT = f"{PYAV_HINT}, or {codecs.TORCHCODEC_HINT}"
 
 
@@ -87,12 +91,9 @@ def read_frames_from_folder(video: FrameFolder, indices: Sequence[int],
     the resize, no speed (0.94x at the stored size, 1.03x resized; 320x240 frames, measured 2026-12-04)."""
     cache: dict[int, np.ndarray] = {}
     for k in dict.fromkeys(indices):
-        path = video.folder / video.names[k]
-        try:
-            with Image.open(path) as img:
-                cache[k] = np.asarray(_resize(img.convert("RGB"), size), dtype=np.uint8)
-        except (OSError, UnidentifiedImageError) as err:
-            raise DataError(f"{path}: cannot decode frame ({type(err).__name__}: {err})") from None
+        cache[k] = read_image(video.folder / video.names[k],
+                              lambda img: np.asarray(_resize(img.convert("RGB"), size), dtype=np.uint8),
+                              what="frame")
     return _stack(video.folder, [cache[k] for k in indices])
 
 
@@ -138,13 +139,23 @@ def _tc_decoder(path: Path, device: str | None = None, **kw):
                                                     device=device or codecs.video_device(), **kw)
 
 
+def _header_fits(path: Path, count: int) -> bool:
+    """Whether a header's frame count is one the file could hold: every frame takes at least one byte (AVI's
+    duration and rate are derived from the same field, so they cannot check it)."""
+    try:
+        return 0 < count <= path.stat().st_size
+    except OSError:
+        return True  # the decoder reports the unreadable file
+
+
 def count_video_frames(path: Path) -> int:
-    """Frames of the first video stream: the header's count, else the number of demuxed packets."""
+    """Frames of the first video stream: the header's count where the file could hold that many, else the
+    number of demuxed packets (a header claiming 2^31 frames in a few kB is not trusted)."""
     if _use_torchcodec():
         try:
             # the count is metadata only: no GPU decoder for it
             count = _tc_decoder(path, "cpu", seek_mode="approximate").metadata.num_frames_from_header
-            if count:
+            if count and _header_fits(path, int(count)):
                 return int(count)
             return int(_tc_decoder(path, "cpu").metadata.num_frames_from_content)  # exact mode scans the packets
         except (RuntimeError, ValueError, OSError) as err:
@@ -155,7 +166,7 @@ def count_video_frames(path: Path) -> int:
             if not container.streams.video:
                 raise DataError(f"{path}: no video stream")
             stream = container.streams.video[0]
-            if stream.frames > 0:
+            if _header_fits(path, int(stream.frames)):
                 return int(stream.frames)
             return sum(1 for packet in container.demux(stream) if packet.size)
     except _av_errors(av) as err:
@@ -170,13 +181,14 @@ def read_frames_from_video(path: Path, indices: Sequence[int],
                            size: tuple[int, int] | None = None) -> np.ndarray:
     """uint8 ``[len(indices), H, W, 3]``: frames ``indices`` of ``path``, resized to ``size`` (h, w).
 
-    An index past the frames the decoder actually delivers (headers sometimes over-count by one or two)
-    reads the last frame. TorchCodec decodes at the stored size with the same pixels as PyAV (MPEG-4
-    part 2, H.264 and VP9 files, tests/data/test_torchcodec_decode.py), 4.5x PyAV's frames/s on a whole
-    320x240 MPEG-4 clip and 1.2x on a 16-frame stride-2 clip (its frame-accurate seek; measured
-    2026-12-04). Resizing stays on PyAV where it is installed: TorchCodec's Resize (antialiased bilinear on
-    RGB) and PyAV's swscale bilinear on YUV differ on 79-93% of pixels, by up to 54 levels (64x80 frames
-    to 32x40, 48x64 and 112x112, measured 2026-12-04); without PyAV the resize is TorchCodec's.
+    An index up to OVERCOUNT_SLACK past the frames the decoder actually delivers (headers sometimes
+    over-count by one or two) reads the last frame; further past is one DataError. TorchCodec decodes at
+    the stored size with the same pixels as PyAV (MPEG-4 part 2, H.264 and VP9 files,
+    tests/data/test_torchcodec_decode.py), 4.5x PyAV's frames/s on a whole 320x240 MPEG-4 clip and 1.2x on
+    a 16-frame stride-2 clip (its frame-accurate seek; measured 2026-12-04). Resizing stays on PyAV where
+    it is installed: TorchCodec's Resize (antialiased bilinear on RGB) and PyAV's swscale bilinear on YUV
+    differ on 79-93% of pixels, by up to 54 levels (64x80 frames to 32x40, 48x64 and 112x112, measured
+    2026-12-04); without PyAV the resize is TorchCodec's.
     """
     if not _use_torchcodec():
         return _read_pyav(path, indices, size)
@@ -192,10 +204,19 @@ def read_frames_from_video(path: Path, indices: Sequence[int],
         n = dec.metadata.num_frames_from_content or len(dec)
         if not n:
             raise ValueError("no frames")
+        _check_end(path, indices, n)
         frames = dec.get_frames_at([min(int(i), n - 1) for i in indices]).data
     except (RuntimeError, ValueError, OSError, IndexError) as err:
         raise DataError(f"{path}: cannot decode video ({type(err).__name__}: {_first_line(err)})") from None
     return frames.cpu().numpy()
+
+
+def _check_end(path: Path, indices: Sequence[int], delivered: int) -> None:
+    """DataError when an index lies more than OVERCOUNT_SLACK past the `delivered` frames."""
+    last = max(int(i) for i in indices)
+    if last >= delivered + OVERCOUNT_SLACK:
+        raise DataError(f"{path}: frame {last} asked, but the video ends after {delivered} frames "
+                        f"(its header's frame count is wrong)")
 
 
 def _read_pyav(path: Path, indices: Sequence[int], size: tuple[int, int] | None) -> np.ndarray:
@@ -230,4 +251,5 @@ def _read_pyav(path: Path, indices: Sequence[int], size: tuple[int, int] | None)
         raise DataError(f"{path}: cannot decode video ({type(err).__name__}: {err})") from None
     if not got:
         raise DataError(f"{path}: no frames decoded")
+    _check_end(path, indices, k + 1)
     return _stack(path, [got[min(i, k)] for i in indices])

@@ -8,6 +8,19 @@ from semcl.launch.slurm.profile import load_cluster_profile
 from semcl.registry.plan import Run
 from semcl.store import Store
 
+SLURM_COMMANDS = ("sbatch", "srun", "sacct")  # submitit submits with sbatch, wants srun, and polls sacct
+
+
+def require_slurm_commands(what: str, remedy: str) -> None:
+    """A one-line ConfigError naming the SLURM commands missing from PATH (before submitit's traceback)."""
+    import shutil
+
+    from semcl.errors import ConfigError
+
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise ConfigError(f"{what}: {', '.join(missing)} not found on this machine's PATH; {remedy}")
+
 
 class SlurmBackend(Backend):
     name = "slurm"
@@ -16,14 +29,8 @@ class SlurmBackend(Backend):
 
     def check(self, runs, store: Store, options: LaunchOptions) -> None:
         """The cluster's commands are here and the profile reads, before a snapshot or any data is written."""
-        import shutil
-
-        from semcl.errors import ConfigError
-
-        missing = [c for c in ("sbatch", "srun", "sacct") if shutil.which(c) is None]
-        if missing:
-            raise ConfigError(f"--executor slurm: {', '.join(missing)} not found on this machine's PATH; submit from "
-                              "a login node of the cluster (`semcl plan --executor slurm` previews the jobs anywhere)")
+        require_slurm_commands("--executor slurm", "submit from a login node of the cluster (`semcl plan --executor "
+                               "slurm` previews the jobs anywhere)")
         load_cluster_profile(options.cluster)
 
     def submit(self, runs, store: Store, options: LaunchOptions) -> None:

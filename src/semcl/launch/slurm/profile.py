@@ -24,6 +24,35 @@ from semcl.yaml_strict import load_file as load_yaml_file
 # time limits are rounded up to one of these (minutes): few distinct requests keep arrays together
 # and give the backfill scheduler the usual shapes
 TIME_LADDER_MIN = (15, 30, 60, 120, 240, 480, 720, 1440, 2160, 2880, 4320, 5760, 7200, 10080)
+# slurm.conf's MaxArraySize may not exceed 4000001 (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize)
+MAX_ARRAY_PARALLELISM = 4_000_001
+
+# sbatch options `extra_sbatch` may not set, by who sets them: submitit's script (submitit/slurm/slurm.py,
+# _make_sbatch_string, 1.5), semcl's request (slurm_parameters, submit.py), or what would break both
+_SUBMITIT = "submitit sets it (its logs, signals and arrays depend on it)"
+_SEMCL = "semcl sets it from the table's resources and this profile's keys"
+RESERVED_SBATCH = {
+    **dict.fromkeys(("job-name", "output", "error", "open-mode", "signal", "wckey", "array"), _SUBMITIT),
+    **dict.fromkeys(("time", "nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-node", "mem", "partition",
+                     "account", "qos", "constraint", "dependency", "kill-on-invalid-dep",
+                     # other spellings of the same request, which sbatch refuses beside them or lets win
+                     "ntasks", "gpus", "gpus-per-task", "cpus-per-gpu", "mem-per-cpu", "mem-per-gpu"), _SEMCL),
+    **dict.fromkeys(("wrap", "parsable", "wait", "test-only"),
+                    "it replaces the job script or what sbatch prints (submitit reads the job id from it)"),
+    **dict.fromkeys(("requeue", "no-requeue"), "submitit requeues the job itself (time-outs, preemption)"),
+    **dict.fromkeys(("export", "export-file"),
+                    "the job must see the submitting environment; put variables in 'setup' lines (export X=...)"),
+}
+
+
+def reserved_sbatch(option: str) -> str | None:
+    """Why `option` may not be set by extra_sbatch, None when it may. Written as --option; sbatch also takes an
+    unambiguous prefix of a long option (--outp is --output), and _ for - (submitit's spelling)."""
+    name = option.replace("_", "-")
+    hit = name if name in RESERVED_SBATCH else next((r for r in RESERVED_SBATCH if r.startswith(name)), None)
+    if hit is None:
+        return None
+    return f"--{hit}: {RESERVED_SBATCH[hit]}" if hit == name else f"sbatch reads --{name} as --{hit}: {RESERVED_SBATCH[hit]}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +85,8 @@ class ClusterProfile:
     eval_gpus: int = field(default=1, metadata={**POSITIVE, **at_most(1, "the evaluation runs in one process")})
     eval_time_min: int = field(default=720, metadata=POSITIVE)
     precision: str | None = None  # `fast` plans this cluster's runs with bf16 + channels_last (semcl.runtime.precision)
-    array_parallelism: int = field(default=64, metadata=POSITIVE)
+    array_parallelism: int = field(default=64, metadata={**POSITIVE, **at_most(
+        MAX_ARRAY_PARALLELISM, "SLURM's largest MaxArraySize, the most tasks an array can have")})
     signal_delay_s: int = field(default=120, metadata=NON_NEGATIVE)  # the requeue signal comes this long before the time limit
     max_requeues: int = field(default=3, metadata=NON_NEGATIVE)  # time-outs that are requeued (preemptions are always requeued)
     # e.g. {mail-type: FAIL}; a value `true` is a bare flag (--exclusive)
@@ -113,6 +143,8 @@ def parse_cluster_profile(doc: Any, name: str, where: str) -> ClusterProfile:
         if not SBATCH_OPTION.fullmatch(option):
             raise ConfigError(f"{where}: 'extra_sbatch' key {option!r} is not an sbatch option name "
                               "(letters, digits, - and _, e.g. mail-type)")
+        if (why := reserved_sbatch(option)) is not None:
+            raise ConfigError(f"{where}: 'extra_sbatch.{option}' may not be set here ({why})")
         if value is False:
             raise ConfigError(f"{where}: 'extra_sbatch.{option}' is false: leave the option out instead")
         if isinstance(value, str) and (not value or CONTROL.search(value)):

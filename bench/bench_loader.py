@@ -46,7 +46,7 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
     from bench_data import random_images
     from PIL import Image
 
-    from semcl.data.fileset import _decoded, decode_whole
+    from semcl.data.fileset import decode_file, decode_whole
     from semcl.data.views.build import build_augment
 
     threads = torch.get_num_threads()
@@ -70,13 +70,13 @@ def run(rounds: int = 3, n: int = 32) -> list[Row]:
 
             def before() -> None:  # PIL decode, float32 views
                 for p in paths:
-                    im = _decoded(p)
+                    im = decode_file(p)
                     timm([im], g)
                     sim([im], g)
 
             r_now, r_before = _rate(now, n, rounds), _rate(before, n, rounds)
             r_dec = _rate(lambda: [decode_whole(p) for p in paths], n, rounds)
-            r_pil = _rate(lambda: [_decoded(p) for p in paths], n, rounds)
+            r_pil = _rate(lambda: [decode_file(p) for p in paths], n, rounds)
             r_timm = _rate(lambda: [timm.uint8_views([im], g) for im in whole], n, rounds)
             r_sim = _rate(lambda: [sim.uint8_views([im], g) for im in whole], n, rounds)
             split_rows = _split_from_jpeg_rows(paths, g, rounds)

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from semcl.data import codecs
-from semcl.data.fileset import _decoded, decode, decode_whole
+from semcl.data.fileset import decode, decode_file, decode_whole
 from semcl.data.sets import segmentation, tinyimagenet
 from semcl.data.video import decode as video
 from semcl.errors import DataError
@@ -87,7 +87,7 @@ def test_an_image_over_the_budget_is_refused_from_its_header_without_allocating(
     tracemalloc.start()
     try:
         with pytest.raises(DataError, match="over this dataset's budget"):
-            _decoded(path)  # today's decode would hold a 432 MB array here
+            decode_file(path)  # today's decode would hold a 432 MB array here
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -5,7 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
-from semcl.data.fileset import _decoded, decode_whole, jpeg_components
+from semcl.data.fileset import decode_file, decode_whole, jpeg_components
 from semcl.errors import DataError
 
 
@@ -29,7 +29,7 @@ def test_jpegs_decode_to_pils_pixels(tmp_path, mode, kw):
     assert jpeg_components(path.read_bytes()) == (1 if mode == "L" else 3)
     got = decode_whole(path)
     assert got.dtype == torch.uint8 and got.shape == (3, 45, 60)
-    assert torch.equal(got, _decoded(path))  # PIL: open, convert("RGB")
+    assert torch.equal(got, decode_file(path))  # PIL: open, convert("RGB")
 
 
 def test_other_files_go_through_pil_and_a_damaged_jpeg_is_one_line(tmp_path):
@@ -38,7 +38,7 @@ def test_other_files_go_through_pil_and_a_damaged_jpeg_is_one_line(tmp_path):
     Image.fromarray(_photo()).convert("CMYK").save(cmyk, "JPEG")
     assert jpeg_components(png.read_bytes()) is None and jpeg_components(cmyk.read_bytes()) == 4
     assert torch.equal(decode_whole(png), torch.from_numpy(_photo()).permute(2, 0, 1))
-    assert torch.equal(decode_whole(cmyk), _decoded(cmyk))
+    assert torch.equal(decode_whole(cmyk), decode_file(cmyk))
     bad = tmp_path / "cut.jpg"
     Image.fromarray(_photo()).save(bad, "JPEG")
     bad.write_bytes(bad.read_bytes()[:300])

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from semcl.data import codecs
-from semcl.data.fileset import _decoded, decode_whole
+from semcl.data.fileset import decode_file, decode_whole
 from semcl.data.video import decode
 from semcl.errors import DataError
 
@@ -64,7 +64,7 @@ def test_torchcodec_jpeg_is_pils_pixels(tmp_path, fresh_codecs, mode, kw):
     path = tmp_path / "a.jpg"
     Image.fromarray(_clip(1, 75, 100)[0]).convert(mode).save(path, "JPEG", **kw)
     assert codecs.jpeg_decoder() is not None
-    assert torch.equal(decode_whole(path), _decoded(path))
+    assert torch.equal(decode_whole(path), decode_file(path))
 
 
 def test_jpeg_without_torchcodec_goes_through_pil(tmp_path, monkeypatch, fresh_codecs):
@@ -72,7 +72,7 @@ def test_jpeg_without_torchcodec_goes_through_pil(tmp_path, monkeypatch, fresh_c
     path = tmp_path / "a.jpg"
     Image.fromarray(_clip(1, 45, 60)[0]).save(path, "JPEG", quality=90)
     assert codecs.jpeg_decoder() is None
-    assert torch.equal(decode_whole(path), _decoded(path))
+    assert torch.equal(decode_whole(path), decode_file(path))
 
 
 @needs_tc
@@ -148,4 +148,4 @@ def test_torchcodec_without_loadable_ffmpeg_falls_back(tmp_path, videos, monkeyp
     assert np.array_equal(decode.read_frames_from_video(videos[0], [2], None), decode._read_pyav(videos[0], [2], None))
     path = tmp_path / "a.jpg"
     Image.fromarray(_clip(1, 45, 60)[0]).save(path, "JPEG", quality=90)
-    assert torch.equal(decode_whole(path), _decoded(path))
+    assert torch.equal(decode_whole(path), decode_file(path))

@@ -32,7 +32,7 @@ from semcl.errors import DataError
 CROP_RATIO = 0.875
 
 
-def _decoded(path: Path, fit: Callable[[Image.Image], Image.Image] | None = None) -> torch.Tensor:
+def decode_file(path: Path, fit: Callable[[Image.Image], Image.Image] | None = None) -> torch.Tensor:
     """uint8 [3, h, w] of the RGB image at `path`, after `fit` (a resize / crop) if given; an unreadable
     file, or one whose header claims more than FOLDER_PIXEL_BUDGET pixels, is one DataError naming it."""
 
@@ -57,7 +57,7 @@ def _centre_square(img: Image.Image, size: int) -> Image.Image:
 
 def decode(path: Path, size: int) -> torch.Tensor:
     """uint8 [3, size, size]: shorter side resized to size / 0.875, then the centre crop."""
-    return _decoded(path, lambda img: _centre_square(img, size))
+    return decode_file(path, lambda img: _centre_square(img, size))
 
 
 # start-of-frame markers torchvision's libjpeg-turbo decode reads (baseline, extended, progressive Huffman)
@@ -115,7 +115,7 @@ def decode_whole(path: Path) -> torch.Tensor:
             return decoder(torch.frombuffer(bytearray(data), dtype=torch.uint8))
         except RuntimeError:
             pass  # a damaged file: PIL's reading, and its error
-    return _decoded(path)
+    return decode_file(path)
 
 
 # by (process id, threads): a forked child must not use its parent's threads
@@ -144,7 +144,7 @@ def _decode_all(fn: Callable[[Path], torch.Tensor], paths: list[Path]) -> list[t
     return list(_POOLS[key].map(fn, paths))
 
 
-def _rows(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:
+def row_numbers(idx: slice | torch.Tensor | Sequence[int], n: int) -> list[int]:
     """Row numbers of an index (slice, int list/tensor or boolean mask)."""
     if isinstance(idx, slice):
         return list(range(n)[idx])
@@ -174,7 +174,7 @@ class LazyImages:
     def __getitem__(self, idx: int | slice | torch.Tensor | Sequence[int]) -> torch.Tensor:
         if isinstance(idx, int):
             return decode(self.paths[idx], self.size)
-        rows = _rows(idx, len(self.paths))
+        rows = row_numbers(idx, len(self.paths))
         if not rows:
             return torch.empty((0, 3, self.size, self.size), dtype=torch.uint8)
         return torch.stack(_decode_all(functools.partial(decode, size=self.size), [self.paths[i] for i in rows]))
@@ -186,7 +186,7 @@ class WholeImages(LazyImages):
     `shape` is the nominal one (the set's image size), which the engine reads as the views' size."""
 
     def __getitem__(self, idx: slice | torch.Tensor | Sequence[int]) -> list[torch.Tensor]:
-        return _decode_all(decode_whole, [self.paths[i] for i in _rows(idx, len(self.paths))])
+        return _decode_all(decode_whole, [self.paths[i] for i in row_numbers(idx, len(self.paths))])
 
 
 @dataclass
@@ -225,6 +225,6 @@ class FileImageSet:
         return None
 
     def subset(self, idx: torch.Tensor | Sequence[int] | slice) -> FileImageSet:
-        rows = _rows(idx, len(self.paths))
+        rows = row_numbers(idx, len(self.paths))
         return FileImageSet(self.name, [self.paths[i] for i in rows], self.labels[rows],
                             self.class_names, self.image_size, dict(self.sources))

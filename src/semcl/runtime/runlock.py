@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from semcl.errors import ConfigError, ResultsError
+from semcl.files import file_mode, move
 from semcl.store.run_folder import LOCK
 
 LOCK_FILE = LOCK  # semcl.store.run_folder spells the run folder's files
@@ -257,7 +258,8 @@ _last_beat = 0.0
 
 
 def _write(path: Path, info: LockInfo, *, exclusive: bool) -> None:
-    from semcl.files import file_mode
+    # not files.write_atomic: a lock without hard links is created O_EXCL (atomic), never checked-then-renamed
+
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -274,7 +276,7 @@ def _write(path: Path, info: LockInfo, *, exclusive: bool) -> None:
                 with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, file_mode()), "w") as f:
                     json.dump(doc, f, indent=1)
         else:
-            os.replace(tmp, path)
+            move(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -298,7 +300,7 @@ def acquire(folder: Path) -> LockInfo:
             raise RunOwned(folder, other)
         try:  # one breaker wins the rename; the others find the lock gone or retaken
             stale = path.with_name(f".{LOCK_FILE}.stale.{me.token}")
-            os.rename(path, stale)
+            move(path, stale)
             stale.unlink(missing_ok=True)
         except FileNotFoundError:
             pass

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from semcl.data.fileset import FileImageSet, _rows
+from semcl.data.fileset import FileImageSet, row_numbers
 from semcl.data.image_guard import read_image
 from semcl.data.layout import missing, require
 from semcl.data.procedural import Splits
@@ -74,7 +74,7 @@ class _Lazy:
     def __getitem__(self, idx):
         if isinstance(idx, int):
             return self.fn(self.paths[idx])
-        rows = _rows(idx, len(self.paths))
+        rows = row_numbers(idx, len(self.paths))
         return torch.stack([self.fn(self.paths[i]) for i in rows]) if rows else torch.empty((0, *self._shape))
 
 
@@ -94,7 +94,7 @@ class SegmentationSet(FileImageSet):
         self.masks = _Lazy(self.mask_paths, lambda p: decode_mask(p, s, self.reduce_zero), (s, s))
 
     def subset(self, idx) -> SegmentationSet:
-        rows = _rows(idx, len(self.paths))
+        rows = row_numbers(idx, len(self.paths))
         return SegmentationSet(self.name, [self.paths[i] for i in rows], self.labels[rows], self.class_names,
                                self.image_size, dict(self.sources), mask_paths=[self.mask_paths[i] for i in rows],
                                reduce_zero=self.reduce_zero)

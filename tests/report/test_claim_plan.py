@@ -99,7 +99,7 @@ def test_plan_refusals(tmp_path, capsys):
         claims_plan("rince/tab99", "paper", Store(tmp_path))
     assert main(["--results", str(tmp_path), "claims", "rince", "--plan", "--format", "csv"]) != 0
     assert capsys.readouterr().err.strip() == ("semcl: error: --plan lists the runs the registered rows need: without "
-                                               "--set, --row or --format")
+                                               "--set, --row, --against or --format")
 
 
 def test_claims_page_states_the_seeds_each_claim_needs():

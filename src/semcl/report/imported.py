@@ -127,7 +127,7 @@ def read_csv(path: Path) -> list[tuple[int, dict[str, str]]]:
     reader = None
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f)
+            reader = csv.reader(f, strict=True)  # a stray quote is an error, not a guess
             head = next(reader, None)
             if head is None:
                 raise ConfigError(f"{path}: line 1: empty file (expected the header {','.join(CSV_COLUMNS)})")

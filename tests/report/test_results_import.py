@@ -168,6 +168,17 @@ def test_bad_header_size_and_encoding(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "results" / "imports").exists()
 
 
+def test_seeds_beyond_the_registered_ones_with_the_seeds_option(tmp_path, capsys):
+    # hsa/transfer-voc registers one seed; detectron2's five trials of another seed need --seeds, as claims do
+    row = "CsMl, 200 ep (pre-training)"
+    path = _csv(tmp_path, f"hsa/transfer-voc,\"{row}\",ap50,546,82.0,detectron2 metrics.json\n")
+    assert _import(tmp_path, path) == 2
+    assert "line 2: seed 546 is not a seed of hsa/transfer-voc in profile paper (123;" in capsys.readouterr().err
+    assert _import(tmp_path, path, "--seeds", "3") == 0
+    assert [(r.table, r.row, r.column, r.seed, r.value) for r in load_imported(tmp_path / "results")] == [
+        ("hsa/transfer-voc", row, "ap50", 546, 82.0)]
+
+
 def test_reimport_needs_replace_and_sets_the_old_record_aside(tmp_path, capsys):
     _import(tmp_path, _good(tmp_path))
     again = _csv(tmp_path, f"gpaco/seg,{BASE},miou_ss,123,43.0,rerun log\n", "again.csv")

@@ -17,12 +17,13 @@ def _profile(p) -> None:
 
 
 def cmd_import(args) -> None:
-    from semcl.cli.args import get_table, open_store
+    from semcl.cli.args import get_table, open_store, with_seeds
     from semcl.report.import_check import commit, run_measured, stage
 
     store = open_store(args)
     path = Path(args.file)
-    staged = stage(path, get_table, args.profile, store.root, run_measured(store, args.profile),
+    tables = lambda table_id: with_seeds(args, get_table(table_id))  # noqa: E731 (--seeds: a one-seed table's others)
+    staged = stage(path, tables, args.profile, store.root, run_measured(store, args.profile),
                    replace=args.replace)  # every line checked before anything is written
     for line in commit(staged, store.root):
         print(line)
@@ -59,6 +60,7 @@ def cmd_remove(args) -> None:
 
 
 def add_parser(sub) -> None:
+    from semcl.cli.args import add_seeds
 
     sp = sub.add_parser("results", help="results of runs made by another tool (mmseg, detectron2): imported from a "
                                         "CSV, kept apart from semcl's runs, marked as imported in every table")
@@ -69,6 +71,7 @@ def add_parser(sub) -> None:
     p.add_argument("--replace", action="store_true", help="take cells imported before (the old records are set "
                                                           "aside, never deleted)")
     _profile(p)
+    add_seeds(p)
     p.set_defaults(func=cmd_import)
     p = cmds.add_parser("list", help="the imported results, with their source file and its sha256")
     p.add_argument("table", nargs="?", default=None, help="only this table's")

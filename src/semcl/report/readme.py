@@ -55,7 +55,8 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
             return DASH
         spread = f" ± {s['std']:.2f}" if s["n"] > 1 and not math.isnan(s["std"]) else ""
         missing = f" (n={int(s['n'])})" if s["n"] < seeds else ""
-        return f"{s['mean']:.2f}{spread}{missing}"
+        imported = " ‡ (imported)" if s.get("imported") else ""  # semcl results import: not a run of semcl
+        return f"{s['mean']:.2f}{spread}{missing}{imported}"
 
     lines = ["| Row | " + " | ".join(md_cell(label(c)) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     keep = re.compile(rows) if rows else None

@@ -61,7 +61,8 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
     lines = ["| Row | " + " | ".join(md_cell(label(c)) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     keep = re.compile(rows) if rows else None
     for row in table.rows:
-        if row.implemented and (keep is None or keep.search(row.label)):
+        imported = any(summ.loc[(row.label, c.key)].get("imported") for c in cols)  # a row run by another tool
+        if (row.implemented or imported) and (keep is None or keep.search(row.label)):
             lines.append(f"| {md_cell(row.label)} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
     return "\n".join(lines) + "\n"
 

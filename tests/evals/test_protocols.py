@@ -51,6 +51,8 @@ def test_every_evaluation_is_registered_under_its_name_and_owns_its_fields():
     ({"eval": "knn", "k": 200}, "knn_top1_k200"),
     ({"eval": "stage_probe", "stage": "layer2"}, "stage_probe_top1_layer2"),
     ({"eval": "detection", "key": "ap75"}, "ap75"),
+    ({"eval": "alignment", "quantity": "alignment"}, "feature_alignment"),
+    ({"eval": "alignment", "quantity": "uniformity"}, "feature_uniformity"),
 ])
 def test_metric_keys(column, key):
     col = validate_column({"key": "c", "label": "C", **column}, "x.yaml", 0)
@@ -74,6 +76,8 @@ def test_metric_keys(column, key):
     ({"eval": "reported", "out": "x"}, "key 'out' does not apply to eval 'reported' (it takes: no other key)"),
     ({"eval": "mAP"}, "key 'eval' = 'mAP' is not one of"),
     ({"eval": "ood", "colour": "red"}, "unknown key 'columns[0].colour'"),
+    ({"eval": "alignment"}, "key 'quantity' = None: alignment measures one of ['alignment', 'uniformity']"),
+    ({"eval": "alignment", "quantity": "spread"}, "key 'quantity' = 'spread'"),
 ])
 def test_bad_columns_are_one_line_naming_file_and_key(column, message):
     with pytest.raises(ConfigError) as err:

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module with its parser (`add_parser(sub)`): show (list, show), runs (plan,
 run, status, wait), check, report (table, claims, figure, report, readme), data (data check, prepare-mini),
-numbers, curves, export, diff, doctor, publish. Everything beyond the standard library is imported inside the command that needs it:
+numbers, results, curves, export, diff, doctor, publish, released (weights check, verify). Everything beyond the
+standard library is imported inside the command that needs it:
 `list` and `plan` read the cached registry index (semcl.registry.index) and start without torch, pandas or the
 registry's validation."""
 
@@ -16,10 +17,11 @@ from pathlib import Path
 
 from semcl import __version__
 from semcl.cli import check, curves, data, diff, doctor, export, numbers, publish, released, report, runs, show
+from semcl.cli import results as results_cli
 from semcl.errors import SemclError
 
 # the command modules, in the order `semcl --help` lists them
-COMMANDS = (show, runs, check, doctor, report, data, numbers, curves, export, diff, publish, released)
+COMMANDS = (show, runs, check, doctor, report, data, numbers, curves, export, diff, publish, released, results_cli)
 
 
 def _set_precision(args) -> None:

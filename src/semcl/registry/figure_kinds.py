@@ -30,10 +30,13 @@ def _args(spec: dict, fw: str) -> dict:
 
 
 def _scatter(spec: dict, keys: list[str], fw: str) -> dict:
-    """{kind: scatter, x: <column>, y: <column>}: one point per row (e.g. GPaCo Fig. 1(a))."""
-    _only(spec, {"kind", "x", "y"}, fw)
-    for axis in ("x", "y"):
+    """{kind: scatter, x: <column>, y: <column>[, annotate: <column>]}: one point per row (e.g. GPaCo Fig. 1(a));
+    `annotate` writes a third column's mean beside each of our points (RINCE's alignment / uniformity vs OOD AUROC)."""
+    _only(spec, {"kind", "x", "y", "annotate"}, fw)
+    for axis in ("x", "y", "annotate"):
         if axis not in spec:
+            if axis == "annotate":
+                continue
             raise ConfigError(f"{fw}: missing key '{axis}'")
         if spec[axis] not in keys:
             raise ConfigError(f"{fw}: key '{axis}' = {spec[axis]!r} is not a column key ({', '.join(keys)})")

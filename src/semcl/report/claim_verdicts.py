@@ -58,15 +58,16 @@ def judge_claim(claim: Claim, profile: str, store: Store, registry: dict[str, Ta
         return Verdict(claim, MISSING, f"table {claim.table} is not registered yet")
     if profile not in table.profiles:
         return Verdict(claim, MISSING, f"table {claim.table} has no profile {profile!r}")
+    if claim.table not in longs:
+        longs[claim.table] = long_table(table, profile, store)
     for label in (claim.a, claim.b):
-        if label is not None and not table.row(label).implemented:
+        # a row without training code is judged on results imported from another tool (semcl results import)
+        if label is not None and not table.row(label).implemented and not _values(longs[claim.table], label, claim.column):
             return Verdict(claim, MISSING, f"row {label!r} is not implemented")
     col = next(c for c in table.columns if c.key == claim.column)
     if not is_measured(col, table.columns, table.profile(profile).substitute):
         why = "the suite does not measure it" if col.eval == "reported" else f"profile {profile!r} does not measure it"
         return Verdict(claim, NOT_MEASURED, f"column {claim.column}: {why}")
-    if claim.table not in longs:
-        longs[claim.table] = long_table(table, profile, store)
     a = _values(longs[claim.table], claim.a, claim.column)
     # a derived row (a difference per seed) against 0: Welch's t with a zero-variance side is the one-sample t
     b = _values(longs[claim.table], claim.b, claim.column) if claim.b is not None else [0.0] * len(a)

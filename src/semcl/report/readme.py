@@ -55,12 +55,14 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
             return DASH
         spread = f" ± {s['std']:.2f}" if s["n"] > 1 and not math.isnan(s["std"]) else ""
         missing = f" (n={int(s['n'])})" if s["n"] < seeds else ""
-        return f"{s['mean']:.2f}{spread}{missing}"
+        imported = " ‡ (imported)" if s.get("imported") else ""  # semcl results import: not a run of semcl
+        return f"{s['mean']:.2f}{spread}{missing}{imported}"
 
     lines = ["| Row | " + " | ".join(md_cell(label(c)) for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     keep = re.compile(rows) if rows else None
     for row in table.rows:
-        if row.implemented and (keep is None or keep.search(row.label)):
+        imported = any(summ.loc[(row.label, c.key)].get("imported") for c in cols)  # a row run by another tool
+        if (row.implemented or imported) and (keep is None or keep.search(row.label)):
             lines.append(f"| {md_cell(row.label)} | " + " | ".join(cell(row.label, c.key) for c in cols) + " |")
     return "\n".join(lines) + "\n"
 

@@ -154,10 +154,11 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
         unique = len({r.run_id for r in runs})
         summ = summary(table, profile, long_table(table, profile, store))
         known = int((~summ["paper"].isna()).sum()) if "paper" in summ else 0  # analytic figures: no cells
+        imported = "imported" in summ and bool((summ["imported"] != "").any())  # semcl results import
         data.overview.append([f"`{table.id}`", table.source, f"{impl}/{len(paper_rows)}", f"{done}/{unique}",
-                              str(known), str(_flagged(summ)) if done else "—"])
-        data.state.append("none" if not done else "done" if done == unique else "partial")
-        if not done:
+                              str(known), str(_flagged(summ)) if done or imported else "—"])
+        data.state.append("none" if not done and not imported else "done" if done == unique else "partial")
+        if not done and not imported:
             continue
         with_them = data.origins if table.figure is not None and table.figure.get("kind") in AGAINST_KINDS else None
         png = write_figure(table, profile, store, out_dir / "figures", with_them)[1] if table.figure is not None else None

@@ -1,4 +1,5 @@
-"""`figure: {kind: scatter, x: <column>, y: <column>}` (GPaCo Fig. 1(a): top-1 vs inference latency).
+"""`figure: {kind: scatter, x: <column>, y: <column>[, annotate: <column>]}` (GPaCo Fig. 1(a): top-1 vs inference
+latency; RINCE's alignment vs uniformity with the OOD AUROC written beside each point).
 
 One point per row, drawn in two panels with their own axes: the paper's values on the left, ours on the
 right. The panels are separate because a scatter's axes may be measured on hardware (latency in ms on the
@@ -30,7 +31,7 @@ def figure_points(table: Table, profile: str, store: Store) -> pd.DataFrame:
     """One line per row: ours (x, y means and stds, n) and the paper's x and y (NaN = unknown)."""
     if table.figure is None:
         raise ValueError(f"{table.path}: table {table.id} has no 'figure' entry")
-    fx, fy = table.figure["x"], table.figure["y"]
+    fx, fy, fa = table.figure["x"], table.figure["y"], table.figure.get("annotate")
     summ = summary(table, profile, long_table(table, profile, store)).set_index(["row", "column"])
     lines = []
     for row in table.rows:
@@ -38,6 +39,9 @@ def figure_points(table: Table, profile: str, store: Store) -> pd.DataFrame:
         lines.append({"row": row.label, "implemented": row.implemented,
                       "x_mean": sx["mean"], "x_std": sx["std"], "y_mean": sy["mean"], "y_std": sy["std"],
                       "n": int(min(sx["n"], sy["n"])), "paper_x": sx["paper"], "paper_y": sy["paper"]})
+        if fa is not None:  # the third column, written beside our point (absent otherwise: fig1a's CSV as before)
+            sa = summ.loc[(row.label, fa)]
+            lines[-1].update({"a_mean": sa["mean"], "a_std": sa["std"]})
     return pd.DataFrame(lines)
 
 
@@ -102,7 +106,10 @@ def draw(table: Table, profile: str, points: pd.DataFrame, path: Path,
     ax_p.set_ylabel(f"{yl}, paper")
 
     same = coincident(points)
-    _draw_ours(ax_o, points, style, f"Ours (profile {profile}; n = seeds, in the key)", f"{xl}, ours", f"{yl}, ours")
+    title = f"Ours (profile {profile}; n = seeds, in the key)"
+    if table.figure.get("annotate"):
+        title += f"; beside each point: mean {labels[table.figure['annotate']]}"
+    _draw_ours(ax_o, points, style, title, f"{xl}, ours", f"{yl}, ours")
     for (name, pts), ax in zip(others.items(), axes[2:], strict=True):  # --against: each origin on its own axes
         _draw_ours(ax, pts, style, f"{name} (profile {profile}; read only)", f"{xl}, {name}", f"{yl}, {name}")
     for ax in axes:
@@ -132,6 +139,9 @@ def _draw_ours(ax, points: pd.DataFrame, style: dict, title: str, xlabel: str, y
     for p in points[points["n"] > 0].itertuples():
         c, mk = style[p.row]
         ax.errorbar(p.x_mean, p.y_mean, xerr=_err(p.x_std), yerr=_err(p.y_std), fmt=mk, color=c, capsize=3, ms=6)
+        if "a_mean" in points and not math.isnan(p.a_mean):  # the figure's `annotate:` column beside each point
+            ax.annotate(f"{p.a_mean:.1f}", (p.x_mean, p.y_mean), xytext=(5, 4), textcoords="offset points",
+                        fontsize=7, color=c)
     ax.margins(0.08)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel)

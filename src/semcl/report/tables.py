@@ -41,6 +41,7 @@ def _number(store: Store, run_id: str, key: str, value: object) -> float:
 
 
 LONG_COLUMNS = ["table", "row", "column", "seed", "value", "run_id", "source"]
+IMPORTED = "imported"  # = semcl.report.imported.RUN_ID: the run_id of a line imported from another tool
 
 
 def select_row(long: pd.DataFrame, column: str, best: str) -> str | None:
@@ -91,6 +92,7 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
                 lines.append({"table": table.id, "row": run.row_label, "column": col.key, "seed": run.seed,
                               "value": _number(store, run.run_id, key, rec["metrics"][key]), "run_id": run.run_id,
                               "source": ""})
+    lines += imported_lines(table, profile, store, lines)
     for row in table.rows:
         if row.select:
             lines += _selected(table, row, profile, store)
@@ -101,6 +103,26 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
     long.attrs["commits"] = {rid: ((rec.get("git") or {}).get("commit") if isinstance(rec.get("git"), dict) else None)
                              for rid, rec in records.items()}
     return long
+
+
+def imported_lines(table: Table, profile: str, store: Store, lines: list[dict]) -> list[dict]:
+    """The cells of runs made by another tool (`semcl results import`, semcl.report.imported): run_id "imported",
+    source "imported from <source>". A record of a row, column or seed the table no longer has is not shown
+    (`semcl results list` names it); one that semcl's own run also measured is an error, never a mixed mean."""
+    from semcl.report.imported import RUN_ID, load_imported, record_path
+
+    keys, labels, seeds = {c.key for c in table.columns}, {r.label for r in table.rows}, set(table.seeds_for(profile))
+    own = {(ln["row"], ln["column"], ln["seed"]): ln["run_id"] for ln in lines}
+    out = []
+    for rec in load_imported(store.root, table.id, profile):
+        if rec.row not in labels or rec.column not in keys or rec.seed not in seeds:
+            continue
+        if (rec.row, rec.column, rec.seed) in own:
+            raise ResultsError(f"{record_path(store.root, rec.cell)}: {rec.describe()} is also measured by semcl's "
+                               f"run {own[(rec.row, rec.column, rec.seed)]}; `semcl results remove` one of them")
+        out.append({"table": table.id, "row": rec.row, "column": rec.column, "seed": rec.seed, "value": rec.value,
+                    "run_id": RUN_ID, "source": f"imported from {rec.source}"})
+    return out
 
 
 def check_world_sizes(table: Table, profile: str, runs: list, records: dict) -> None:
@@ -155,6 +177,13 @@ def derived_lines(table: Table, lines: list[dict]) -> list[dict]:
 def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
     """One line per (row, column): paper, provenance, mean, std, n, delta."""
     stats = long.groupby(["row", "column"])["value"].agg(["mean", "std", "count"]) if len(long) else None
+    imported: dict[tuple[str, str], str] = {}  # (row, column) -> the sources of its imported values
+    if len(long):
+        for ln in long[long["run_id"] == IMPORTED].itertuples():
+            said = imported.get((ln.row, ln.column), "")
+            text = ln.source.removeprefix("imported from ")
+            if text not in said.split("; "):
+                imported[(ln.row, ln.column)] = f"{said}; {text}" if said else text
     out = []
     for row in table.rows:
         for col in table.columns:
@@ -172,6 +201,8 @@ def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
             out.append({"row": row.label, "column": col.key, "implemented": row.implemented,
                         "paper": paper, "provenance": rep.provenance if rep else "", "mean": mean,
                         "std": std, "n": n, "delta": mean - paper, "source": source})
+            if imported:  # the column exists only in a table with imported cells: other tables' CSV stays as it was
+                out[-1]["imported"] = imported.get((row.label, col.key), "")
     summ = pd.DataFrame(out)
     summ.attrs["commits"] = dict(long.attrs.get("commits", {}))
     return summ
@@ -189,6 +220,11 @@ def _ours(mean: float, std: float, n: int) -> str:
 
 
 USER = "†"  # marks a paper value the user supplied (semcl numbers), never the registry's
+IMPORTED_MARK = "‡"  # marks ours measured by another tool (semcl results import), never a run of semcl
+
+
+def _imported(s: pd.Series) -> bool:
+    return bool(s.get("imported", ""))
 
 
 def _paper(s: pd.Series) -> str:
@@ -209,9 +245,9 @@ def paper_columns(summ: pd.DataFrame) -> set[str]:
 
 def _cell(s: pd.Series, with_paper: bool = True) -> str:
     """ours, plus " / paper / Δ" where the column has any paper value (`with_paper`)."""
-    if not s["implemented"]:
+    if not s["implemented"] and not _imported(s):
         return "not implemented" + ("" if math.isnan(s["paper"]) else f" / {_paper(s)}")
-    ours = _ours(s["mean"], s["std"], s["n"])
+    ours = _ours(s["mean"], s["std"], s["n"]) + (f" {IMPORTED_MARK}" if _imported(s) else "")
     if not with_paper:
         return ours
     delta = _num(s["delta"])
@@ -248,6 +284,15 @@ def user_notes(table: Table) -> list[str]:
                                                      f"[{rep.overrides.provenance}] ({rep.overrides.source})")
             out.append(f"{USER} {row.label} / {col.label}: user-supplied paper value, source: {rep.source}{over}.")
     return out
+
+
+def imported_notes(table: Table, summ: pd.DataFrame | None) -> list[str]:
+    """One line per cell with values imported from another tool (semcl results import): where they came from."""
+    if summ is None or "imported" not in summ:
+        return []
+    labels = {c.key: c.label for c in table.columns}
+    return [f"{IMPORTED_MARK} {s.row} / {labels[s.column]}: imported from {s.imported} (semcl results import; "
+            f"n={s.n}, not a run of semcl)." for s in summ.itertuples() if s.imported]
 
 
 def same_as_notes(table: Table) -> list[str]:
@@ -329,6 +374,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += user_notes(table)
+    lines += imported_notes(table, summ)
     lines += same_as_notes(table)
     lines += selection_notes(table, profile, summ)
     lines += commit_notes(summ)

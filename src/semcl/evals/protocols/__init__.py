@@ -14,6 +14,7 @@ from typing import Any
 from semcl.errors import ConfigError
 from semcl.evals.protocols import (
     accuracy,
+    alignment,
     detection,
     features,
     gain,
@@ -52,6 +53,7 @@ EVALUATIONS: dict[str, Evaluation] = {
         detection.EVALUATION,
         gain.EVALUATION,
         features.EVALUATION,
+        alignment.EVALUATION,
     )
 }
 
@@ -134,7 +136,7 @@ VALUE_BOUNDS: dict[str, tuple[float, float] | None] = {
     "accuracy": PERCENT, "linear_probe": PERCENT, "retrieval": PERCENT, "ood": PERCENT, "segmentation": PERCENT,
     "knn": PERCENT, "stage_probe": PERCENT, "video_accuracy": PERCENT, "video_retrieval": PERCENT,
     "detection": PERCENT, "gain": (-100.0, 100.0), "latency": (0.0, float("inf")), "reported": None,
-    "features": None, "robustness": PERCENT,
+    "features": None, "robustness": PERCENT, "alignment": None,
 }
 
 
@@ -161,4 +163,6 @@ def value_bounds(column: spec.Column) -> tuple[float, float] | None:
     """The closed range a number of this column can take (None: any finite number)."""
     if column.eval == "robustness" and getattr(column, "score", None) == "mce":
         return (0.0, float("inf"))
+    if column.eval == alignment.EVALUATION.name:
+        return alignment.BOUNDS[column.quantity]
     return VALUE_BOUNDS.get(column.eval)

@@ -18,6 +18,11 @@ def cmd_doctor(args) -> None:
     from semcl.launch.slurm.profile import load_cluster_profile
 
     cluster = load_cluster_profile(args.cluster)
+    from semcl.launch.slurm.job_python import check_environment, profile_path
+
+    found = check_environment(cluster, profile_path(cluster))  # one line, before the job goes out
+    if found:
+        print(f"python: {cluster.python!r} runs Python {found['python']} with semcl; scontrol at {found['scontrol']}")
     root = results_root(args)
     root.mkdir(parents=True, exist_ok=True)
     checks = run_doctor(cluster, root, args.timeout_min * 60, args.min_free_gb)

@@ -23,7 +23,10 @@ class SlurmBackend(Backend):
         if missing:
             raise ConfigError(f"--executor slurm: {', '.join(missing)} not found on this machine's PATH; submit from "
                               "a login node of the cluster (`semcl plan --executor slurm` previews the jobs anywhere)")
-        load_cluster_profile(options.cluster)
+        cluster = load_cluster_profile(options.cluster)
+        from semcl.launch.slurm.job_python import check_environment, profile_path
+
+        check_environment(cluster, profile_path(cluster))  # the venv's lock, the profile's `python:` command
 
     def submit(self, runs, store: Store, options: LaunchOptions) -> None:
         from semcl.launch.slurm.submit import submit_slurm

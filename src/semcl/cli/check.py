@@ -27,6 +27,9 @@ def cmd_check(args) -> None:
     from semcl.preflight.report import render, write_status
 
     cluster = load_cluster_profile(args.cluster)
+    from semcl.launch.slurm.job_python import check_environment, profile_path
+
+    check_environment(cluster, profile_path(cluster))  # the venv's lock and the jobs' `python:`, before any compute
     reduce = (Reduce(backbone="resnet_tiny", image_size=32, head_hidden=64, head_dim=32, drop_pretrained=True,
                     method={"arch": "vit_tiny_test", "checkpoint": None, "backbone": "r3d_small",
                             "segmenter": "deeplabv3_tiny"})

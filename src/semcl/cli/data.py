@@ -22,9 +22,12 @@ def cmd_data_check(args) -> None:
 
 
 def cmd_prepare(args) -> None:
+    from pathlib import Path
+
     from semcl.data.prepare_mini import prepare_mini
 
-    for line in prepare_mini(data_root(args), video=args.video):
+    for line in prepare_mini(data_root(args), video=args.video, fashion_dir=args.fashion_mnist and Path(args.fashion_mnist),
+                             mnist_dir=args.mnist and Path(args.mnist)):
         print(line)
 
 
@@ -42,4 +45,7 @@ def add_parser(sub) -> None:
     sp.add_argument("--data-root", help="datasets folder (default: $SEMCL_DATA or ./data)")
     sp.add_argument("--video", action="store_true",
                     help="also render moving-MNIST clips (rince/tab4 mini; synthetic motion of real digits)")
+    for flag, name in (("--fashion-mnist", "Fashion-MNIST"), ("--mnist", "MNIST")):
+        sp.add_argument(flag, metavar="DIR", help=f"a folder holding {name}'s four standard IDX files (as published, "
+                                                  ".gz, or unpacked) to copy in, instead of the installed package")
     sp.set_defaults(func=cmd_prepare)

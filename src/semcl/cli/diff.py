@@ -1,7 +1,9 @@
 """`semcl diff <run-id> <run-id>`: the config keys two runs differ in, one per line `key: a -> b` (dotted keys as
 `--set` and rows' overrides name them; the runs' table, row, profile and seed first). A stored run is read off
 its config.yaml; a run not in the store yet may be one the other run's table plans now (what `semcl status`
-names beside a run of an older config), planned under the same profile. What status summarises, in full."""
+names beside a run of an older config), planned under the same profile. What status summarises, in full. Two
+finished runs also show where their records' environments differ (`environment.cuda: 13.0 -> 12.8`), after the
+config keys."""
 
 from __future__ import annotations
 
@@ -46,6 +48,22 @@ def diff_lines(a: dict, b: dict) -> list[str]:
     return heads + [change_line(k, x, y) for k, (x, y) in changed_keys(a["config"], b["config"]).items()]
 
 
+def environment_lines(store, ids: list[str]) -> list[str]:
+    """`environment.<key>: a -> b` (and `versions.<package>`, `device`) where two finished runs' records differ:
+    torch's CUDA / cuDNN / NCCL, the GPU, the driver, the lock, the container (runtime.environment). Empty when
+    either run has no record yet; a key one record predates shows as (absent)."""
+    from semcl.report.older_configs import change_line, changed_keys
+
+    recs = []
+    for rid in ids:
+        rec = store.read_record(rid) if _valid(rid) and store.folder(rid).path.is_dir() else None
+        if rec is None:
+            return []
+        recs.append({"environment": rec.get("environment"), "versions": rec.get("versions"), "device": rec.get("device")})
+    a, b = ({k: v for k, v in r.items() if v is not None} for r in recs)
+    return [change_line(k, x, y) for k, (x, y) in changed_keys(a, b).items()]
+
+
 def cmd_diff(args) -> None:
     store = open_store(args)
     ids = args.run_ids
@@ -58,7 +76,7 @@ def cmd_diff(args) -> None:
             raise SemclError(f"unknown run id {ids[i]!r}: no folder {store.root / 'runs' / ids[i]}{where or ''}")
     a, b = heads
     lines = diff_lines(a, b)
-    for line in lines:
+    for line in lines + environment_lines(store, ids):
         print(line)
     if not lines:
         print(f"semcl: runs {args.run_ids[0]} and {args.run_ids[1]} have the same config", file=sys.stderr)

@@ -20,6 +20,11 @@ def cmd_doctor(args) -> None:
 
     cluster = load_cluster_profile(args.cluster)
     require_slurm_commands(f"semcl doctor --cluster {args.cluster}", "run it on a login node of the cluster")
+    from semcl.launch.slurm.job_python import check_environment, profile_path
+
+    found = check_environment(cluster, profile_path(cluster))  # one line, before the job goes out
+    if found:
+        print(f"python: {cluster.python!r} runs Python {found['python']} with semcl; scontrol at {found['scontrol']}")
     root = results_root(args)
     root.mkdir(parents=True, exist_ok=True)
     checks = run_doctor(cluster, root, args.timeout_min * 60, args.min_free_gb)

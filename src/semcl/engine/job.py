@@ -32,6 +32,7 @@ from semcl.files import write_json_atomic, write_text_atomic
 from semcl.registry.plan import Run
 from semcl.runtime import distributed, rank_errors
 from semcl.runtime.checkpoint import save_atomic, seed_everything
+from semcl.runtime.environment import environment
 from semcl.runtime.precision import effective_config
 from semcl.runtime.progress import write_phase
 from semcl.runtime.tracking import log_results
@@ -79,7 +80,7 @@ def _training(device: torch.device, t0: float) -> dict:
     """How this process trains: what the record keeps of the training stage."""
     return {"device": device_name(device), "threads": torch.get_num_threads(), "world_size": distributed.world_size(),
             **({"cpu_isa": cpu_isa(), "mkl_cbwr": mkl_mode()} if device.type == "cpu" else {}),
-            "train_time_s": round(time.time() - t0, 2)}
+            "environment": environment(device), "train_time_s": round(time.time() - t0, 2)}
 
 
 def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.device,
@@ -97,6 +98,8 @@ def _record(run: Run, metrics: dict, history: list, t0: float, device: torch.dev
             "git": git_state(), "versions": versions(), "device": training.get("device", device_name(device)),
             "threads": training.get("threads", torch.get_num_threads()),
             "world_size": training.get("world_size", distributed.world_size()),
+            # CUDA / cuDNN / NCCL / GPU / driver / lock / container of the training (runtime.environment)
+            "environment": training.get("environment") or environment(device),
             **({"cpu_isa": isa} if isa else {}),  # CPU results differ by instruction set (provenance.cpu_isa)
             **({"mkl_cbwr": mkl} if mkl else {}),  # ... and by MKL's kernels where it picks them by CPU
             **({"evaluated_on": device_name(device), "train_time_s": training["train_time_s"]} if trained else {}),
@@ -125,6 +128,8 @@ def _read_trained(folder: RunFolder) -> dict:
     try:
         doc = json.loads(path.read_text())
         out = {k: doc[k] for k in ("device", "threads", "world_size", "train_time_s")}
+        if isinstance(doc.get("environment"), dict):  # absent from trained.json written before it was kept
+            out["environment"] = doc["environment"]
     except (ValueError, KeyError, TypeError) as err:
         raise ResultsError(f"{path}: unreadable ({type(err).__name__}: {err}); delete it to retrain") from None
     # what the record copies from it must be what a training writes (a tampered file names its key)
@@ -159,7 +164,7 @@ def _finish(run: Run, folder: RunFolder, store: Store, record: dict) -> None:
     folder.failed.unlink(missing_ok=True)
     folder.progress.unlink(missing_ok=True)
     try:
-        log_results(folder.path, record["metrics"], record["config"])
+        log_results(folder.path, record["metrics"], record["config"], record.get("history") or [])
     except Exception as err:  # the record is written: a tracker's failure costs its summary, not the run
         logging.getLogger("semcl.job").warning("trackers: the evaluation was not logged (%s: %s)",
                                                type(err).__name__, err)

@@ -23,7 +23,9 @@ from semcl.evals.protocols import EVALUATIONS, describe, metric_key
 from semcl.files import write_text_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Row, Table
+from semcl.report.environment_notes import MIXED_ENV, environment_notes, mixed_environments
 from semcl.report.escape import md_cell, md_text, tex_comment, tex_text
+from semcl.runtime.environment import results_key
 from semcl.store import Store
 
 DASH = "—"
@@ -102,6 +104,8 @@ def long_table(table: Table, profile: str, store: Store) -> pd.DataFrame:
     # the code commit each record ran at (metrics.json `git.commit`): a table says when its cells mix commits
     long.attrs["commits"] = {rid: ((rec.get("git") or {}).get("commit") if isinstance(rec.get("git"), dict) else None)
                              for rid, rec in records.items()}
+    # ... and the environment's fields that change numbers (runtime.environment.SAME_RESULTS; None: not recorded)
+    long.attrs["environments"] = {rid: results_key(rec.get("environment")) for rid, rec in records.items()}
     return long
 
 
@@ -205,7 +209,9 @@ def summary(table: Table, profile: str, long: pd.DataFrame) -> pd.DataFrame:
                 out[-1]["imported"] = imported.get((row.label, col.key), "")
     summ = pd.DataFrame(out)
     summ.attrs["commits"] = dict(long.attrs.get("commits", {}))
+    summ.attrs["mixed_env"] = mixed_environments(long)
     return summ
+
 
 
 def _num(x: float) -> str:
@@ -378,6 +384,7 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
     lines += same_as_notes(table)
     lines += selection_notes(table, profile, summ)
     lines += commit_notes(summ)
+    lines += environment_notes(summ)
     lines += [f"Deviation: {d}" for d in table.deviations]
     return lines
 
@@ -385,7 +392,9 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
 def wide_cells(table: Table, summ: pd.DataFrame) -> pd.DataFrame:
     """The rendered cell strings, rows (labels) in table order × column keys: what every format shows."""
     known = paper_columns(summ)
-    cells = summ.apply(lambda s: _cell(s, s["column"] in known), axis=1) if len(summ) else []
+    mixed = summ.attrs.get("mixed_env") or {}
+    cells = summ.apply(lambda s: _cell(s, s["column"] in known) + (f" {MIXED_ENV}" if (s["row"], s["column"]) in mixed
+                                                                   else ""), axis=1) if len(summ) else []
     wide = summ.assign(cell=cells).pivot(index="row", columns="column", values="cell")
     return wide.loc[[r.label for r in table.rows], [c.key for c in table.columns]]
 

@@ -83,7 +83,7 @@ class EpochLog:
         self.trackers = []
         if enabled:
             rewrite(self.path, history)  # the checkpoint's epochs, no more (a requeue's duplicates, a torn line)
-            self.trackers = open_trackers(Path(folder), Path(folder).name, len(history))
+            self.trackers = open_trackers(Path(folder), Path(folder).name, len(history), history)
 
     def __enter__(self) -> EpochLog:
         return self

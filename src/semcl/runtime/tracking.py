@@ -5,11 +5,16 @@ $SEMCL_TRACKING picks them, comma-separated: tensorboard, wandb (offline mode, f
 results/runs/<id>/wandb/) and mlflow (a file store, results/mlruns/ unless $MLFLOW_TRACKING_URI says otherwise).
 Each tracked run is named `table/row/seed` (read off the run folder's config.yaml); TensorBoard names a run by
 its folder, so its events go to results/tensorboard/<profile>/<table>/<row>/<seed>/ (`tensorboard --logdir
-results/tensorboard/mini`). Each is keyed by the run id, so a requeued run continues the same tracked run:
-TensorBoard's folder holds a file naming its run id (a run of an older config with the same label gets
-<seed>.<run id> beside it) and purges the steps after the checkpoint's epoch, W&B resumes its id ("allow"),
-MLflow finds its run by the tag semcl.run_id. None of them reaches the network. Each package is imported only
-when chosen; a missing one is a one-line ConfigError saying what to install (the `tracking` extra: tensorboard)."""
+results/tensorboard/mini`). Each is keyed by the run id, so a requeued run (a kill and a resume) leaves every
+epoch once: TensorBoard's folder holds a file naming its run id (a run of an older config with the same label gets
+<seed>.<run id> beside it) and purges the steps after the checkpoint's epoch; MLflow finds its run by the tag
+semcl.run_id and skips an epoch it already holds (a resumed run retrains it bit for bit); W&B's offline mode cannot
+resume a run (wandb/wandb#2423, #3841: each init with the same id writes a new offline-run-*-<id> folder), so each
+attempt's folder replays the history up to the checkpoint first and is complete by itself, and the finished run's
+results go to one more folder holding every epoch, the settings and the evaluation: sync the newest folder of a
+run (`wandb sync` of the newest results/runs/<id>/wandb/offline-run-*-<id>). None of them reaches the network.
+Each package is imported only when chosen; a missing one is a one-line ConfigError saying what to install (the
+`tracking` extra: tensorboard; the `test` extra: all three)."""
 
 from __future__ import annotations
 
@@ -96,7 +101,7 @@ def tensorboard_dir(results: Path, label: dict) -> Path:
 
 
 class TensorBoard:
-    def __init__(self, folder: Path, run_id: str, start_epoch: int):
+    def __init__(self, folder: Path, run_id: str, start_epoch: int, history: list[dict] = ()):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
@@ -129,13 +134,15 @@ class TensorBoard:
 
 
 class WandB:
-    def __init__(self, folder: Path, run_id: str, start_epoch: int):
+    def __init__(self, folder: Path, run_id: str, start_epoch: int, history: list[dict] = ()):
         try:
             import wandb
         except ImportError:
             raise _missing("wandb", "wandb") from None
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "semcl"), id=run_id,
                               name=run_name(run_label(folder)), resume="allow", mode="offline", dir=str(folder))
+        for entry in history[:start_epoch] if start_epoch else history:  # this attempt's folder is complete alone
+            self.log(entry)
 
     def log(self, entry: dict) -> None:
         self.run.log(_scalars(entry), step=int(entry["epoch"]))
@@ -149,7 +156,7 @@ class WandB:
 
 
 class MLflow:
-    def __init__(self, folder: Path, run_id: str, start_epoch: int):
+    def __init__(self, folder: Path, run_id: str, start_epoch: int, history: list[dict] = ()):
         try:
             from mlflow.tracking import MlflowClient
         except ImportError:
@@ -165,10 +172,16 @@ class MLflow:
         self.mlflow_id = (found[0].info.run_id if found else
                           self.client.create_run(exp_id, run_name=run_name(run_label(folder)),
                                                  tags={"semcl.run_id": run_id}).info.run_id)
+        # (key, epoch) pairs an earlier attempt logged: a kill between an epoch's log and its checkpoint retrains
+        # that epoch, and MLflow appends rather than replaces a step's value
+        resumed = found and start_epoch
+        self.logged = {(key, m.step) for key in (self.client.get_run(self.mlflow_id).data.metrics if resumed else {})
+                       for m in self.client.get_metric_history(self.mlflow_id, key)}
 
     def log(self, entry: dict) -> None:
         for key, value in _scalars(entry).items():
-            self.client.log_metric(self.mlflow_id, key, value, step=int(entry["epoch"]))
+            if (key, int(entry["epoch"])) not in self.logged:
+                self.client.log_metric(self.mlflow_id, key, value, step=int(entry["epoch"]))
 
     def results(self, hparams: dict, metrics: dict[str, float], step: int) -> None:
         # MLflow keys allow letters, digits and _-. /; a parameter, once logged, keeps its value (a rerun logs the same)
@@ -208,18 +221,19 @@ def check_backends(value: str | None = None) -> list[str]:
     return names
 
 
-def open_trackers(folder: Path, run_id: str, start_epoch: int) -> list:
-    """The trackers $SEMCL_TRACKING names, opened for this run (`start_epoch`: the epochs already done)."""
-    return [BACKENDS[name](folder, run_id, start_epoch) for name in chosen_backends()]
+def open_trackers(folder: Path, run_id: str, start_epoch: int, history: list[dict] = ()) -> list:
+    """The trackers $SEMCL_TRACKING names, opened for this run (`start_epoch`: the epochs already done, whose
+    entries `history` holds)."""
+    return [BACKENDS[name](folder, run_id, start_epoch, history) for name in chosen_backends()]
 
 
 def mlflow_key(key: str) -> str:
     return re.sub(r"[^\w\-. /]", "_", key)
 
 
-def log_results(folder: Path, metrics: dict, config: dict) -> None:
+def log_results(folder: Path, metrics: dict, config: dict, history: list[dict] = ()) -> None:
     """A finished run's evaluation metrics and settings, to each chosen tracker (the same tracked run its epochs
-    went to), at the step of its last epoch."""
+    went to), at the step of its last epoch; W&B's new offline folder gets the run's `history` first."""
     names = chosen_backends()
     if not names:
         return
@@ -227,7 +241,7 @@ def log_results(folder: Path, metrics: dict, config: dict) -> None:
     step = int(config.get("schedule", {}).get("epochs") or 0)
     hparams, scalars = settings(config, label), eval_scalars(metrics)
     for name in names:
-        tracker = BACKENDS[name](Path(folder), Path(folder).name, 0)
+        tracker = BACKENDS[name](Path(folder), Path(folder).name, 0, history if name == "wandb" else ())
         try:
             tracker.results(hparams, scalars, step)
         finally:

@@ -31,7 +31,10 @@ class SlurmBackend(Backend):
         """The cluster's commands are here and the profile reads, before a snapshot or any data is written."""
         require_slurm_commands("--executor slurm", "submit from a login node of the cluster (`semcl plan --executor "
                                "slurm` previews the jobs anywhere)")
-        load_cluster_profile(options.cluster)
+        cluster = load_cluster_profile(options.cluster)
+        from semcl.launch.slurm.job_python import check_environment, profile_path
+
+        check_environment(cluster, profile_path(cluster))  # the venv's lock, the profile's `python:` command
 
     def submit(self, runs, store: Store, options: LaunchOptions) -> None:
         from semcl.launch.slurm.submit import submit_slurm

@@ -92,6 +92,9 @@ class ClusterProfile:
     # e.g. {mail-type: FAIL}; a value `true` is a bare flag (--exclusive)
     extra_sbatch: dict[str, str | int | float | bool] = field(default_factory=dict)
     setup: list[str] = field(default_factory=list)  # shell lines before the job (module load ...), one per entry
+    # the command that starts every job's Python (training, evaluation, requeues; submitit's `python=`), e.g.
+    # `apptainer exec --nv semcl.sif python`; None: this host's sys.executable (semcl.launch.slurm.job_python)
+    python: str | None = None
 
     def __post_init__(self):
         if self.min_time_min > self.max_time_min:
@@ -150,6 +153,10 @@ def parse_cluster_profile(doc: Any, name: str, where: str) -> ClusterProfile:
         if isinstance(value, str) and (not value or CONTROL.search(value)):
             raise ConfigError(f"{where}: 'extra_sbatch.{option}' = {value!r} must be one non-empty line "
                               "(no newline or control character)")
+    if profile.python is not None:
+        from semcl.launch.slurm.job_python import python_words
+
+        python_words(profile.python, where)  # one shell line whose words parse
     for i, line in enumerate(profile.setup):
         if not line.strip() or CONTROL.search(line.replace("\t", " ")):
             raise ConfigError(f"{where}: 'setup[{i}]' = {line!r} must be one non-empty shell line "

@@ -58,7 +58,7 @@ class PreviewExecutor(submitit.SlurmExecutor):
 
 def slurm_executor(folder: Path, params: dict, cluster: ClusterProfile, n: int, setup: list[str],
                    name: str, cls: type[submitit.SlurmExecutor] = submitit.SlurmExecutor) -> submitit.SlurmExecutor:
-    ex = cls(folder=folder / "%j", max_num_timeout=cluster.max_requeues)
+    ex = cls(folder=folder / "%j", max_num_timeout=cluster.max_requeues, python=cluster.python)  # None: sys.executable
     ex.update_parameters(**params, array_parallelism=max(1, min(cluster.array_parallelism, n)),
                          setup=[*cluster.setup, *setup], job_name=name)
     return ex
@@ -91,7 +91,7 @@ def array_executor(root: Path, params: dict, cluster: ClusterProfile, chunk: lis
 def sbatch_script(ex: submitit.SlurmExecutor, n: int) -> str:
     """The sbatch script `ex` writes for an array of `n` runs: submitit's own rendering, with the
     parameters its array submission adds (map_count -> --array)."""
-    copy = PreviewExecutor(ex.folder, ex.max_num_timeout)
+    copy = PreviewExecutor(ex.folder, ex.max_num_timeout, python=ex.python)
     copy.update_parameters(**ex.parameters)
     if n > 1:
         copy.parameters["map_count"] = n

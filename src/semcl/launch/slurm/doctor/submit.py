@@ -44,7 +44,7 @@ def run_doctor(cluster: ClusterProfile, results: Path, timeout_s: float, min_fre
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = (ResultsRoot(results).doctor / f"{cluster.name}-{stamp}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    ex = submitit.SlurmExecutor(folder=ResultsRoot(folder).submitit / "%j", max_num_timeout=1)
+    ex = submitit.SlurmExecutor(folder=ResultsRoot(folder).submitit / "%j", max_num_timeout=1, python=cluster.python)
     ex.update_parameters(**params, setup=list(cluster.setup), job_name=f"semcl-doctor-{cluster.name}")
     start = time.time()
     job = ex.submit(DoctorJob(folder, settings_for(cluster)))

@@ -121,11 +121,14 @@ def cmd_report(args) -> None:
             from semcl.report.origins import slug as against_slug
 
             out = out / against_slug(origins)
+        if args.official_log and not args.html:
+            raise ConfigError("--official-log draws the authors' log into the HTML page: add --html")
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report
 
             page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov,
-                                           sets=args.set, rows=args.row, origins=origins)
+                                           sets=args.set, rows=args.row, origins=origins,
+                                           official_logs=args.official_log)
         else:
             text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
                                       rows=args.row, origins=origins)
@@ -197,6 +200,9 @@ def add_parser(sub) -> None:
                                                 "the curated pages are reproduce/)")
     sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "
                     "(tables with provenance on hover, claims' verdicts, figures inline); prints its path")
+    sp.add_argument("--official-log", action="append", metavar="TABLE=FILE",
+                    help="with --html: the table's training curves with the authors' training log drawn beside ours "
+                         "(repeatable, one per table; formats as `semcl curves --official-log`, docs/verify.md)")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
             seeds=False)

@@ -14,6 +14,8 @@ import importlib
 LAYOUTS: dict[str, tuple[str, str]] = {
     "pcl-moco": ("pcl", "PaCo / GPaCo (dvlab-research/Parametric-Contrastive-Learning): MoCo builder, "
                         "{'state_dict': {module.encoder_q..., module.linear..., module.queue...}}"),
+    "pcl-vit": ("pcl_vit", "GPaCo ViT-B/L (Parametric-Contrastive-Learning GPaCo/MAE-ViTs): MAE save_model, "
+                           "{'model': {cls_token, pos_embed, blocks..., fc_norm, head, mlp, queue...}, 'args', ...}"),
     "rince-supcon": ("rince", "RINCE cifar branch (boschresearch/rince): {'model': ContrastiveRanking state: "
                               "backbone_q.encoder / backbone_q.head, backbone_k..., memorybank_*}, 'opt', ...}"),
     "repdistiller": ("repdistiller", "CRD teachers (HobbitLong/RepDistiller train_teacher.py): "

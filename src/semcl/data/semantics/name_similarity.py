@@ -39,7 +39,7 @@ THRESHOLDS = {"paper": 0.45, "readme": 0.4}  # docs/papers/rince.md §g.3
 # `method.name_similarity_file: official`: the official stsb-roberta-large matrix of the ImageNet-100
 # names, shipped with the package (provenance in data/files/README.md) and checked byte for byte
 OFFICIAL = "official"
-OFFICIAL_FILE = Path(__file__).parent / "files" / "word_sims_imagenet100.npy"
+OFFICIAL_FILE = Path(__file__).parents[1] / "files" / "word_sims_imagenet100.npy"  # semcl/data/files/
 OFFICIAL_FILE_SHA256 = "541f71a8a5d24e82541f3c871aeb3ba0219ac0f851a671f2e0be23da0c1d9ad6"
 _EXTRA = "pip install 'semcl[names]'"
 

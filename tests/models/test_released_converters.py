@@ -252,3 +252,75 @@ def test_a_wrong_file_is_one_line_and_nothing_loads(tmp_path, monkeypatch, how, 
     assert "\n" not in text and message in text and str(path) in text and row.label in text
     assert all(torch.equal(before[k], v) for k, v in method.state_dict().items())  # never a partial load
     assert not (tmp_path / "pwned").exists()
+
+
+def _official_ranking():
+    """The weights of RINCE's imagenet100 `losses.ContrastiveRanking` (losses.py:34-47 @1a060ae): two torchvision
+    ResNet-18s whose fc became Linear(512, 512)-ReLU-Linear(512, 128), the memory bank and its one-element pointer."""
+    import torchvision
+
+    net = torch.nn.Module()
+    for name in ("backbone_q", "backbone_k"):
+        enc = torchvision.models.resnet18(num_classes=128)
+        enc.fc = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), enc.fc)
+        setattr(net, name, enc)
+    net.register_buffer("memorybank_InfoNCE", torch.randn(8192, 128))
+    net.register_buffer("memorybank_labels", torch.ones(8192, dtype=torch.long) * -1)
+    net.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+    return net
+
+
+def _unpinned(row):
+    from dataclasses import replace
+
+    return replace(row, released=replace(row.released, sha256=None))
+
+
+@pytest.mark.parametrize("label", ["SCL-out (authors checkpoint)", "RINCE-out-in (authors checkpoint)"])
+def test_a_rince_imagenet100_checkpoint_loads_into_the_resnet18_supcon_network(tmp_path, label):
+    table, row, method = _built("rince/tab3", label, profile="paper")  # the paper's ResNet-18 and 8192-key bank
+    official = _official_ranking()
+    values = _values(official.state_dict(), 8)
+    official.load_state_dict(values)
+    path = tmp_path / "last.pth"
+    # DistributedDataParallel(criterion).state_dict(): every key under `module.`; util.py save_model's dict
+    torch.save({"opt": argparse.Namespace(model="resnet18", memorybank_size=8192), "epoch": 500,
+                "model": {f"module.{k}": v for k, v in values.items()}, "optimizer": {"state": {}, "param_groups": []}},
+               path)
+    with pytest.raises(DataError, match="sha256 .* differs from the registry's"):
+        load_weights(method, table.id, row, path)  # the registry holds the git LFS object's sha256
+    loaded = load_weights(method, table.id, _unpinned(row), path)
+    assert loaded.tensors == len(values) and loaded.kept == ()
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(9))
+    method.eval(), official.eval()
+    with torch.no_grad():
+        # semcl's head L2-normalises its output, as the official forward does right after the encoder
+        ours = (method.head.net(method.backbone(x)), method.key_head.net(method.key_backbone(x)))
+        torch.testing.assert_close(ours[0], official.backbone_q(x), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(ours[1], official.backbone_k(x), rtol=1e-5, atol=1e-4)
+    assert torch.equal(method.bank.features, values["memorybank_InfoNCE"]) and int(method.bank.ptr) == int(
+        values["queue_ptr"][0])
+
+
+def test_rince_imagenet100_cross_entropy_checkpoint_is_the_torchvision_resnet18(tmp_path):
+    import torchvision
+
+    table, row, method = _built("rince/tab3", "Cross-entropy s.a. (authors checkpoint)", profile="paper")
+    official = torchvision.models.resnet18(num_classes=100)  # main_ce.py set_model
+    values = _values(official.state_dict(), 10)
+    official.load_state_dict(values)
+    path = tmp_path / "ckpt_epoch_500.pth"
+    torch.save({"opt": argparse.Namespace(model="resnet18"), "epoch": 500,
+                "model": {f"module.{k}": v for k, v in values.items()}, "optimizer": {"state": {}, "param_groups": []}},
+               path)
+    load_weights(method, table.id, _unpinned(row), path)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(11))
+    method.eval(), official.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.classify(x), official(x), rtol=1e-5, atol=1e-6)
+    # the SupCon file is not this row's network: one line naming the first offending keys
+    supcon = tmp_path / "last.pth"
+    torch.save({"model": {f"module.{k}": v for k, v in _official_ranking().state_dict().items()}}, supcon)
+    with pytest.raises(DataError, match=r"not this row's network: unexpected module.memorybank_InfoNCE, "
+                                        r"module.memorybank_labels, module.queue_ptr; missing backbone.conv1.weight"):
+        load_weights(method, table.id, _unpinned(row), supcon)

@@ -124,7 +124,8 @@ def test_html_report_embeds_the_curves_beside_the_authors_log_and_names_it(tmp_p
 
 
 @pytest.mark.parametrize("pair, message", [
-    ("{other}", r"^semcl: .*other.log: no training line of a known official log format"),
+    ("{other}", r"^semcl: error: .*other.log: no training line of a known official log format \(pcl, rince-cifar, "
+                r"repdistiller\)$"),
     ("gpaco/imagenet-lt", r"^semcl: error: --official-log 'gpaco/imagenet-lt': expected TABLE=FILE"),
     ("rince/tab2={log}", r"^semcl: error: --official-log 'rince/tab2=.*': 'rince/tab2' is no table of this paper"),
 ])

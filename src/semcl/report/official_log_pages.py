@@ -47,7 +47,7 @@ def read_official_logs(pairs: list[str], tables: list[Table]) -> list[tuple[Tabl
     """(table, file, format, per-epoch frame) per pair, every log read before anything is written."""
     from semcl.report.official_logs import parse_log
 
-    return [(table, path, *parse_log(path)) for table, path in split_pairs(pairs, tables)]
+    return [(table, path, *parse_log(path, hint="")) for table, path in split_pairs(pairs, tables)]  # detected
 
 
 def official_curves(logs: list[tuple], profile: str, store, out_dir: Path, metric: str = "loss") -> list[OfficialCurve]:

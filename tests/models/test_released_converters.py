@@ -47,6 +47,7 @@ def _official_pcl(method, paco: bool) -> dict[str, torch.Tensor]:
         names |= {f"module.encoder_k.{k[len('key_backbone.'):]}": k for k in sd if k.startswith("key_backbone.")}
         names |= {f"module.encoder_k.fc.{k[len('key_head.'):]}": k for k in sd if k.startswith("key_head.")}
     state = _values({o: sd[s] for o, s in names.items()}, 0)
+    state["module.queue_ptr"] = torch.tensor([3])  # builder.py registers it as torch.zeros(1, dtype=torch.long)
     if paco:  # the momentum centres: saved by PaCo's builder, never read at test time
         state |= {"module.linear_k.weight": torch.zeros_like(sd["classifier.fc.weight"]),
                   "module.linear_k.bias": torch.zeros_like(sd["classifier.fc.bias"])}
@@ -151,6 +152,62 @@ def test_a_crd_teacher_loads_with_its_blocks_one_level_down(tmp_path):
         torch.testing.assert_close(method.classify(x), ref.classify(x), rtol=0, atol=0)
 
 
+def _official_gpaco_vit(method) -> dict[str, torch.Tensor]:
+    """VisionTransformer_paco's state dict (PCL GPaCo/MAE-ViTs/models_vit_paco.py @fe56535, global_pool=True so
+    `norm` is deleted and `fc_norm` added; timm's ViT names; projector `mlp`; queue buffers): names written out."""
+    sd = method.state_dict()
+    names = {k[len("backbone."):]: k for k in sd if k.startswith("backbone.")}
+    names |= {"head.weight": "head.weight", "head.bias": "head.bias",
+              **{f"mlp.{i}.{p}": f"projector.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")},
+              "queue": "bank.features", "queue_l": "bank.labels"}
+    state = _values({o: sd[s] for o, s in names.items()}, 6)
+    state["queue_ptr"] = torch.tensor([64])  # torch.zeros(1, dtype=torch.long) there
+    return state
+
+
+@pytest.mark.parametrize("label", ["GPaCo ViT-B (authors checkpoint)", "GPaCo ViT-L (authors checkpoint)"])
+def test_a_gpaco_vit_checkpoint_gives_the_outputs_of_its_tensors_loaded_by_hand(tmp_path, label):
+    table, row, method = _built("gpaco/mae-robustness", label)  # smoke: the tiny ViT, the official names
+    state = _official_gpaco_vit(method)
+    assert {"cls_token", "pos_embed", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight", "fc_norm.weight",
+            "head.weight", "mlp.4.weight", "queue", "queue_l"} <= set(state) and "norm.weight" not in state
+    assert state["queue"].shape == (128, 128) and state["mlp.4.weight"].shape[0] == 128
+    path = tmp_path / row.released.file
+    # util/misc.py save_model: the argparse options are pickled beside the weights
+    torch.save({"model": state, "optimizer": {"state": {}, "param_groups": []}, "epoch": 99,
+                "scaler": {"scale": 65536.0}, "args": argparse.Namespace(model="vit_base_patch16", alpha=0.2)}, path)
+    loaded = load_weights(method, table.id, row, path)
+    assert loaded.kept == ("pretrained_loaded",) and loaded.dropped == ()
+    assert loaded.tensors == len(state)
+
+    _, _, ref = _built("gpaco/mae-robustness", label)  # by hand: the timm ViT under its own names, head, mlp
+    ref.backbone.load_state_dict({k: v for k, v in state.items() if not k.startswith(("head.", "mlp.", "queue"))})
+    ref.head.load_state_dict({k[len("head."):]: v for k, v in state.items() if k.startswith("head.")})
+    ref.projector.load_state_dict({k[len("mlp."):]: v for k, v in state.items() if k.startswith("mlp.")})
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(7))
+    method.eval(), ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.classify(x), ref.classify(x), rtol=0, atol=0)
+        torch.testing.assert_close(method.projector(method.backbone(x)), ref.projector(ref.backbone(x)),
+                                   rtol=0, atol=0)
+    assert torch.equal(method.bank.features, state["queue"]) and int(method.bank.ptr) == 64
+
+
+def test_an_mae_pretraining_file_is_not_a_gpaco_vit_checkpoint(tmp_path):
+    table, row, method = _built("gpaco/mae-robustness", "GPaCo ViT-B (authors checkpoint)")
+    state = _official_gpaco_vit(method)
+    # MAE's pre-trained encoder: the final `norm`, no fc_norm, no head / projector / queue
+    mae = {k: v for k, v in state.items() if not k.startswith(("fc_norm.", "head.", "mlp.", "queue"))}
+    mae |= {"norm.weight": state["fc_norm.weight"], "norm.bias": state["fc_norm.bias"]}
+    path = tmp_path / "mae_pretrain_vit_base.pth"
+    torch.save({"model": mae}, path)
+    before = {k: v.clone() for k, v in method.state_dict().items()}
+    with pytest.raises(DataError, match=r"not this row's network: unexpected norm.weight, norm.bias; missing "
+                                        r"backbone.fc_norm.weight, backbone.fc_norm.bias, head.weight"):
+        load_weights(method, table.id, row, path)
+    assert all(torch.equal(before[k], v) for k, v in method.state_dict().items())
+
+
 class _RunsCode:
     def __reduce__(self):
         return (os.system, ("touch pwned",))
@@ -195,3 +252,75 @@ def test_a_wrong_file_is_one_line_and_nothing_loads(tmp_path, monkeypatch, how, 
     assert "\n" not in text and message in text and str(path) in text and row.label in text
     assert all(torch.equal(before[k], v) for k, v in method.state_dict().items())  # never a partial load
     assert not (tmp_path / "pwned").exists()
+
+
+def _official_ranking():
+    """The weights of RINCE's imagenet100 `losses.ContrastiveRanking` (losses.py:34-47 @1a060ae): two torchvision
+    ResNet-18s whose fc became Linear(512, 512)-ReLU-Linear(512, 128), the memory bank and its one-element pointer."""
+    import torchvision
+
+    net = torch.nn.Module()
+    for name in ("backbone_q", "backbone_k"):
+        enc = torchvision.models.resnet18(num_classes=128)
+        enc.fc = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), enc.fc)
+        setattr(net, name, enc)
+    net.register_buffer("memorybank_InfoNCE", torch.randn(8192, 128))
+    net.register_buffer("memorybank_labels", torch.ones(8192, dtype=torch.long) * -1)
+    net.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+    return net
+
+
+def _unpinned(row):
+    from dataclasses import replace
+
+    return replace(row, released=replace(row.released, sha256=None))
+
+
+@pytest.mark.parametrize("label", ["SCL-out (authors checkpoint)", "RINCE-out-in (authors checkpoint)"])
+def test_a_rince_imagenet100_checkpoint_loads_into_the_resnet18_supcon_network(tmp_path, label):
+    table, row, method = _built("rince/tab3", label, profile="paper")  # the paper's ResNet-18 and 8192-key bank
+    official = _official_ranking()
+    values = _values(official.state_dict(), 8)
+    official.load_state_dict(values)
+    path = tmp_path / "last.pth"
+    # DistributedDataParallel(criterion).state_dict(): every key under `module.`; util.py save_model's dict
+    torch.save({"opt": argparse.Namespace(model="resnet18", memorybank_size=8192), "epoch": 500,
+                "model": {f"module.{k}": v for k, v in values.items()}, "optimizer": {"state": {}, "param_groups": []}},
+               path)
+    with pytest.raises(DataError, match="sha256 .* differs from the registry's"):
+        load_weights(method, table.id, row, path)  # the registry holds the git LFS object's sha256
+    loaded = load_weights(method, table.id, _unpinned(row), path)
+    assert loaded.tensors == len(values) and loaded.kept == ()
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(9))
+    method.eval(), official.eval()
+    with torch.no_grad():
+        # semcl's head L2-normalises its output, as the official forward does right after the encoder
+        ours = (method.head.net(method.backbone(x)), method.key_head.net(method.key_backbone(x)))
+        torch.testing.assert_close(ours[0], official.backbone_q(x), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(ours[1], official.backbone_k(x), rtol=1e-5, atol=1e-4)
+    assert torch.equal(method.bank.features, values["memorybank_InfoNCE"]) and int(method.bank.ptr) == int(
+        values["queue_ptr"][0])
+
+
+def test_rince_imagenet100_cross_entropy_checkpoint_is_the_torchvision_resnet18(tmp_path):
+    import torchvision
+
+    table, row, method = _built("rince/tab3", "Cross-entropy s.a. (authors checkpoint)", profile="paper")
+    official = torchvision.models.resnet18(num_classes=100)  # main_ce.py set_model
+    values = _values(official.state_dict(), 10)
+    official.load_state_dict(values)
+    path = tmp_path / "ckpt_epoch_500.pth"
+    torch.save({"opt": argparse.Namespace(model="resnet18"), "epoch": 500,
+                "model": {f"module.{k}": v for k, v in values.items()}, "optimizer": {"state": {}, "param_groups": []}},
+               path)
+    load_weights(method, table.id, _unpinned(row), path)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(11))
+    method.eval(), official.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(method.classify(x), official(x), rtol=1e-5, atol=1e-6)
+    # the SupCon file is not this row's network: one line naming the first offending keys
+    supcon = tmp_path / "last.pth"
+    torch.save({"model": {f"module.{k}": v for k, v in _official_ranking().state_dict().items()}}, supcon)
+    with pytest.raises(DataError, match=r"not this row's network: unexpected module.memorybank_InfoNCE, "
+                                        r"module.memorybank_labels, module.queue_ptr; missing backbone.conv1.weight"):
+        load_weights(method, table.id, _unpinned(row), supcon)

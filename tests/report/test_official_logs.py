@@ -6,6 +6,7 @@ epochs it holds, with the epoch's last running-average loss and the test top-1 t
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -98,3 +99,45 @@ def test_curves_draw_the_authors_log_beside_ours_epoch_by_epoch(tmp_path, capsys
     assert main(["--results", str(tmp_path / "results"), "curves", "gpaco/imagenet-lt", "--profile", "smoke", "--official-log", str(path),
                  "--metric", "lr", "--out", str(out)]) == 2
     assert "has no 'lr' per epoch" in capsys.readouterr().err
+
+
+def test_html_report_embeds_the_curves_beside_the_authors_log_and_names_it(tmp_path, capsys):
+    import base64
+
+    from semcl.cli.main import main
+
+    path = tmp_path / "gpaco_r50_imagenetlt.log"
+    path.write_text(PCL)
+    out, results = tmp_path / "reports", str(tmp_path / "results")
+    assert main(["--results", results, "report", "gpaco", "--profile", "smoke", "--html", "--out", str(out),
+                 "--official-log", f"gpaco/imagenet-lt={path}"]) == 0
+    capsys.readouterr()
+    page = (out / "gpaco.smoke.html").read_text()
+    png = out / "curves" / "gpaco_imagenet-lt.smoke.loss.png"
+    assert f'src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode("ascii")}"' in page
+    line = (f"gpaco/imagenet-lt: our training loss per epoch (mean, min–max over seeds) beside the authors' log "
+            f"<code>{path}</code> (format pcl, 2 epochs, dashed black)")
+    assert line.replace("'", "&#x27;") in page and '<h2 id="official-logs">' in page
+    assert pd.read_csv(png.with_suffix(".csv"))["mean"].tolist() == [6.5432, 5.4321]  # the log's epochs drawn
+    md = (out / "gpaco.smoke.md").read_text()
+    assert f"`{path}` (format pcl, 2 epochs" in md and "![gpaco/imagenet-lt](curves/gpaco_imagenet-lt.smoke.loss.png)" in md
+
+
+@pytest.mark.parametrize("pair, message", [
+    ("{other}", r"^semcl: error: .*other.log: no training line of a known official log format \(pcl, rince-cifar, "
+                r"repdistiller\)$"),
+    ("gpaco/imagenet-lt", r"^semcl: error: --official-log 'gpaco/imagenet-lt': expected TABLE=FILE"),
+    ("rince/tab2={log}", r"^semcl: error: --official-log 'rince/tab2=.*': 'rince/tab2' is no table of this paper"),
+])
+def test_html_report_refuses_a_bad_official_log_in_one_line_writing_nothing(tmp_path, capsys, pair, message):
+    from semcl.cli.main import main
+
+    (tmp_path / "other.log").write_text("step 1 loss 3.0\n")
+    (tmp_path / "pcl.log").write_text(PCL)
+    pair = pair.format(other=f"gpaco/imagenet-lt={tmp_path / 'other.log'}", log=tmp_path / "pcl.log")
+    out = tmp_path / "reports"
+    assert main(["--results", str(tmp_path / "results"), "report", "gpaco", "--profile", "smoke", "--html",
+                 "--out", str(out), "--official-log", pair]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.match(message, err[0]), err
+    assert not out.exists()

@@ -108,6 +108,16 @@ def with_seeds(args, table):
     return apply(table, args.profile, wanted)
 
 
+def add_teachers(sp) -> None:
+    from semcl.registry.released_teachers import TEACHERS
+
+    sp.add_argument("--teachers", choices=TEACHERS, default="trained",
+                    help="released: every row taught by a teacher the authors released (the CRD teachers) learns "
+                         "from the authors' file where it is verified (semcl verify), its sha256 in the run ids; "
+                         "the others keep the teacher trained here; the notes say which (default: trained, the "
+                         "registered rows)")
+
+
 def add_against(sp) -> None:
     sp.add_argument("--against", action="append", metavar="[NAME=]PATH",
                     help="another lab's results root (a folder with runs/) or bundle (semcl publish; its SHA256SUMS "

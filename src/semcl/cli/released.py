@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from semcl.errors import ConfigError
+
 
 def cmd_weights_check(args) -> None:
     from semcl.engine.released import load_released_summary
@@ -54,6 +56,8 @@ def cmd_verify(args) -> None:
     store, folder = open_store(args), Path(args.weights)
     be = backend(args.executor)
     pairs = []
+    if args.teachers == "released" and not args.students:
+        raise ConfigError("--teachers released picks the students --students trains: add --students")
     for table in _tables(args.what):
         if args.profile not in table.profiles:
             continue
@@ -71,6 +75,10 @@ def cmd_verify(args) -> None:
             pairs.append((run, res))
             files[row.label] = run.released
         if args.students and files:  # the rows learning from these files (KD students of the authors' teachers)
+            from semcl.registry.released_teachers import released_twins, with_released_teachers
+
+            if args.teachers == "released" and any(r.teacher in released_twins(table) for r in table.rows):
+                table = with_released_teachers(table, files)  # every student of those teachers, not only twins
             learners = [r.label for r in table.rows if set(r.depends_on) & set(files)]
             for run in plan_runs(table, args.profile, learners, released=files):
                 if run.released is None:
@@ -97,7 +105,7 @@ def cmd_verify(args) -> None:
 
 
 def add_parser(sub) -> None:
-    from semcl.cli.args import add_profile
+    from semcl.cli.args import add_profile, add_teachers
     from semcl.launch.backends import BACKENDS, DEFAULT_EXECUTOR
     from semcl.launch.base import DEFAULT_CLUSTER
 
@@ -127,4 +135,5 @@ def add_parser(sub) -> None:
     v.add_argument("--students", action="store_true",
                    help="also train the rows that learn from the found files (the KD students of the authors' "
                         "teachers: their run ids and training keys hold the teacher file's sha256)")
+    add_teachers(v)
     v.set_defaults(func=cmd_verify)

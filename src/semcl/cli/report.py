@@ -9,6 +9,7 @@ from semcl.cli.args import (
     add_against,
     add_profile,
     add_set,
+    add_teachers,
     against_of,
     get_table,
     load_registry,
@@ -33,6 +34,16 @@ def cmd_table(args) -> None:
         out_dir = open_store(args).folders.tables(slug(args.set))
     table = overlaid(args, table)  # the user's paper numbers (semcl numbers) as user-supplied
     origins = against_of(args)
+    if args.teachers == "released":  # the students of the authors' teachers whose files are verified here
+        from semcl.engine.released import released_files
+        from semcl.registry.released_teachers import with_released_teachers
+
+        if args.set or args.row or origins:
+            raise ConfigError("--teachers released shows the registered rows with the authors' teachers: "
+                              "without --set, --row or --against")
+        store = open_store(args)
+        table = with_released_teachers(table, released_files(table, args.profile, store))
+        out_dir = store.folders.tables("teachers-released")  # beside the default file, never over it
     if origins:  # beside the others' runs: both sides per cell, Welch's p and a verdict
         from semcl.report.against import write_against
         from semcl.report.origins import slug as against_slug
@@ -121,11 +132,14 @@ def cmd_report(args) -> None:
             from semcl.report.origins import slug as against_slug
 
             out = out / against_slug(origins)
+        if args.official_log and not args.html:
+            raise ConfigError("--official-log draws the authors' log into the HTML page: add --html")
         if args.html:  # the page and, from the same data, the Markdown beside it
             from semcl.report.html import build_html_report
 
             page, path = build_html_report(args.paper, args.profile, open_store(args), out, overlay=ov,
-                                           sets=args.set, rows=args.row, origins=origins)
+                                           sets=args.set, rows=args.row, origins=origins,
+                                           official_logs=args.official_log)
         else:
             text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
                                       rows=args.row, origins=origins)
@@ -170,6 +184,7 @@ def add_parser(sub) -> None:
     add_set(sp, "with --set: only this row varies (repeatable); each varied row is shown beside its variant")
     add_numbers_option(sp)
     add_against(sp)
+    add_teachers(sp)
     sp.set_defaults(func=cmd_table)
     sp = sub.add_parser("claims", help="judge a paper's claims (experiments/<paper>/claims.yaml) from the stored runs")
     sp.add_argument("paper", help="rince | gpaco | paco | hsa | scns (with --plan also a table id, e.g. rince/tab4)")
@@ -197,6 +212,9 @@ def add_parser(sub) -> None:
                                                 "the curated pages are reproduce/)")
     sp.add_argument("--html", action="store_true", help="also write <paper>.<profile>.html: one self-contained page "
                     "(tables with provenance on hover, claims' verdicts, figures inline); prints its path")
+    sp.add_argument("--official-log", action="append", metavar="TABLE=FILE",
+                    help="with --html: the table's training curves with the authors' training log drawn beside ours "
+                         "(repeatable, one per table; formats as `semcl curves --official-log`, docs/verify.md)")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
             seeds=False)

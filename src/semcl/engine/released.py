@@ -63,9 +63,9 @@ def network_config(table: Table, row: Row, profile: str, precision: str | None =
 
 def spec_info(cfg):
     """A DataInfo from the dataset's registry entry (no data read): classes, channels, the superclasses where the
-    entry holds them (CIFAR-100's), placeholder class names and uniform class counts. These set only what a
-    method trains with (loss offsets, ranks), never what a loaded network computes; a method that needs the real
-    class names to be built (RINCE's ImageNet-100 name similarities) cannot be loaded without its data."""
+    entry holds them (CIFAR-100's), placeholder class names (ImageNet-100's real wnids, from the shipped list, for
+    RINCE's name similarities) and uniform class counts. These set only what a method trains with (loss offsets,
+    ranks), never what a loaded network computes."""
     from semcl.data.registry import DATASETS
     from semcl.methods.base import DataInfo
 
@@ -74,7 +74,12 @@ def spec_info(cfg):
     groups = spec.synthetic_groups if spec.has_coarse and len(spec.synthetic_groups) == n else None
     f2c = torch.tensor(groups, dtype=torch.long) if groups else (torch.zeros(n, dtype=torch.long)
                                                                   if spec.has_coarse else None)
-    return DataInfo(n, spec.channels, f2c, torch.ones(n, dtype=torch.long), tuple(str(i) for i in range(n)))
+    names = tuple(str(i) for i in range(n))
+    if cfg.data.name == "imagenet100" and not cfg.data.synthetic:  # RINCE's name ranks read the classes' words
+        from semcl.data.imagenet100 import imagenet100_wnids
+
+        names = tuple(imagenet100_wnids())  # the folders' order, as the loader names the classes
+    return DataInfo(n, spec.channels, f2c, torch.ones(n, dtype=torch.long), names)
 
 
 def load_weights(method: torch.nn.Module, table_id: str, row: Row, path: Path, sha256: str | None = None) -> Loaded:

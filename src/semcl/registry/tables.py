@@ -51,7 +51,7 @@ REFERENCE = "reference"
 RELEASED = "released"
 # the official layouts a released row may name (torch-free copy of semcl.models.released.LAYOUTS' keys; a test
 # holds the two equal)
-RELEASED_LAYOUTS = ("pcl-moco", "rince-supcon", "repdistiller")
+RELEASED_LAYOUTS = ("pcl-moco", "pcl-vit", "rince-supcon", "rince-in100-supcon", "rince-in100-ce", "repdistiller")
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,18 @@ def figure_html(table: Table, png: Path) -> str:
             f"<code>figures/{html.escape(png.with_suffix('.csv').name)}</code></figcaption></figure>")
 
 
+def official_html(data: ReportData) -> str:
+    """Per --official-log, the curves figure inline with the line naming the authors' file."""
+    from semcl.report.official_log_pages import HEADING, caption
+
+    parts = [f'<h2 id="official-logs">{html.escape(HEADING)}</h2>']
+    for curve in data.official:
+        data64 = base64.b64encode(curve.png.read_bytes()).decode("ascii")
+        parts.append(f'<figure class="official-log"><img alt="{html.escape(curve.table.id)}: {html.escape(str(curve.log))}"'
+                     f' src="data:image/png;base64,{data64}"><figcaption>{inline(caption(curve))}</figcaption></figure>')
+    return "\n".join(parts)
+
+
 def table_anchor(table_id: str) -> str:
     return "t-" + re.sub(r"[^A-Za-z0-9_-]", "-", table_id)
 
@@ -227,6 +239,7 @@ def render_report_html(data: ReportData) -> str:
     if data.sections:
         parts.append("<nav><ul>" + "".join(f'<li><a href="#{table_anchor(s.table.id)}">{html.escape(s.table.id)}</a>'
                                            f" ({html.escape(s.table.source)})</li>" for s in data.sections)
+                     + ('<li><a href="#official-logs">Authors\' logs</a></li>' if data.official else "")
                      + '<li><a href="#claims">Claims</a></li></ul></nav>')
     for sec in data.sections:
         parts += [f'<h2 id="{table_anchor(sec.table.id)}"><code>{html.escape(sec.table.id)}</code></h2>',
@@ -235,6 +248,8 @@ def render_report_html(data: ReportData) -> str:
             parts.append(against_html(sec.table, data.profile, sec, data.origins))
         if sec.figure is not None:
             parts.append(figure_html(sec.table, sec.figure))
+    if data.official:  # --official-log: our curves beside the authors' training logs
+        parts.append(official_html(data))
     parts += ['<h2 id="claims">Claims</h2>', claims_html(data)]
     if data.against_claims:
         parts.append(against_claims_html(data))
@@ -242,10 +257,21 @@ def render_report_html(data: ReportData) -> str:
 
 
 def build_html_report(paper: str, profile: str, store, out_dir: Path, overlay=None, sets=None,
-                      rows=None, origins=None) -> tuple[Path, Path]:
+                      rows=None, origins=None, official_logs=None) -> tuple[Path, Path]:
     """Write <out_dir>/<paper>.<profile>.html and, from the same data, the Markdown report beside it;
-    returns (html path, md path). `sets` / `rows`: the variant tables (collect_report)."""
+    returns (html path, md path). `sets` / `rows`: the variant tables (collect_report). `official_logs`
+    (--official-log TABLE=FILE): those tables' curves beside the authors' logs (semcl.report.official_log_pages)."""
+    logs = []
+    if official_logs:  # every log read before anything is written
+        from semcl.report.official_log_pages import read_official_logs
+        from semcl.report.reproduction import paper_tables
+
+        logs = read_official_logs(official_logs, paper_tables(paper))
     data = collect_report(paper, profile, store, out_dir, overlay, sets, rows, origins)
+    if logs:
+        from semcl.report.official_log_pages import official_curves
+
+        data.official = official_curves(logs, profile, store, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page_path = out_dir / f"{paper}.{profile}.md", out_dir / f"{paper}.{profile}.html"
     write_text_atomic(md, render_report_md(data))

@@ -47,7 +47,8 @@ def detect(lines: list[str]) -> str | None:
     return None
 
 
-def parse_log(path: Path, fmt: str | None = None) -> tuple[str, pd.DataFrame]:
+def parse_log(path: Path, fmt: str | None = None,
+              hint: str = "; name it with --official-log-format") -> tuple[str, pd.DataFrame]:
     """(format, one line per epoch: epoch, loss, test_top1 (NaN where the log has none)); DataError in one line
     naming the file when it cannot be read or holds no step line of the format."""
     path = Path(path)
@@ -59,8 +60,7 @@ def parse_log(path: Path, fmt: str | None = None) -> tuple[str, pd.DataFrame]:
         raise DataError(f"{path}: unknown log format {fmt!r} (known: {', '.join(FORMATS)})")
     fmt = fmt or detect(lines)
     if fmt is None:
-        raise DataError(f"{path}: no training line of a known official log format ({', '.join(FORMATS)}); "
-                        "name it with --official-log-format")
+        raise DataError(f"{path}: no training line of a known official log format ({', '.join(FORMATS)}){hint}")
     step, offset = FORMATS[fmt]
     loss: dict[int, float] = {}
     top1: dict[int, float] = {}

@@ -67,6 +67,7 @@ class ReportData:
     variant_line: str = ""  # with --set: how the claims read the variant rows
     origins: list = field(default_factory=list)  # --against (semcl.report.origins.Origin)
     against_claims: dict | None = None  # --against: origin name -> its verdicts of the claims, ours first
+    official: list = field(default_factory=list)  # --official-log: semcl.report.official_log_pages.OfficialCurve
 
 
 OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
@@ -205,6 +206,12 @@ def render_report_md(data: ReportData) -> str:
                          render_against(sec.table, data.profile, sec.against, "md", data.origins, sec.long).rstrip()]
         if sec.figure is not None:
             sections += ["", f"![{sec.table.id}](figures/{sec.figure.name})"]
+    if data.official:  # --official-log: our curves beside the authors' training logs
+        from semcl.report.official_log_pages import HEADING, caption
+
+        sections += ["", f"## {HEADING}"]
+        for curve in data.official:
+            sections += ["", caption(curve), "", f"![{curve.table.id}](curves/{curve.png.name})"]
     sections += _claims_section(data)
     return "\n".join(lines + sections) + "\n"
 

@@ -377,6 +377,9 @@ def notes(table: Table, profile: str, summ: pd.DataFrame | None = None) -> list[
                          "semcl verify --students) and are the rows compared with the reported numbers; the rows of "
                          "the same label without the suffix distil from teachers trained here and stand in while the "
                          "files are absent.")
+    from semcl.registry.released_teachers import NOTE
+
+    lines += [n for n in table.notes if n.startswith(NOTE)]  # --teachers released: whose teachers these rows have
     provs = sorted({r.provenance for row in table.rows for r in row.reported.values() if r})
     lines.append("Paper values: " + (", ".join(provs) if provs else "no reported number is known for this table") + ".")
     lines += user_notes(table)

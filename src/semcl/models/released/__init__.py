@@ -14,8 +14,15 @@ import importlib
 LAYOUTS: dict[str, tuple[str, str]] = {
     "pcl-moco": ("pcl", "PaCo / GPaCo (dvlab-research/Parametric-Contrastive-Learning): MoCo builder, "
                         "{'state_dict': {module.encoder_q..., module.linear..., module.queue...}}"),
+    "pcl-vit": ("pcl_vit", "GPaCo ViT-B/L (Parametric-Contrastive-Learning GPaCo/MAE-ViTs): MAE save_model, "
+                           "{'model': {cls_token, pos_embed, blocks..., fc_norm, head, mlp, queue...}, 'args', ...}"),
     "rince-supcon": ("rince", "RINCE cifar branch (boschresearch/rince): {'model': ContrastiveRanking state: "
                               "backbone_q.encoder / backbone_q.head, backbone_k..., memorybank_*}, 'opt', ...}"),
+    "rince-in100-supcon": ("rince_in100", "RINCE / SCL of RINCE's imagenet100 branch: {'model': DDP ContrastiveRanking "
+                                          "state: module.backbone_q.<torchvision ResNet>, .fc.0/.fc.2, backbone_k, "
+                                          "memorybank_*, queue_ptr}, 'opt', ...}"),
+    "rince-in100-ce": ("rince_in100_ce", "cross-entropy of RINCE's imagenet100 branch: {'model': DDP torchvision "
+                                         "ResNet state (module.conv1 ..., module.fc), 'opt', ...}"),
     "repdistiller": ("repdistiller", "CRD teachers (HobbitLong/RepDistiller train_teacher.py): "
                                      "{'model': state dict, 'epoch', 'accuracy', 'optimizer'}"),
 }

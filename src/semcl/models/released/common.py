@@ -47,6 +47,16 @@ def unwrap_key(obj: Any, key: str) -> Mapping[str, Any]:
     return obj[key]
 
 
+def scalar_pointer(state: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The state with its queue pointer `key` as the scalar semcl's MemoryBank keeps: the official MoCo-style
+    builders register it as `torch.zeros(1, dtype=torch.long)`, one element; any other shape is left to the strict
+    shape check."""
+    value = state.get(key)
+    if isinstance(value, torch.Tensor) and tuple(value.shape) == (1,):
+        return {**state, key: value.reshape(())}
+    return state
+
+
 def convert(state: Mapping[str, Any], rename: Callable[[str], str | None], want: Mapping[str, torch.Size],
             ours_alone: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
     """The official `state` under semcl's names, checked whole against `want` (semcl key -> shape): every

@@ -10,6 +10,7 @@ of a DistributedDataParallel-wrapped `moco.builder.MoCo`, so every key starts wi
   linear.{weight,bias}               the class centres        -> classifier.fc.{weight,bias}
   linear_k.{weight,bias}             PaCo's momentum copy of the centres: never read at test time, dropped
   queue, queue_l, queue_ptr          the keys, labels, pointer -> bank.features, bank.labels, bank.ptr
+                                     (queue_ptr is torch.zeros(1) there, a scalar here)
 
 GPaCo's builder (GPaCo/LT/moco/builder.py) has no encoder_k / linear_k; its projector is fc.0, fc.2, fc.4
 (three Linear layers), PaCo's fc.0 (Linear), fc.1 (BN), fc.3 (Linear): both are semcl's `head` indices as they are.
@@ -17,7 +18,7 @@ GPaCo's builder (GPaCo/LT/moco/builder.py) has no encoder_k / linear_k; its proj
 
 from __future__ import annotations
 
-from semcl.models.released.common import strip_module, unwrap_key
+from semcl.models.released.common import scalar_pointer, strip_module, unwrap_key
 
 # semcl keys the file does not hold: set from the training set's class counts at build time
 OURS_ALONE = ("center_offset",)
@@ -27,7 +28,7 @@ _BUFFERS = {"queue": "bank.features", "queue_l": "bank.labels", "queue_ptr": "ba
 
 
 def unwrap(obj):
-    return unwrap_key(obj, "state_dict")
+    return scalar_pointer(unwrap_key(obj, "state_dict"), "module.queue_ptr")  # builder.py: torch.zeros(1)
 
 
 def rename(key: str) -> str | None:

@@ -1,4 +1,4 @@
-"""RINCE checkpoints of the `cifar` branch (boschresearch/rince @1a060ae, trained_models/*/last.pth).
+"""RINCE checkpoints of the `cifar` branch (boschresearch/rince @0b11e37, trained_models/*/last.pth).
 
 main_supcon.py saves `save_model(criterion, ...)` (util.py: `{'opt': argparse.Namespace, 'model':
 state_dict, 'optimizer', 'epoch'}`) of `losses.ContrastiveRanking`, which holds two `SupConResNet`s

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import semcl
 import semcl.engine.evaluate
+import semcl.engine.harness
 import semcl.engine.job
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
@@ -195,7 +196,7 @@ def test_the_loop_reads_the_loss_once_per_epoch_and_sums_it_as_before(tmp_path, 
         reads.active = active
         return loss
 
-    real_train = semcl.engine.job.train
+    real_train = semcl.engine.harness.train
 
     def counted_train(*args, **kwargs):
         reads.active = True
@@ -205,7 +206,7 @@ def test_the_loop_reads_the_loss_once_per_epoch_and_sums_it_as_before(tmp_path, 
             reads.active = False
 
     monkeypatch.setattr(train_mod.Stepper, "__call__", recorded)
-    monkeypatch.setattr(semcl.engine.job, "train", counted_train)
+    monkeypatch.setattr(semcl.engine.harness, "train", counted_train)
     out = execute_run(_smoke("rince/tab2", "RINCE-in", epochs=2), Store(tmp_path / "s"), tmp_path)
     assert [s for s in reads.sites if s == ("engine/train.py", "train")] == [("engine/train.py", "train")] * 2
     steps = len(losses) // 2

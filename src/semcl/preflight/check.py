@@ -7,8 +7,9 @@ layout (semcl.data.synthetic) and read back at the run's real input size (at REA
 larger: the fake step below has the full size), the real model (the real
 class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
 rows checked before it, in a scratch store), one step of the engine's own training loop at a small batch
-(semcl.engine.train with max_steps=1: the same views, loader partners, autocast, loss scaling and
-gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
+(the run harness, semcl.engine.harness, under a stand-in Env with a budget of 1 step: semcl.engine.train with the
+same views, loader partners, autocast, loss scaling and gradient accumulation, capped at one cycle of 2 batches, as a
+run; its checkpoint), that checkpoint read
 back (semcl.runtime.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
 for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
 Rows of one code path share the real step and rows of one memory shape the fake step; checks run in
@@ -281,7 +282,7 @@ def _cpu_half_as_bf16():
 
 
 class FirstBatch(Exception):
-    """Raised by a memory-only check's step_context once the engine has made its first batch: the step itself
+    """Raised by a memory-only check's step hook once the engine has made its first batch: the step itself
     is not run."""
 
 

@@ -105,24 +105,21 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
-    one-epoch probe, 8 OOD images, 1 image per robustness set and 2 clips per test video, images at
-    real_step_size unless `full_size` (the memory check's); `reduce` shrinks model and images (CI)."""
+    one-epoch probe, each evaluation's quick settings (Evaluation.quick: 8 OOD images, 1 image per robustness set,
+    2 clips per test video, latency timed once), images at real_step_size unless `full_size` (the memory
+    check's); `reduce` shrinks model and images (CI)."""
     from semcl.models.backbones import BACKBONES
 
     d = run.config.data
     over = {"data.synthetic": True, "data.synthetic_train_per_class": train_per_class,
             "data.synthetic_test_per_class": 1,
             "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
-            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
-            "eval.ood_limit": 8,
-            # ImageNet-C is 75 sets (corruption x severity): one image each runs every reader and score (a ViT-L
-            # at 64 px: ~0.15 s an image)
-            "eval.robustness_limit": 1}
-    # 2 evenly spaced clips per test video, not 10: the same multi-clip averaging (r3d_18: ~1 s a clip)
-    over["eval.video_clips"] = min(2, getattr(run.config.eval, "video_clips", None) or 2)
-    if getattr(run.config.eval, "latency", None):
-        # timed once, not measured: the check only needs the code path (60 calls at 224 px: ~100 s for ResNeXt-101)
-        over["eval.latency_batch"], over["eval.latency_repeats"] = 2, 1
+            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None}
+    from semcl.evals.protocols import EVALUATIONS
+
+    for spec in EVALUATIONS.values():  # each evaluation's own quick settings (Evaluation.quick)
+        if spec.quick is not None:
+            over.update({f"eval.{name}": value for name, value in spec.quick(run.config.eval).items()})
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if not full_size and (side := real_step_size(run, reduce)) is not None:

@@ -18,7 +18,7 @@ MEMORY_SLACK = 1.10  # the preflight treats "fits" within ~10% as marginal: a pe
 
 
 class Clock:
-    """A step_context: the time each step starts (the previous step's loss was read, so the device is idle
+    """A step hook: the time each step starts (the previous step's loss was read, so the device is idle
     then), the last batch (for the ceiling) and the preflight's activation meter on the first step."""
 
     def __init__(self, device: torch.device) -> None:
@@ -27,11 +27,11 @@ class Clock:
         self.device, self.meter, self.starts, self.batch = device, StepMeter(), [], None
 
     @contextmanager
-    def __call__(self, batch):
+    def step(self, batch):
         sync(self.device)
         self.starts.append(time.perf_counter())
         self.batch = batch
-        with self.meter(batch):
+        with self.meter.step(batch):
             yield
 
 
@@ -53,21 +53,20 @@ def ceiling(method, cfg, batch, device: torch.device, steps: int) -> float:
 
 
 def pace(family: str, sizes: Sizes, work: Path, device: torch.device) -> dict:
-    from semcl.engine.train import train
     from semcl.preflight.check import estimate_gpu_gb
 
     run, res = paper_run(family)
     batch = sizes.batch or per_gpu_batch(run, res)
     total = sizes.warmup + sizes.steps
     cfg, per_class = row_config(run, sizes, batch, total + 1)
-    method, train_set, root = build(run, cfg, per_class, work, device)
+    harness = build(run, cfg, per_class, work, device, work / "run" / family / "checkpoints" / "last.pt", total)
+    method, train_set = harness.method, harness.train_set
     clock = Clock(device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
-    train(method, train_set, cfg, run.seed, work / "run" / family / "checkpoints" / "last.pt", device,
-          data_root=root, max_steps=total, step_context=clock)
+    harness.train(hooks=(clock,))
     ran = len(clock.starts)
     timed = clock.starts[sizes.warmup:]  # start of the first timed step .. start of the last step run
     ips = (len(timed) - 1) * cfg.optim.batch_size / (timed[-1] - timed[0]) if len(timed) > 1 else 0.0

@@ -29,22 +29,21 @@ def _step(method, batch, g_state: torch.Tensor, device: torch.device, dtype) -> 
 
 
 def one_family(family: str, sizes: Sizes, device: torch.device, work: Path) -> dict:
-    from semcl.engine.train import train
-
     run, _ = paper_run(family)
     cfg, per_class = row_config(run, sizes, sizes.precision_batch, 2, {"optim.amp": None})
-    method, train_set, root = build(run, cfg, per_class, work, device)
+    harness = build(run, cfg, per_class, work, device, work / "precision" / family / "last.pt", 1)
+    method = harness.method
     seen = {}
 
-    @contextmanager
-    def capture(batch):  # the state right before the first forward (after the epoch's start: HSA's mined table)
-        seen.setdefault("state", {k: v.detach().clone() for k, v in method.state_dict().items()})
-        seen.setdefault("batch", batch)
-        seen.setdefault("g", batch.generator.get_state())
-        yield
+    class Capture:  # the state right before the first forward (after the epoch's start: HSA's mined table)
+        @contextmanager
+        def step(self, batch):
+            seen.setdefault("state", {k: v.detach().clone() for k, v in method.state_dict().items()})
+            seen.setdefault("batch", batch)
+            seen.setdefault("g", batch.generator.get_state())
+            yield
 
-    train(method, train_set, cfg, run.seed, work / "precision" / family / "last.pt", device, data_root=root,
-          max_steps=1, step_context=capture)
+    harness.train(hooks=(Capture(),))
     out = {"family": family, "batch": cfg.optim.batch_size}
     base = None
     for name, dtype in DTYPES.items():

@@ -45,34 +45,42 @@ def _equal_states(a: dict, b: dict) -> bool:
         torch.equal(a[k].cpu(), b[k].cpu()) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
 
 
-def one_row(name: str, sizes: Sizes, device: torch.device, work: Path) -> dict:
-    from semcl.engine.train import train
+class StepCounter:
+    """A step hook: the step number of every step run (the epoch's length, for where to stop)."""
 
+    def __init__(self, steps: list) -> None:
+        self.steps = steps
+
+    def step(self, batch):
+        self.steps.append(batch.step)
+        return nullcontext()
+
+
+def one_row(name: str, sizes: Sizes, device: torch.device, work: Path) -> dict:
     family, env = ROWS[name]
     run, _ = paper_run(family)
     batch = 8  # 5 steps an epoch on the smallest stand-in (20 classes x 2 images): a stop inside epoch 2
     cfg, per_class = row_config(run, sizes, batch, 4, {"schedule.epochs": 2})
     steps = []
     with deterministic(device, env):
-        method, train_set, root = build(run, cfg, per_class, work, device)
-        ref = train(method, train_set, cfg, run.seed, work / name / "a" / "last.pt", device, data_root=root,
-                    step_context=lambda b: (steps.append(b.step), nullcontext())[1])
-        want = {k: v.detach().cpu().clone() for k, v in method.state_dict().items()}
+        harness = build(run, cfg, per_class, work, device, work / name / "a" / "last.pt")
+        ref = harness.train(hooks=(StepCounter(steps),))
+        want = {k: v.detach().cpu().clone() for k, v in harness.method.state_dict().items()}
         per_epoch = len(steps) // 2
         stop_at_call(per_epoch + 2)  # inside epoch 2, after its 2nd step
         ckpt = work / name / "b" / "last.pt"
-        method, train_set, root = build(run, cfg, per_class, work, device)
+        harness = build(run, cfg, per_class, work, device, ckpt)
         stopped = False
         try:
-            train(method, train_set, cfg, run.seed, ckpt, device, data_root=root)
+            harness.train()
         except Preempted:
             stopped = True
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
         at = (state["epoch"], state.get("step", 0))
     with deterministic(device, env):
-        method, train_set, root = build(run, cfg, per_class, work, device)
-        got = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root)
-        have = {k: v.detach().cpu() for k, v in method.state_dict().items()}
+        harness = build(run, cfg, per_class, work, device, ckpt)
+        got = harness.train()
+        have = {k: v.detach().cpu() for k, v in harness.method.state_dict().items()}
     same_params = _equal_states(want, have)
     same_loss = [h["loss"] for h in got] == [h["loss"] for h in ref]
     return {"row": f"{run.table_id} / {run.row_label}", "amp": cfg.optim.amp, "loader_workers": env.get(

@@ -90,29 +90,34 @@ def row_config(run, sizes: Sizes, batch: int, batches: int, overrides: dict | No
     return cfg, per_class
 
 
-def build(run, cfg, per_class: int, work: Path, device: torch.device):
-    """(method, train set, data root) as the job builds them, on the row's stand-in; the model has the real
-    dataset's class count (preflight's stand_in_data_info)."""
+def _train_split(cfg, root: Path):
+    """The stand-in's training split alone (the harness's Env.splits: the GPU check evaluates nothing)."""
     from semcl.data import load
-    from semcl.data.registry import DATASETS
+
+    return load(cfg.data.name, root, "train", cfg.data.image_size), None
+
+
+def build(run, cfg, per_class: int, work: Path, device: torch.device, checkpoint: Path, budget: int | None = None):
+    """The run harness (semcl.engine.harness) with the method built as the job builds it, on the row's stand-in;
+    the model has the real dataset's class count (Env.stand_in). `checkpoint`: where its training goes; `budget`:
+    the steps of a dry run (None: the configured epochs)."""
     from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.build import build_method, method_class
-    from semcl.preflight.check import stand_in_data_info
-    from semcl.runtime.checkpoint import rng_state, seed_everything, set_rng_state
+    from semcl.engine.harness import Env, RunHarness
+    from semcl.runtime.checkpoint import rng_state, set_rng_state
     from semcl.store import Store
 
     d = cfg.data
     root = ensure_synthetic(work / "data" / f"{d.name}-{per_class}", [d.name], train_per_class=per_class,
                             test_per_class=1)
-    seed_everything(run.seed)
-    train_set = load(d.name, root, "train", d.image_size)
-    cls, deps = method_class(run, Store(work / "store"), cfg)
-    method = build_method(cls, cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+    harness = RunHarness(run, Env(root, checkpoint, device, splits=_train_split, stand_in=True, budget=budget), cfg)
+    train_set, _ = harness.data()
+    cls, deps = harness.method_class(Store(work / "store"))
+    method = harness.build(cls, deps, train_set)
     # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
     state = rng_state()
     method.write_stand_in_files(root)
     set_rng_state(state)
-    return method, train_set, root
+    return harness
 
 
 def with_config(run, cfg):

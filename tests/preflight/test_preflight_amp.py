@@ -106,12 +106,12 @@ def test_the_step_context_swaps_only_the_cpu_fp16_autocast():
     seen = []
     with torch.autocast("cpu", dtype=torch.float16):
         for _ in range(2):  # the measured first step and a pass-through second one
-            with meter(batch):
+            with meter.step(batch):
                 seen.append(torch.get_autocast_dtype("cpu"))
         seen.append(torch.get_autocast_dtype("cpu"))  # the engine's own context is back to fp16 after
-    with torch.autocast("cpu", dtype=torch.bfloat16), meter(batch):
+    with torch.autocast("cpu", dtype=torch.bfloat16), meter.step(batch):
         seen.append(torch.get_autocast_dtype("cpu"))
-    with meter(batch):
+    with meter.step(batch):
         seen.append(torch.is_autocast_enabled("cpu"))
     assert seen == [torch.bfloat16, torch.bfloat16, torch.float16, torch.bfloat16, False]
     assert meter.batch == 3

@@ -138,3 +138,19 @@ def test_a_fresh_dependency_state_is_built_once_per_process(monkeypatch, tmp_pat
     check_module._fresh_state(other, None, store)
     check_module._fresh_state(teacher, None, Store(tmp_path / "other"))  # another scratch store: built again
     assert built == [teacher.run_id, other.run_id, teacher.run_id]
+
+
+def test_the_check_runs_each_evaluation_at_its_own_quick_settings():
+    """The check's `eval` settings are what the evaluations declare (Evaluation.quick), nothing named in the
+    preflight: GPaCo's latency row is timed once at batch 2 and its OOD sets (where present) cut to 8 images; a row
+    without latency keeps its latency keys unset."""
+    from semcl.evals.protocols import EVALUATIONS
+
+    timed = next(r for r in distinct_runs(get_table("gpaco/fig1a"), "paper") if r.config.eval.latency)
+    cfg = check_config(timed, None, 4)
+    assert (cfg.eval.latency_batch, cfg.eval.latency_repeats) == (2, 1)
+    assert EVALUATIONS["latency"].quick(timed.config.eval) == {"latency_batch": 2, "latency_repeats": 1}
+    assert cfg.eval.ood_limit == 8 and EVALUATIONS["ood"].quick(timed.config.eval) == {"ood_limit": 8}
+    untimed = _run("rince/tab2", "Cross-entropy")
+    assert not untimed.config.eval.latency and EVALUATIONS["latency"].quick(untimed.config.eval) == {}
+    assert check_config(untimed, None, 4).eval.latency_repeats is None

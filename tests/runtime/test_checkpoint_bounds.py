@@ -93,6 +93,7 @@ def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, m
     import shutil
     from collections import namedtuple
 
+    import semcl.engine.harness as harness_mod
     import semcl.engine.job as job_mod
     from semcl import files
     from semcl.registry.plan import plan_runs
@@ -105,7 +106,7 @@ def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, m
     def no_space(path, obj, **kw):
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(job_mod, "method_class", lambda *a: (_ for _ in ()).throw(ValueError("bad shape at epoch 3")))
+    monkeypatch.setattr(harness_mod, "method_class", lambda *a: (_ for _ in ()).throw(ValueError("bad shape at epoch 3")))
     monkeypatch.setattr(job_mod, "write_json_atomic", no_space)
     with pytest.raises(ValueError, match="bad shape"):
         job_mod.execute_run(run, store, tmp_path / "data")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import semcl.engine.job as job_mod
+import semcl.engine.harness as harness_mod
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
 from semcl.errors import ConfigError, ResultsError
@@ -57,7 +57,7 @@ def test_killed_and_resumed_run_has_one_line_per_epoch_equal_to_the_record(tmp_p
     tensorboard installed (the `tracking` extra) its events hold the same losses, once per epoch."""
     tb = importlib.util.find_spec("tensorboard") is not None
     monkeypatch.setenv("SEMCL_TRACKING", "tensorboard" if tb else "")
-    monkeypatch.setattr(job_mod, "evaluate", lambda *a, **k: {"probe": 1.0})  # this test is about training
+    monkeypatch.setattr(harness_mod, "evaluate", lambda *a, **k: {"probe": 1.0})  # this test is about training
     run = _smoke_run(epochs=2)
     store = Store(tmp_path / "results")
     real_save = train_mod.save_atomic

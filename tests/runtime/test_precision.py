@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import semcl.engine.harness as harness_mod
 import semcl.engine.job as job_mod
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
@@ -46,7 +47,7 @@ def test_fast_trains_in_bf16_and_channels_last(tmp_path, monkeypatch):
         seen.update(amp=cfg.optim.amp, layout=cfg.model.memory_format, precision=cfg.optim.precision)
         raise RuntimeError("stop after the set-up")
 
-    monkeypatch.setattr(job_mod, "train", fake_train)
+    monkeypatch.setattr(harness_mod, "train", fake_train)
     with pytest.raises(RuntimeError, match="stop after the set-up"):
         job_mod.execute_run(run, Store(tmp_path / "s"), tmp_path)
     assert seen == {"amp": "bf16", "layout": "channels_last", "precision": "fast"}

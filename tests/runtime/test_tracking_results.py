@@ -8,6 +8,7 @@ import copy
 import sys
 import types
 
+import semcl.engine.harness as harness_mod
 import semcl.engine.job as job_mod
 from semcl.engine.job import execute_run
 from semcl.registry.plan import Run, make_run_id, plan_runs
@@ -132,7 +133,7 @@ def test_a_tracked_run_is_named_by_its_label_and_ends_with_its_metrics_and_setti
     seen = _fake_trackers(monkeypatch)
     monkeypatch.setenv("SEMCL_TRACKING", "tensorboard,wandb,mlflow")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///unused")
-    monkeypatch.setattr(job_mod, "evaluate", lambda *a, **k: {"probe": 12.5, "retrieval_fine_R@1": 40.0})
+    monkeypatch.setattr(harness_mod, "evaluate", lambda *a, **k: {"probe": 12.5, "retrieval_fine_R@1": 40.0})
     base = next(r for r in plan_runs(get_table("rince/tab2"), "smoke") if r.row_label == "Cross-entropy")
     cfg = copy.deepcopy(base.config)
     cfg.schedule.epochs, cfg.data.synthetic_train_per_class = 2, 3
@@ -172,8 +173,8 @@ def test_a_tracker_failing_at_the_end_costs_its_summary_not_the_run(tmp_path, mo
     run = plan_runs(get_table("rince/tab2"), "smoke")[0]
     store = Store(tmp_path / "results")
     monkeypatch.setattr(job_mod, "log_results", lambda *a: (_ for _ in ()).throw(RuntimeError("offline store full")))
-    monkeypatch.setattr(job_mod, "train", lambda *a, **k: [])
-    monkeypatch.setattr(job_mod, "evaluate", lambda *a, **k: {"probe": 1.0})
+    monkeypatch.setattr(harness_mod, "train", lambda *a, **k: [])
+    monkeypatch.setattr(harness_mod, "evaluate", lambda *a, **k: {"probe": 1.0})
     with caplog.at_level("WARNING", logger="semcl.job"):
         record = execute_run(run, store, tmp_path / "unused")
     assert record["metrics"] == {"probe": 1.0} and store.status(run.run_id)[0] == "done"

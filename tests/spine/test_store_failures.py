@@ -256,12 +256,12 @@ def _no_training(*args, **kwargs):
 
 
 def test_run_batch_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkeypatch, smoke_run, capfd):
-    from semcl.engine import job
+    from semcl.engine import harness, job
     from semcl.launch import local as launch_local
     store = Store(tmp_path)
     record = {"run_id": smoke_run.run_id, "metrics": {"top1": 41.5}}
     _finish_before_lock(monkeypatch, launch_local, store, smoke_run, record)
-    monkeypatch.setattr(job, "train", _no_training)
+    monkeypatch.setattr(harness, "train", _no_training)
     monkeypatch.setattr(job, "load", _no_training)
     outcome = launch_local.RunBatch([smoke_run], tmp_path, tmp_path / "data", threads=1)()
     folder = store.run_dir(smoke_run.run_id)
@@ -273,13 +273,13 @@ def test_run_batch_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkey
 
 
 def test_slurm_job_skips_a_run_finished_before_it_took_the_lock(tmp_path, monkeypatch, smoke_run):
-    from semcl.engine import job
+    from semcl.engine import harness, job
     from semcl.launch.slurm import job as slurm_job
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
     store = Store(tmp_path)
     record = {"run_id": smoke_run.run_id, "metrics": {"top1": 41.5}}
     _finish_before_lock(monkeypatch, slurm_job, store, smoke_run, record)
-    monkeypatch.setattr(job, "train", _no_training)
+    monkeypatch.setattr(harness, "train", _no_training)
     assert slurm_job.RunJob(smoke_run, tmp_path, tmp_path / "data")() == smoke_run.run_id
     assert sorted(p.name for p in store.run_dir(smoke_run.run_id).iterdir()) == ["metrics.json"]
     assert job.execute_run(smoke_run, store, tmp_path / "data", stage="train") == {}

@@ -23,15 +23,14 @@ import yaml
 
 from semcl.config import config_to_dict
 from semcl.data import describe_split, ensure_synthetic, load
-from semcl.engine.build import build_method, data_info, data_splits, method_class
-from semcl.engine.evaluate import evaluate, select_on_validation
+from semcl.engine.evaluate import select_on_validation
+from semcl.engine.harness import Env, RunHarness
 from semcl.engine.provenance import cpu_isa, device_name, git_state, mkl_mode, open_run_log, versions
-from semcl.engine.train import train
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
 from semcl.registry.plan import Run
 from semcl.runtime import distributed, rank_errors
-from semcl.runtime.checkpoint import save_atomic, seed_everything
+from semcl.runtime.checkpoint import save_atomic
 from semcl.runtime.environment import environment
 from semcl.runtime.precision import effective_config
 from semcl.runtime.progress import write_phase
@@ -192,19 +191,19 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
     t0 = time.time()
     try:
         cfg = effective_config(run.config)  # `fast`: bf16 + channels_last; official: as the row says
-        cls, deps = method_class(run, store, cfg)
+        harness = RunHarness(run, Env(None, folder.checkpoint, device or pick_device()), cfg)
+        cls, deps = harness.method_class(store)
         computed = None if stage == "train" else cls.metrics_from_dependencies(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
             _finish(run, folder, store, record)
             return record
         root = prepare_synthetic(run, store) if cfg.data.synthetic else data_root
-        seed_everything(run.seed)
-        d = cfg.data
-        train_set, test_set = data_splits(cfg, root)
+        harness.set(data_root=root)
+        d, device = cfg.data, harness.device
+        train_set, test_set = harness.data()
         write_json_atomic(folder.data, {"train": describe_split(train_set), "test": describe_split(test_set)})
-        device = device or pick_device()
-        method = build_method(cls, cfg, data_info(train_set), deps, device, run.seed)
+        method = harness.build(cls, deps, train_set)
         # the training of this config: this run's own, or (runs differing only in evaluation) the claiming run's
         trainer = store.claim_training(run.train_key, run.run_id) if run.train_key else run.run_id
         train_folder, trained = store.folder(trainer), None
@@ -223,12 +222,13 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
                 return {}
             trained = {**_read_trained(train_folder), "trained_by": trainer}
         elif stage == "evaluate" or (stage == "all" and folder.trained.exists()):
-            # the training job's final checkpoint; train() then only restores it, and the record keeps the
+            # the training job's final checkpoint; the harness then only restores it, and the record keeps the
             # hardware that trained (trained.json), also when `all` finishes a run trained elsewhere
             trained = _read_trained(folder)
         if run.released is None:
-            history = train(method, train_set, cfg, run.seed, train_folder.checkpoint, device, data_root=root,
-                            log_history=trainer == run.run_id, restore_only=trained is not None)
+            harness.set(checkpoint=train_folder.checkpoint, log_history=trainer == run.run_id,
+                        restore_only=trained is not None)
+            history = harness.train()
         if distributed.rank() != 0:
             return {}
         if trainer == run.run_id and not folder.trained.exists():  # what runs sharing this training read
@@ -243,8 +243,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
             if (val_files and val_files == describe_split(test_set)["sources"]) or d.test_split == "val":
                 raise ValueError(f"{d.name}: the val split is the test split here; choosing on it would tune on test")
             chosen = select_on_validation(method, cfg, train_set, val_set)
-        metrics = {**evaluate(method, cfg, train_set, test_set, root, run.seed, logits_path=folder.logits,
-                              checkpoint_dir=folder.checkpoints),
+        metrics = {**harness.evaluate(train_set, test_set, logits_path=folder.logits, checkpoint_dir=folder.checkpoints),
                    **chosen}
         record = _record(run, metrics, history, t0, device, trained)
         _finish(run, folder, store, record)

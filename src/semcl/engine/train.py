@@ -19,10 +19,10 @@ the optimiser steps after every k-th batch, and the lr is set at the first batch
 runs whole cycles: steps = floor(n / bs / k) * k batches (MAE instead carries a partial last cycle's gradients
 into the next epoch). Checkpoints on a requeue signal are taken at cycle boundaries only. k = 1 is the plain loop.
 
-The dry-run seam of `semcl check` (semcl.preflight.check): `max_steps` ends training after the first epoch's
-first max_steps batches, rounded up to whole accumulation cycles, saved as that epoch's end (the lr schedule
-still sees the configured epochs and steps); `step_context(batch)` wraps each forward (what the preflight
-measures).
+The dry run (semcl check, the doctor, the GPU check; Loop.budget): a budget of n steps ends training after the
+first epoch's first n batches, rounded up to whole accumulation cycles, saved as that epoch's end (the lr schedule
+still sees the configured epochs and steps); the step hooks (Loop.hooks) wrap each forward (what the preflight
+measures). Callers drive this loop through the run harness (semcl.engine.harness).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,16 +219,131 @@ def _reseat_rng(rng: dict) -> None:
     set_rng_state(rng)
 
 
+@dataclass(frozen=True)
+class Loop:
+    """How a caller drives the loop (the run harness's Env says it: semcl.engine.harness): the device, the data root,
+    the step budget (None: the configured schedule; n: the dry run of the module docstring), the step hooks (each
+    `hook.step(batch)` a context manager around the forward: the preflight's meters and its first-batch probe, the
+    GPU check's clock), `log_history` (False where the checkpoint is another run's final one: a shared training,
+    whose history and trackers stay its own), `restore_only` (an evaluation of a finished training: a checkpoint
+    short of the last epoch, or none, is a ResultsError, never a reason to train) and `shapes_only` (the preflight's
+    memory check: TrainContext.shapes_only)."""
+
+    device: torch.device | None = None
+    data_root: Path | None = None
+    budget: int | None = None
+    hooks: tuple = ()
+    log_history: bool = True
+    restore_only: bool = False
+    shapes_only: bool = False
+
+    def step_context(self) -> Callable[[Batch], AbstractContextManager] | None:
+        """The hooks' step contexts as one (None without hooks: the forward runs bare)."""
+        if not self.hooks:
+            return None
+        if len(self.hooks) == 1:
+            return self.hooks[0].step
+
+        @contextmanager
+        def around(batch: Batch):
+            with ExitStack() as stack:
+                for hook in self.hooks:
+                    stack.enter_context(hook.step(batch))
+                yield
+
+        return around
+
+
+@dataclass
+class _Epochs:
+    """What every epoch of one train() call shares."""
+
+    method: Method
+    train_set: ImageSet
+    cfg: RunConfig
+    seed: int
+    saver: Checkpointer
+    source: object
+    step_once: Stepper
+    live: EpochLog
+    vote: object
+    device: torch.device
+    at: Position
+    bs: int
+    accum: int
+    steps: int
+    stop: int
+    last_save: float = 0.0
+
+
+def _run_epoch(e: _Epochs, epoch: int, every_s: float | None) -> None:
+    """One epoch: its start, its steps (with the timed and requeue checkpoints inside it), its history line and the
+    checkpoint at its end."""
+    method, cfg, saver, at, bs, accum, steps, stop = e.method, e.cfg, e.saver, e.at, e.bs, e.accum, e.steps, e.stop
+    epochs = cfg.schedule.epochs
+    method.train()
+    _start_or_checkpoint(method, epoch, saver, resumed_inside=epoch == at.epoch and at.step > 0)
+    g = epoch_generator(e.seed, epoch)
+    losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
+    perm = method.epoch_order(e.train_set.labels, e.train_set.num_classes, g, bs)
+    first, loss_sum, reseat = 0, 0.0, None
+    if epoch == at.epoch and at.step:
+        reseat = at.rng
+        g.set_state(at.generator)  # continue the epoch's random stream where it stopped
+        first, loss_sum = at.step, at.loss_sum
+    # the epoch's loss sum stays on the device, in float64 (the same sums a Python float made): it is read
+    # back for the progress line, a checkpoint and the epoch's history line, not at every step
+    total = torch.full((), loss_sum, dtype=torch.float64, device=e.device)
+    t0 = time.time()
+    e.source.epoch(epoch, g, perm, bs, range(first, stop))
+    for step in range(first, stop):
+        first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
+        if first_of_cycle:
+            e.step_once.set_lr(lr_at(cfg.optim, epochs, epoch, step, steps, losses))
+        idx = perm[step * bs:(step + 1) * bs]
+        part = distributed.local_slice(len(idx))
+        views, partner_views, step_g = e.source.step(step, idx)
+        if reseat is not None:  # the first step of a resume inside the epoch: see _reseat_rng
+            _reseat_rng(reseat)
+            reseat = None
+        # from pageable memory: a blocking copy would wait for the device's queue
+        labels = e.train_set.labels[idx][part].to(e.device, non_blocking=True)
+        batch = Batch(views, labels, idx[part], epoch, step, step_g, partner_views,
+                      rank_generator=distributed.rank_generator(e.seed, epoch, step))
+        total += e.step_once(batch, first_of_cycle, last_of_cycle).detach().to(torch.float64)
+        e.live.step(epoch, step + 1, stop, lambda t=total, done=step + 1: float(t) / done)  # read when shown
+        heartbeat()  # the run's lock: its owner is alive and progressing
+        requeue = interrupt.pending()
+        if step + 1 < stop and last_of_cycle:
+            def wish(requeue=requeue, since=e.last_save) -> bool:  # a requeue signal, or rank 0's timer
+                return requeue or (every_s is not None and distributed.rank() == 0
+                                   and time.monotonic() - since >= every_s)
+
+            if e.vote.agree(step + 1, wish):  # the same step on every rank
+                saver.save(epoch, step + 1, step_g, float(total))
+                e.last_save = time.monotonic()
+                log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
+                         epoch, step + 1)
+                interrupt.fire_if_pending()
+    e.vote.reset()  # a vote still in flight: the epoch-end checkpoint below covers it
+    saver.history.append({"epoch": epoch + 1, "loss": float(total) / max(stop, 1),
+                          "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
+                          "seconds": time.time() - t0})
+    log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, saver.history[-1]["loss"],
+             saver.history[-1]["seconds"])
+    e.live.epoch_end(saver.history[-1])  # before the checkpoint: a crash between the two is dropped on resume
+    saver.save(epoch + 1, 0, None, 0.0)
+    e.last_save = time.monotonic()
+    interrupt.fire_if_pending()
+
+
 def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: Path,
-          device: torch.device | None = None, data_root: Path | None = None, *, max_steps: int | None = None,
-          step_context: Callable[[Batch], AbstractContextManager] | None = None, log_history: bool = True,
-          restore_only: bool = False, shapes_only: bool = False) -> list[dict]:
+          loop: Loop | None = None) -> list[dict]:
     """Train `method` to cfg.schedule.epochs, resuming from `ckpt` if present; returns the history (module
-    docstring: accumulation, checkpoints, the preflight's `max_steps` and `step_context`). `log_history`: False
-    where `ckpt` is another run's final checkpoint (a shared training), whose history and trackers stay its own.
-    `restore_only`: an evaluation of a finished training; a checkpoint short of the last epoch (or none) is a
-    ResultsError, never a reason to train."""
-    device = device or torch.device("cpu")
+    docstring: accumulation, checkpoints, the dry run). `loop`: how the caller drives it (Loop; default: the
+    whole schedule on the CPU, no hooks)."""
+    loop = loop or Loop()
+    device = loop.device or torch.device("cpu")
     opt = method.configure_optimizer(cfg.optim)
     if opt is None or cfg.schedule.epochs == 0:  # e.g. tau-norm: no parameter trains
         log.info("nothing to train (%s, %d epochs)", "no parameters" if opt is None else "parameters",
@@ -238,79 +353,27 @@ def train(method: Method, train_set: ImageSet, cfg: RunConfig, seed: int, ckpt: 
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.optim.amp == "fp16")
     saver = Checkpointer(method, opt, scaler, ckpt)
     at = saver.resume(cfg.schedule.epochs)
-    if restore_only:
+    if loop.restore_only:
         _require_final(at, ckpt, cfg.schedule.epochs)
     augs = _augmentations(cfg, train_set)
-    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, data_root,
-                                       shapes_only=shapes_only))
+    method.on_train_start(TrainContext(train_set, augs, device, ckpt.parent.parent, seed, loop.data_root,
+                                       shapes_only=loop.shapes_only))
     bs, accum, steps = steps_per_epoch(cfg, method.epoch_size(len(train_set.labels)))
     epochs = cfg.schedule.epochs
     stop, last_epoch = steps, epochs  # a dry run stops early; lr_at keeps the configured schedule
-    if max_steps is not None:
-        stop, last_epoch = min(steps, -(-max_steps // accum) * accum), min(epochs, at.epoch + 1)
+    if loop.budget is not None:
+        stop, last_epoch = min(steps, -(-loop.budget // accum) * accum), min(epochs, at.epoch + 1)
     source = view_source(method, train_set, augs, device, seed)
-    step_once = Stepper(method, opt, scaler, cfg, device, step_context)
-    every_s, last_save = checkpoint_every_s(), time.monotonic()
+    step_once = Stepper(method, opt, scaler, cfg, device, loop.step_context())
+    every_s = checkpoint_every_s()
     # history.jsonl, trackers and the progress line: rank 0 of a run in its folder (<id>/checkpoints/), not a dry run
     live = EpochLog(ckpt.parent.parent, saver.history, epochs,
-                    enabled=distributed.rank() == 0 and max_steps is None and is_checkpoint_folder(ckpt.parent)
-                    and log_history)
-    vote = distributed.StopVote(device, accum)
+                    enabled=distributed.rank() == 0 and loop.budget is None and is_checkpoint_folder(ckpt.parent)
+                    and loop.log_history)
+    e = _Epochs(method, train_set, cfg, seed, saver, source, step_once, live, distributed.StopVote(device, accum),
+                device, at, bs, accum, steps, stop, time.monotonic())
     with interrupt.training(), live:
         for epoch in range(at.epoch, last_epoch):
-            method.train()
-            _start_or_checkpoint(method, epoch, saver, resumed_inside=epoch == at.epoch and at.step > 0)
-            g = epoch_generator(seed, epoch)
-            losses = [h["loss"] for h in saver.history]  # the plateau schedule's input (the finished epochs)
-            perm = method.epoch_order(train_set.labels, train_set.num_classes, g, bs)
-            first, loss_sum, reseat = 0, 0.0, None
-            if epoch == at.epoch and at.step:
-                reseat = at.rng
-                g.set_state(at.generator)  # continue the epoch's random stream where it stopped
-                first, loss_sum = at.step, at.loss_sum
-            # the epoch's loss sum stays on the device, in float64 (the same sums a Python float made): it is read
-            # back for the progress line, a checkpoint and the epoch's history line, not at every step
-            total = torch.full((), loss_sum, dtype=torch.float64, device=device)
-            t0 = time.time()
-            source.epoch(epoch, g, perm, bs, range(first, stop))
-            for step in range(first, stop):
-                first_of_cycle, last_of_cycle = step % accum == 0, (step + 1) % accum == 0
-                if first_of_cycle:
-                    step_once.set_lr(lr_at(cfg.optim, epochs, epoch, step, steps, losses))
-                idx = perm[step * bs:(step + 1) * bs]
-                part = distributed.local_slice(len(idx))
-                views, partner_views, step_g = source.step(step, idx)
-                if reseat is not None:  # the first step of a resume inside the epoch: see _reseat_rng
-                    _reseat_rng(reseat)
-                    reseat = None
-                # from pageable memory: a blocking copy would wait for the device's queue
-                labels = train_set.labels[idx][part].to(device, non_blocking=True)
-                batch = Batch(views, labels, idx[part], epoch, step, step_g, partner_views,
-                              rank_generator=distributed.rank_generator(seed, epoch, step))
-                total += step_once(batch, first_of_cycle, last_of_cycle).detach().to(torch.float64)
-                live.step(epoch, step + 1, stop, lambda t=total, done=step + 1: float(t) / done)  # read when shown
-                heartbeat()  # the run's lock: its owner is alive and progressing
-                requeue = interrupt.pending()
-                if step + 1 < stop and last_of_cycle:
-                    def wish(requeue=requeue, since=last_save) -> bool:  # a requeue signal, or rank 0's timer
-                        return requeue or (every_s is not None and distributed.rank() == 0
-                                           and time.monotonic() - since >= every_s)
-
-                    if vote.agree(step + 1, wish):  # the same step on every rank
-                        saver.save(epoch, step + 1, step_g, float(total))
-                        last_save = time.monotonic()
-                        log.info("%s: checkpoint at epoch %d step %d", "requeue signal" if requeue else "timed",
-                                 epoch, step + 1)
-                        interrupt.fire_if_pending()
-            vote.reset()  # a vote still in flight: the epoch-end checkpoint below covers it
-            saver.history.append({"epoch": epoch + 1, "loss": float(total) / max(stop, 1),
-                                  "lr": lr_at(cfg.optim, epochs, epoch, steps - 1, steps, losses),
-                                  "seconds": time.time() - t0})
-            log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, epochs, saver.history[-1]["loss"],
-                     saver.history[-1]["seconds"])
-            live.epoch_end(saver.history[-1])  # before the checkpoint: a crash between the two is dropped on resume
-            saver.save(epoch + 1, 0, None, 0.0)
-            last_save = time.monotonic()
-            interrupt.fire_if_pending()
+            _run_epoch(e, epoch, every_s)
     source.close()
     return saver.history

@@ -7,8 +7,9 @@ layout (semcl.data.synthetic) and read back at the run's real input size (at REA
 larger: the fake step below has the full size), the real model (the real
 class count, not the stand-in's), its dependencies (a base run, a teacher, ensemble members: the
 rows checked before it, in a scratch store), one step of the engine's own training loop at a small batch
-(semcl.engine.train with max_steps=1: the same views, loader partners, autocast, loss scaling and
-gradient accumulation, capped at one cycle of 2 batches, as a run; its checkpoint), that checkpoint read
+(the run harness, semcl.engine.harness, under a stand-in Env with a budget of 1 step: semcl.engine.train with the
+same views, loader partners, autocast, loss scaling and gradient accumulation, capped at one cycle of 2 batches, as a
+run; its checkpoint), that checkpoint read
 back (semcl.runtime.checkpoint), and every evaluation of the run on the stand-in's few test images (probe
 for one epoch). Nothing of the step is written twice: what is kept here is the measuring and the report.
 Rows of one code path share the real step and rows of one memory shape the fake step; checks run in
@@ -104,24 +105,21 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
-    one-epoch probe, 8 OOD images, 1 image per robustness set and 2 clips per test video, images at
-    real_step_size unless `full_size` (the memory check's); `reduce` shrinks model and images (CI)."""
+    one-epoch probe, each evaluation's quick settings (Evaluation.quick: 8 OOD images, 1 image per robustness set,
+    2 clips per test video, latency timed once), images at real_step_size unless `full_size` (the memory
+    check's); `reduce` shrinks model and images (CI)."""
     from semcl.models.backbones import BACKBONES
 
     d = run.config.data
     over = {"data.synthetic": True, "data.synthetic_train_per_class": train_per_class,
             "data.synthetic_test_per_class": 1,
             "optim.batch_size": min(batch, run.config.optim.batch_size), "probe.epochs": 1,
-            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None,
-            "eval.ood_limit": 8,
-            # ImageNet-C is 75 sets (corruption x severity): one image each runs every reader and score (a ViT-L
-            # at 64 px: ~0.15 s an image)
-            "eval.robustness_limit": 1}
-    # 2 evenly spaced clips per test video, not 10: the same multi-clip averaging (r3d_18: ~1 s a clip)
-    over["eval.video_clips"] = min(2, getattr(run.config.eval, "video_clips", None) or 2)
-    if getattr(run.config.eval, "latency", None):
-        # timed once, not measured: the check only needs the code path (60 calls at 224 px: ~100 s for ResNeXt-101)
-        over["eval.latency_batch"], over["eval.latency_repeats"] = 2, 1
+            "data.train_per_class": None, "data.test_limit": None, "data.imbalance_factor": None}
+    from semcl.evals.protocols import EVALUATIONS
+
+    for spec in EVALUATIONS.values():  # each evaluation's own quick settings (Evaluation.quick)
+        if spec.quick is not None:
+            over.update({f"eval.{name}": value for name, value in spec.quick(run.config.eval).items()})
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if not full_size and (side := real_step_size(run, reduce)) is not None:
@@ -178,25 +176,6 @@ def _saved_bytes():
         return t
 
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), seen
-
-
-def stand_in_data_info(train_set, real_classes: int):
-    """The DataInfo of the real dataset's class count over the stand-in's training set (the stand-ins
-    of the large sets have 20 classes; the model must have the real head)."""
-    import torch
-
-    from semcl.methods.base import DataInfo
-
-    c_syn = train_set.num_classes
-    pad = real_classes - c_syn
-    counts = torch.bincount(train_set.labels, minlength=c_syn)
-    f2c = train_set.fine_to_coarse
-    if pad > 0:
-        counts = torch.cat([counts, torch.ones(pad, dtype=counts.dtype)])
-        if f2c is not None:
-            f2c = torch.cat([f2c, torch.arange(pad, dtype=f2c.dtype) % (int(f2c.max()) + 1)])
-    names = tuple(train_set.class_names) + tuple(f"class_{i}" for i in range(c_syn, real_classes))
-    return DataInfo(max(real_classes, c_syn), train_set.images.shape[1], f2c, counts, names)
 
 
 def check_run(run, table, store, resources, gpu_mem_gb: float | None, *, reduce: Reduce | None = None,
@@ -299,32 +278,32 @@ def _cpu_half_as_bf16():
         yield
 
 
-class _FirstBatch(Exception):
-    """Raised by a memory-only check's step_context once the engine has made its first batch: the step itself
+class FirstBatch(Exception):
+    """Raised by a memory-only check's step hook once the engine has made its first batch: the step itself
     is not run."""
 
 
 class StepMeter:
-    """The dry run's step_context (semcl.engine.train): the bytes autograd saves in the first step's
+    """The dry run's step hook (semcl.engine.harness): the bytes autograd saves in the first step's
     forward, its batch size and views (for the BN calibration); later steps pass through. Every step's
     fp16 autocast runs as bf16 on the CPU (_cpu_half_as_bf16)."""
 
     def __init__(self, stop: bool = False) -> None:
-        self.stop = stop  # a memory-only check: the first batch is kept and the step is not run (_FirstBatch)
+        self.stop = stop  # a memory-only check: the first batch is kept and the step is not run (FirstBatch)
         self.bytes: int | None = None
         self.batch = 0
         self.views = None
         self.first = None  # the first step's Batch (the fake step's structure and image size)
 
     @contextmanager
-    def __call__(self, batch):
+    def step(self, batch):
         if self.views is not None:
             with _cpu_half_as_bf16():
                 yield
             return
         if self.stop:
             self.batch, self.views, self.first = len(batch.labels), batch.views, batch
-            raise _FirstBatch
+            raise FirstBatch
         hooks, saved = _saved_bytes()
         with hooks, _cpu_half_as_bf16():
             yield
@@ -334,19 +313,16 @@ class StepMeter:
 def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per_class: int,
                for_dependents: bool = True, fake: bool = False, memory_only: bool = False,
                private: bool = False, dep_runs: tuple = (), full_size: bool = False) -> RowCheck:
-    """Data and model as the engine's job builds them (on the stand-in), then the engine's own training
-    loop for one step (semcl.engine.train: loader workers' views and partners, autocast, loss scaling,
-    gradient accumulation, its checkpoint), the checkpoint read back, and the engine's evaluation."""
+    """The run harness (semcl.engine.harness) under a stand-in Env: data and model as the engine's job builds them
+    (on the stand-in), the engine's own training loop for one step (semcl.engine.train: loader workers' views and
+    partners, autocast, loss scaling, gradient accumulation, its checkpoint), the checkpoint read back, and the
+    engine's evaluation on a few images."""
     import torch
 
-    from semcl.data.registry import DATASETS
-    from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.build import build_method, method_class
-    from semcl.engine.evaluate import evaluate
-    from semcl.engine.train import train
+    from semcl.engine.harness import Env, RunHarness
     from semcl.estimate.workload import train_samples
     from semcl.runtime.checkpoint import load as load_ckpt
-    from semcl.runtime.checkpoint import restore, save_atomic, seed_everything
+    from semcl.runtime.checkpoint import restore, save_atomic
     from semcl.runtime.precision import effective_config
 
     out = RowCheck(table.id, run.row_label, run.run_id, gpus=resources.gpus, gpu_mem_gb=gpu_mem_gb)
@@ -364,7 +340,13 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         own = store.folders.memory / run.run_id if private else folder.path
         own.mkdir(parents=True, exist_ok=True)
         for_dependents = for_dependents and not private
-        cls, deps = method_class(run, store, cfg)
+        # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
+        # would otherwise read each other's classes
+        root = store.root / f"data{per_class}" / d.name
+        ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
+        harness = RunHarness(run, Env(root, ckpt, torch.device("cpu"), splits=_stand_in_splits, stand_in=True,
+                                      fake=memory_only, budget=1, eval_subset=_few_images), cfg)
+        cls, deps = harness.method_class(store)
         if private and dep_runs:  # the folders are another network's (the code path's real step): fresh weights
             deps = _fresh_dependencies(deps, dep_runs, reduce, store)
         if cls.metrics_from_dependencies(cfg, deps) is not None:  # no model of its own: an ensemble, detectron2
@@ -372,29 +354,19 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
             if not private:
                 store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
             return out
-        # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
-        # would otherwise read each other's classes
-        root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
-                                train_per_class=per_class, test_per_class=1)
-        seed_everything(run.seed)
-        train_set = _stand_in(d.name, root, "train", d.image_size)
-        test_set = _stand_in(d.name, root, d.test_split or "test", d.image_size)
-        # one scene for segmentation: its multi-scale + flip pass at full size took ~14 min for 8 on one core
-        test_set = test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
-        device = torch.device("cpu")
-        method = build_method(cls, cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes), deps, device, run.seed)
+        _ensure_stand_in(cfg, root, per_class)
+        train_set, test_set = harness.data()
+        method = harness.build(cls, deps, train_set)
         method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
-        ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
         if not full_size:
             out.real_step_px = real_step_size(run, reduce)
         if memory_only:
-            _memory_only(out, method, cfg, train_set, root, run, ckpt, device, test_set)
+            _memory_only(out, harness, test_set)
             return out
         meter = StepMeter()
-        history = train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1,
-                        step_context=meter)
+        history = harness.train(hooks=(meter,))
         opt = method.configure_optimizer(cfg.optim)  # a fresh one: its state comes from the checkpoint
         if history:
             if not math.isfinite(history[-1]["loss"]):
@@ -411,11 +383,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
                 save_atomic({**state, "method": method.state_dict()}, ckpt)
         else:  # nothing trains (e.g. tau-norm): the checkpoint is the weights alone
             save_atomic({"method": method.state_dict()}, ckpt)
-        # evaluation on a few samples: one training image per class of up to EVAL_TRAIN_IMAGES classes, 8 test
-        # (segmentation: 1) and 8 OOD images
-        few = train_set.subset(_few(train_set.labels))
-        metrics = evaluate(method, cfg, few, test_set, root, run.seed,
-                           logits_path=folder.logits if for_dependents else None)
+        metrics = harness.evaluate(train_set, test_set, logits_path=folder.logits if for_dependents else None)
         if not private:
             store.write_record(run.run_id, {"run_id": run.run_id, "metrics": metrics})
         if out.real_step_px is None:  # else a step below the row's size: its memory check has the figure
@@ -434,6 +402,30 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         if missing is not None and out.error is None:
             out.error = f"{table.path}: {missing}"
     return out
+
+
+def _ensure_stand_in(cfg, root: Path, per_class: int) -> Path:
+    """The stand-in of the row's datasets in their real layout (semcl.data.synthetic), written once per root."""
+    from semcl.data.synthetic import ensure_synthetic
+
+    return ensure_synthetic(root, [cfg.data.name, *cfg.eval.ood], train_per_class=per_class, test_per_class=1)
+
+
+def _stand_in_splits(cfg, root: Path):
+    """(train, test) of a stand-in root (the harness's Env.splits): the test split's first 8 images (segmentation:
+    1 scene; its multi-scale + flip pass at full size took ~14 min for 8 on one core)."""
+    import torch
+
+    d = cfg.data
+    train_set = _stand_in(d.name, root, "train", d.image_size)
+    test_set = _stand_in(d.name, root, d.test_split or "test", d.image_size)
+    return train_set, test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
+
+
+def _few_images(train_set, test_set):
+    """The evaluations' subset (the harness's Env.eval_subset): one training image per class of up to
+    EVAL_TRAIN_IMAGES classes, the stand-in's test images (8; segmentation: 1) and 8 OOD images (check_config)."""
+    return train_set.subset(_few(train_set.labels)), test_set
 
 
 # The evaluations' training images: one per class, as many classes as the large sets' stand-ins have (20 of
@@ -529,6 +521,7 @@ def _fresh_state(run, reduce, store) -> dict:
 def _build_fresh_state(run, reduce, store) -> dict:
     from semcl.data.registry import DATASETS
     from semcl.data.synthetic import ensure_synthetic
+    from semcl.engine.harness import stand_in_info
     from semcl.methods.registry import METHODS
     from semcl.runtime.precision import effective_config
 
@@ -539,23 +532,22 @@ def _build_fresh_state(run, reduce, store) -> dict:
     root = ensure_synthetic(store.root / f"data{per_class}" / d.name, [d.name, *cfg.eval.ood],
                             train_per_class=per_class, test_per_class=1)
     train_set = _stand_in(d.name, root, "train", d.image_size)
-    method = METHODS[run.config.method.name].load()(cfg, stand_in_data_info(train_set, DATASETS[d.name].num_classes))
+    method = METHODS[run.config.method.name].load()(cfg, stand_in_info(train_set, DATASETS[d.name].num_classes))
     return method.state_dict()
 
 
-def _memory_only(out: RowCheck, method, cfg, train_set, root, run, ckpt, device, test_set) -> None:
+def _memory_only(out: RowCheck, harness, test_set) -> None:
     """The engine up to its first batch (on_train_start, the epoch's start: a teacher pass, HSA's mining on the
     stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made by a
     real step on zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
-    from semcl.engine.train import train
     from semcl.estimate.workload import train_samples
     from semcl.preflight.fake import warm_optimizer
 
+    method, cfg, run = harness.method, harness.cfg, harness.run
     meter = StepMeter(stop=True)
     try:
-        train(method, train_set, cfg, run.seed, ckpt, device, data_root=root, max_steps=1, step_context=meter,
-              shapes_only=True)
-    except _FirstBatch:
+        harness.train(hooks=(meter,))
+    except FirstBatch:
         pass
     opt = method.configure_optimizer(cfg.optim)
     if meter.first is None:  # nothing trains (tau-norm): the formula on the weights, as the whole check has it

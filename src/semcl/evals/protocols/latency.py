@@ -74,4 +74,7 @@ def run(ctx) -> dict[str, float]:
 
 EVALUATION = Evaluation("latency", None, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.latency), run=run,
-                        settings=Settings)
+                        # timed once, not measured: a check only needs the code path (60 calls at 224 px: ~100 s for
+                        # ResNeXt-101)
+                        settings=Settings, quick=lambda section: {"latency_batch": 2, "latency_repeats": 1}
+                        if getattr(section, "latency", None) else {})

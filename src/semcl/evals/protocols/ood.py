@@ -94,4 +94,4 @@ def run(ctx) -> dict[str, float]:
 
 EVALUATION = Evaluation("ood", ColumnFields, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.ood), run=run,
-                        settings=Settings)
+                        settings=Settings, quick=lambda section: {"ood_limit": 8})

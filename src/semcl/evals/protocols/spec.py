@@ -65,6 +65,8 @@ class Evaluation:
     derive:      (column, the table's columns by key, {(row, column key, seed): value}, seeds) -> [(row, seed,
                  value)]: a column the table computes from its other cells, per seed; None for measured ones
     is_difference: its values are already a difference of two rows (a claim on it names no second row)
+    quick:       (the run's `eval` section) -> {settings field: value}: what `semcl check` runs it with (the same
+                 code on fewer images, clips or repeats); None: as configured
     """
 
     name: str
@@ -81,6 +83,7 @@ class Evaluation:
     derive: Callable[[Column, dict[str, Column], dict[tuple[str, str, int], float], list[int]],
                      list[tuple[str, int, float]]] | None = None
     is_difference: bool = False
+    quick: Callable[[Any], dict[str, Any]] | None = None
 
     @property
     def fields(self) -> frozenset[str]:

@@ -50,7 +50,13 @@ def run(ctx) -> dict[str, float]:
     return {"video_top1": 100.0 * top1}
 
 
+def quick_clips(section) -> dict:
+    """`semcl check`'s clips per test video: 2 evenly spaced, not 10 (the same multi-clip averaging; r3d_18: ~1 s a
+    clip)."""
+    return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
+
+
 EVALUATION = Evaluation("video_accuracy", None, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
                         and method.has_clip_classifier, run=run,
-                        settings=Settings)
+                        settings=Settings, quick=quick_clips)

@@ -74,8 +74,14 @@ def run(ctx) -> dict[str, float]:
     return {f"video_retrieval_{key}": 100.0 * v for key, v in scores.items()}
 
 
+def quick_clips(section) -> dict:
+    """`semcl check`'s clips per test video: 2 evenly spaced, not 10 (the same multi-clip averaging; r3d_18: ~1 s a
+    clip)."""
+    return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
+
+
 EVALUATION = Evaluation("video_retrieval", ColumnFields, validate, metric_key, describe, eval_config,
                         # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
                         enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
                         and not method.has_clip_classifier, run=run,
-                        settings=Settings)
+                        settings=Settings, quick=quick_clips)

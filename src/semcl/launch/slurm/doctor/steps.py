@@ -1,6 +1,6 @@
-"""20 DDP steps of one registry row per method family through the engine's own training loop
-(semcl.engine.train: DistributedDataParallel, the loader, the optimiser), on the smoke profile's config
-with synthetic data and a small global batch, timed: images per second over all ranks."""
+"""20 DDP steps of one registry row per method family through the run harness (semcl.engine.harness, over the
+engine's own loop: DistributedDataParallel, the loader, the optimiser), on the smoke profile's config with synthetic
+data and a small global batch, timed: images per second over all ranks."""
 
 from __future__ import annotations
 
@@ -47,8 +47,7 @@ def ddp_steps(family: str, table_id: str, row: str, work: Path, device: torch.de
               per_rank_batch: int) -> dict:
     """Build the row as the engine's job does, train `steps` steps, and time them (every rank together)."""
     from semcl.data.synthetic import ensure_synthetic
-    from semcl.engine.build import build_method, data_info, method_class
-    from semcl.engine.train import train
+    from semcl.engine.harness import Env, RunHarness
 
     run = smoke_run(table_id, row)
     cfg = step_config(run, per_rank_batch, steps)
@@ -57,17 +56,14 @@ def ddp_steps(family: str, table_id: str, row: str, work: Path, device: torch.de
         ensure_synthetic(root, [cfg.data.name], train_per_class=cfg.data.synthetic_train_per_class,
                          test_per_class=1)
     distributed.barrier()
-    from semcl.engine.build import data_splits
-
-    train_set, _ = data_splits(cfg, root)
-    store = Store(work / family)
-    cls, deps = method_class(run, store, cfg)
-    torch.manual_seed(run.seed)
-    method = build_method(cls, cfg, data_info(train_set), deps, device, run.seed)
+    harness = RunHarness(run, Env(root, RunFolder(work / family).checkpoint, device, budget=steps,
+                                  log_history=False), cfg)
+    cls, deps = harness.method_class(Store(work / family))
+    train_set, _ = harness.data()
+    harness.build(cls, deps, train_set)
     distributed.barrier()
     start = time.perf_counter()
-    history = train(method, train_set, cfg, run.seed, RunFolder(work / family).checkpoint, device,
-                    data_root=root, max_steps=steps, log_history=False)
+    history = harness.train()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     distributed.barrier()

@@ -42,7 +42,7 @@ def test_same_environment_or_only_host_and_driver_differ_adds_no_mark(tmp_path):
     store = Store(tmp_path)
     _fill(store, t, {123: ENV, 546: {**ENV, "driver": "580.95.05", "nccl": "2.30.7"}, 937: None})
     md = _md(store, t)
-    assert "§" not in md and "different environments" not in md
+    assert "¤" not in md and "different environments" not in md
 
 
 def test_a_cell_whose_seeds_differ_in_cuda_and_gpu_is_marked_and_named(tmp_path):
@@ -52,15 +52,15 @@ def test_a_cell_whose_seeds_differ_in_cuda_and_gpu_is_marked_and_named(tmp_path)
     _fill(store, t, {123: ENV, 546: ENV, 937: a100})
     md = _md(store, t)
     ce = next(ln for ln in md.splitlines() if ln.startswith("| Cross-entropy |"))
-    assert ce.startswith("| Cross-entropy | 63.33 ± 3.06 (n=3) § | — |")  # 64, 60, 66: 123, 546, 937 mod 7
-    assert ("- § the cell's seeds ran in different environments (any of torch, cuda, cudnn, gpu, lock_sha256 differ; "
+    assert ce.startswith("| Cross-entropy | 63.33 ± 3.06 (n=3) ¤ | — |")  # 64, 60, 66: 123, 546, 937 mod 7
+    assert ("- ¤ the cell's seeds ran in different environments (any of torch, cuda, cudnn, gpu, lock_sha256 differ; "
             "`semcl diff RUN RUN` shows them):") in md
-    assert ("- § Cross-entropy / top1: torch 2.14.1+cu130, cuda 13.0, cudnn 9.24.0, gpu NVIDIA H100 80GB HBM3, "
+    assert ("- ¤ Cross-entropy / top1: torch 2.14.1+cu130, cuda 13.0, cudnn 9.24.0, gpu NVIDIA H100 80GB HBM3, "
             "lock_sha256 aaaaaaaaaaaa (2 runs); torch 2.14.1+cu130, cuda 12.8, cudnn 9.24.0, "
             "gpu NVIDIA A100-SXM4-40GB, lock_sha256 bbbbbbbbbbbb (1 run)") in md
     # the CSV keeps its columns (the mark lives in the rendered cell and the notes)
     csv = render(t, "paper", summary(t, "paper", long_table(t, "paper", store)), "csv")
-    assert "§" not in csv
+    assert "¤" not in csv
 
 
 def test_diff_prints_environment_differences_after_the_config(tmp_path, capsys):

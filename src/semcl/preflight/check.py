@@ -104,10 +104,11 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
 
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
-    image per stand-in class), the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a
-    one-epoch probe, each evaluation's quick settings (Evaluation.quick: 8 OOD images, 1 image per robustness set,
-    2 clips per test video, latency timed once), images at real_step_size unless `full_size` (the memory
-    check's); `reduce` shrinks model and images (CI)."""
+    image per stand-in class, more where an evaluation's quick run needs it: Evaluation.quick_test_per_class),
+    the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a one-epoch probe, each
+    evaluation's quick settings (Evaluation.quick: 8 OOD images, 1 image per robustness set, 2 clips per test
+    video, latency timed once), images at real_step_size unless `full_size` (the memory check's); `reduce` shrinks
+    model and images (CI)."""
     from semcl.models.backbones import BACKBONES
 
     d = run.config.data
@@ -120,6 +121,10 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
     for spec in EVALUATIONS.values():  # each evaluation's own quick settings (Evaluation.quick)
         if spec.quick is not None:
             over.update({f"eval.{name}": value for name, value in spec.quick(run.config.eval).items()})
+        used = spec.settings is not None and any(getattr(run.config.eval, f.name, None)
+                                                 for f in dataclasses.fields(spec.settings))
+        if used and spec.quick_test_per_class > over["data.synthetic_test_per_class"]:  # e.g. alignment's pairs
+            over["data.synthetic_test_per_class"] = spec.quick_test_per_class
     if getattr(run.config.probe, "milestones", None) is not None:
         over["probe.milestones"] = []
     if not full_size and (side := real_step_size(run, reduce)) is not None:

@@ -24,7 +24,7 @@ def mixed_environments(long: pd.DataFrame) -> dict[tuple[str, str], dict[tuple, 
     return out
 
 
-MIXED_ENV = "§"  # a cell whose seeds ran in different environments (mixed_environments); † and ‡ are taken
+MIXED_ENV = "¤"  # a cell whose seeds ran in different environments (mixed_environments); † ‡ are taken, § cites sections
 
 
 def environment_notes(summ: pd.DataFrame | None) -> list[str]:

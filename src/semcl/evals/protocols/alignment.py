@@ -67,4 +67,4 @@ def run(ctx) -> dict[str, float]:
 
 EVALUATION = Evaluation("alignment", ColumnFields, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.align_uniform), run=run,
-                        settings=Settings)
+                        settings=Settings, quick_test_per_class=2)  # a same-class pair

@@ -84,6 +84,8 @@ class Evaluation:
                      list[tuple[str, int, float]]] | None = None
     is_difference: bool = False
     quick: Callable[[Any], dict[str, Any]] | None = None
+    # the test images per class its quick run needs (semcl check's stand-in test split has 1): alignment needs pairs
+    quick_test_per_class: int = 1
 
     @property
     def fields(self) -> frozenset[str]:

@@ -38,6 +38,17 @@ def strip_module(key: str) -> str:
     return _MODULE_PART.sub(r"\1", key)
 
 
+def map_key(key: str, buffers: Mapping[str, str], renames: tuple[tuple[str, str], ...]) -> str:
+    """An official key (its `module.` parts removed) as semcl names it: a buffer by its whole name, else the first
+    prefix that `renames` maps; an unknown key stays as it is, so the strict check reports it as unexpected."""
+    if key in buffers:
+        return buffers[key]
+    for old, new in renames:
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
 def unwrap_key(obj: Any, key: str) -> Mapping[str, Any]:
     """obj[key], the state dict a training script saved under `key` (ValueError naming what the file holds)."""
     if not isinstance(obj, Mapping):

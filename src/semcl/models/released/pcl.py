@@ -18,7 +18,7 @@ GPaCo's builder (GPaCo/LT/moco/builder.py) has no encoder_k / linear_k; its proj
 
 from __future__ import annotations
 
-from semcl.models.released.common import scalar_pointer, strip_module, unwrap_key
+from semcl.models.released.common import map_key, scalar_pointer, strip_module, unwrap_key
 
 # semcl keys the file does not hold: set from the training set's class counts at build time
 OURS_ALONE = ("center_offset",)
@@ -35,9 +35,4 @@ def rename(key: str) -> str | None:
     key = strip_module(key)
     if key.startswith("linear_k."):
         return None
-    if key in _BUFFERS:
-        return _BUFFERS[key]
-    for old, new in _RENAMES:
-        if key.startswith(old):
-            return new + key[len(old):]
-    return key  # unknown: reported as unexpected by the strict check
+    return map_key(key, _BUFFERS, _RENAMES)

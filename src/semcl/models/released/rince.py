@@ -15,7 +15,7 @@ keeps its start value, which evaluation never reads).
 
 from __future__ import annotations
 
-from semcl.models.released.common import strip_module, unwrap_key
+from semcl.models.released.common import map_key, strip_module, unwrap_key
 
 OURS_ALONE = ("bank.ptr",)
 _RENAMES = (("backbone_q.encoder.", "backbone."), ("backbone_q.head.", "head.net."),
@@ -29,9 +29,4 @@ def unwrap(obj):
 
 def rename(key: str) -> str | None:
     key = strip_module(key)
-    if key in _BUFFERS:
-        return _BUFFERS[key]
-    for old, new in _RENAMES:
-        if key.startswith(old):
-            return new + key[len(old):]
-    return key
+    return map_key(key, _BUFFERS, _RENAMES)

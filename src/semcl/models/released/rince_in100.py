@@ -12,7 +12,7 @@ encoders are torchvision ResNets (`models.__dict__[opt.model](num_classes=128)`,
 
 from __future__ import annotations
 
-from semcl.models.released.common import scalar_pointer, strip_module, unwrap_key
+from semcl.models.released.common import map_key, scalar_pointer, strip_module, unwrap_key
 
 OURS_ALONE: tuple[str, ...] = ()
 _RENAMES = (("backbone_q.fc.", "head.net."), ("backbone_k.fc.", "key_head.net."), ("backbone_q.", "backbone."),
@@ -28,9 +28,4 @@ def unwrap(obj):
 
 def rename(key: str) -> str | None:
     key = strip_module(key)
-    if key in _BUFFERS:
-        return _BUFFERS[key]
-    for old, new in _RENAMES:
-        if key.startswith(old):
-            return new + key[len(old):]
-    return key  # unknown: reported as unexpected by the strict check
+    return map_key(key, _BUFFERS, _RENAMES)

@@ -100,7 +100,7 @@ def test_malformed_registry_entry_names_file_and_key(registry_copy, old, new, me
     ("rince/tab99", "unknown table 'rince/tab99'; did you mean rince/tab9?"),
     ("RINCE/Tab2", "unknown table 'RINCE/Tab2'; did you mean rince/tab2?"),
     ("gpaco/fig1", "unknown table 'gpaco/fig1'; did you mean gpaco/fig1a?"),
-    ("rince/nope", "unknown table 'rince/nope' (tables of rince: rince/fig2, "),
+    ("rince/nope", "unknown table 'rince/nope' (tables of rince: rince/align-uniform, rince/fig2, "),
     ("foo/bar", "unknown table 'foo/bar' (papers: gpaco, hsa, paco, rince, scns; `semcl list` shows the "),
 ])
 def test_an_unknown_table_names_close_matches_or_its_papers_tables(asked, message):

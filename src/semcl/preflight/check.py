@@ -347,7 +347,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         for_dependents = for_dependents and not private
         # one stand-in root per training set: stand-ins that share a folder (full ImageNet, ImageNet-100)
         # would otherwise read each other's classes
-        root = store.root / f"data{per_class}" / d.name
+        pairs = d.synthetic_test_per_class  # > 1 where an evaluation needs same-class test pairs (check_config)
+        root = store.root / (f"data{per_class}" + (f"-test{pairs}" if pairs > 1 else "")) / d.name
         ckpt = own / folder.checkpoint.relative_to(folder.path) if private else folder.checkpoint
         harness = RunHarness(run, Env(root, ckpt, torch.device("cpu"), splits=_stand_in_splits, stand_in=True,
                                       fake=memory_only, budget=1, eval_subset=_few_images), cfg)
@@ -413,18 +414,21 @@ def _ensure_stand_in(cfg, root: Path, per_class: int) -> Path:
     """The stand-in of the row's datasets in their real layout (semcl.data.synthetic), written once per root."""
     from semcl.data.synthetic import ensure_synthetic
 
-    return ensure_synthetic(root, [cfg.data.name, *cfg.eval.ood], train_per_class=per_class, test_per_class=1)
+    return ensure_synthetic(root, [cfg.data.name, *cfg.eval.ood], train_per_class=per_class,
+                            test_per_class=cfg.data.synthetic_test_per_class)
 
 
 def _stand_in_splits(cfg, root: Path):
     """(train, test) of a stand-in root (the harness's Env.splits): the test split's first 8 images (segmentation:
-    1 scene; its multi-scale + flip pass at full size took ~14 min for 8 on one core)."""
+    1 scene; its multi-scale + flip pass at full size took ~14 min for 8 on one core), 8 classes' worth where the
+    stand-in holds several test images a class (Evaluation.quick_test_per_class)."""
     import torch
 
     d = cfg.data
     train_set = _stand_in(d.name, root, "train", d.image_size)
     test_set = _stand_in(d.name, root, d.test_split or "test", d.image_size)
-    return train_set, test_set.subset(torch.arange(min(1 if cfg.eval.seg_scales else 8, len(test_set.labels))))
+    first = min(1 if cfg.eval.seg_scales else 8 * d.synthetic_test_per_class, len(test_set.labels))
+    return train_set, test_set.subset(torch.arange(first))
 
 
 def _few_images(train_set, test_set):

@@ -34,6 +34,7 @@ TASKS = {
     "video_retrieval": "Video Retrieval",
     "latency": "Inference Latency",
     "features": "Feature Extraction",
+    "alignment": "Representation Learning (alignment and uniformity)",
     "gain": "Gain over a Baseline Row",
     "reported": "Reported by the Paper (not measured)",
 }

@@ -56,6 +56,6 @@ def build_method(cls: type, cfg, info: DataInfo, deps: list[Dependency], device:
     method = apply_memory_format(cls(cfg, info).to(device), cfg.model.memory_format)
     if deps:  # a second stage's base run, a teacher (same seed)
         method.load_dependencies(deps)
-    if distributed.is_distributed() and method.rank_seeded:
+    if distributed.is_distributed() and method_spec(cfg.method.name).rank_seeded:
         torch.manual_seed(seed + distributed.rank())
     return method

@@ -28,6 +28,7 @@ from semcl.engine.harness import Env, RunHarness
 from semcl.engine.provenance import cpu_isa, device_name, git_state, mkl_mode, open_run_log, versions
 from semcl.errors import ResultsError
 from semcl.files import write_json_atomic, write_text_atomic
+from semcl.methods.registry import method_spec
 from semcl.registry.plan import Run
 from semcl.runtime import distributed, rank_errors
 from semcl.runtime.checkpoint import save_atomic
@@ -193,7 +194,7 @@ def execute_run(run: Run, store: Store, data_root: Path, device: torch.device | 
         cfg = effective_config(run.config)  # `fast`: bf16 + channels_last; official: as the row says
         harness = RunHarness(run, Env(None, folder.checkpoint, device or pick_device()), cfg)
         cls, deps = harness.method_class(store)
-        computed = None if stage == "train" else cls.metrics_from_dependencies(cfg, deps)
+        computed = None if stage == "train" else method_spec(cfg.method.name).computed_metrics(cfg, deps)
         if computed is not None:  # e.g. an ensemble of finished runs' logits: no data, no training
             record = _record(run, computed, [], t0, torch.device("cpu"))
             _finish(run, folder, store, record)

@@ -160,9 +160,10 @@ class Stepper:
     def __call__(self, batch: Batch, first_of_cycle: bool, last_of_cycle: bool) -> torch.Tensor:
         # several ranks: DDP all-reduces the gradients in buckets during the cycle's last backward
         with distributed.sync_context(self.ddp, last_of_cycle):
-            with torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.amp), enabled=self.amp is not None), \
-                    self.step_context(batch) if self.step_context else nullcontext():
-                loss = self.ddp(batch) if self.ddp is not None else self.method.training_step(batch)["loss"]
+            with self.step_context(batch) if self.step_context else nullcontext():
+                inputs = self.method.prepare(batch)  # host work, outside autocast (semcl.methods.base)
+                with torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.amp), enabled=self.amp is not None):
+                    loss = self.ddp(inputs) if self.ddp is not None else self.method.loss(inputs)["loss"]
             if first_of_cycle:
                 self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss / self.accum if self.accum > 1 else loss).backward()

@@ -2,7 +2,7 @@
 
 - `FileViews`: a file-backed set under the default views: each image decoded and augmented in loader workers,
   seeded by its position (semcl.data.views.file_views), handed out as uint8 and normalised on the device;
-- `ClipViews`: a method that plans its views (video clips, `Method.clip_plan`): plans drawn from the epoch's
+- `ClipViews`: a method that plans its views (video clips, `ClipMethod.clip_plan`): plans drawn from the epoch's
   generator in the training process, decoded in persistent loader workers, finished on the device;
 - `MemoryViews`: everything else: the method's `make_views` on the whole global batch from the epoch's
   generator (every rank draws the same stream), each rank keeping its slice. (A per-rank draw inside the
@@ -21,7 +21,8 @@ import torch
 from semcl.data.fileset import WholeImages
 from semcl.data.views.clip_loader import ClipLoader
 from semcl.data.views.file_views import ViewLoader, loader_workers, step_views
-from semcl.methods.base import Method, training_images
+from semcl.methods.base import Method, makes_own_views, training_images
+from semcl.methods.clips import plans_clips
 from semcl.runtime import distributed
 
 Step = tuple[list[torch.Tensor], list[tuple[torch.Tensor, ...]] | None, torch.Generator]
@@ -102,9 +103,9 @@ class ClipViews(MemoryViews):
 def view_source(method: Method, train_set, augs: list[Callable], device: torch.device, seed: int) -> MemoryViews:
     """The run's source of views, decided once from the set and the method's declarations."""
     files = training_images(train_set)
-    if isinstance(files, WholeImages) and not method.makes_own_views:
+    if isinstance(files, WholeImages) and not makes_own_views(method):
         return FileViews(method, files, augs, device, seed)
-    if method.plans_clips:
+    if plans_clips(method):
         return ClipViews(method, train_set, augs, device)
     return MemoryViews(method, train_set, augs, device)
 

@@ -10,9 +10,18 @@ overrides the hooks it needs and nothing else. Order of calls in one run:
     per epoch:  method.on_epoch_start(epoch)
                 order = method.epoch_order(labels, num_classes, generator, batch_size)
                 per step: views = method.make_views(train_set, idx, generator, augs)
-                          (or, where method.clip_plan gives plans: decode_plan in workers, finish_views)
-                          out = method.training_step(batch); backward; method.after_backward(); opt.step()
+                          (video: semcl.methods.clips.ClipMethod plans clips decoded in loader workers)
+                          inputs = method.prepare(batch)     # host: samplers, draws, lookups
+                          out = method.loss(inputs)          # device: forward and loss
+                          backward; method.after_backward(); opt.step()
     evaluation: method.features(x), method.classify(x) where has_classifier, method.stage_features(x)
+
+The step is two calls because they run in two worlds. `prepare` is host work whose values steer Python (a
+sampler's draws from the training labels, a CutMix box, a neighbour pick, an image read from the training set): on
+a GPU its tensors are CPU tensors with values. `loss` is device work on what `prepare` gave: under the preflight's
+fake tensors (semcl.preflight.fake) only `loss` is faked, with shapes and no values, and `prepare` runs for real.
+`prepare` must not compute on the views (it may pass them on). What the preflight needs beyond that is data on the
+method's spec (semcl.methods.spec.StandIn), not hooks here.
 
 `state_dict()` is the method's whole training state (key encoders, queues with labels and pointer
 are modules or buffers), so checkpoints and resumes need no further hook.
@@ -131,7 +140,8 @@ def training_images(train_set: Any) -> Any:
     return getattr(train_set, "train_images", train_set.images)
 
 class Method(nn.Module):
-    """Base class of every method. Subclasses build their modules in __init__ and define `training_step`.
+    """Base class of every method. Subclasses build their modules in __init__ and define `loss` (and `prepare`
+    where a step has host work).
 
     `backbone` is what the evaluations read through `features` (features before any head).
     """
@@ -140,68 +150,8 @@ class Method(nn.Module):
     backbone: nn.Module
     has_classifier: bool = False  # True where `classify` gives class logits (accuracy columns)
     has_segmenter: bool = False  # True where `segment` gives per-pixel logits (segmentation columns)
-    # True where `classify_clips` gives a fine-tuned classifier's clip logits (video accuracy; video
-    # retrieval then skips the method, whose features are not the pre-trained ones the table retrieves with)
-    has_clip_classifier: bool = False
-    # the semcl.data.video.ClipSampler whose clip positions the video evaluations read (None: the default
-    # sampler); a clip sampler, unlike the negatives samplers some methods keep as `sampler`
-    clip_sampler: Any = None
-    # True where the subclass overrides `make_views` (set by __init_subclass__): such a method keeps the
-    # in-process view path; file-backed sets under the default views get per-image views in loader workers
-    makes_own_views: bool = False
-    # True where the subclass overrides `clip_plan` (set by __init_subclass__): the engine then builds the clip
-    # loader for the run (semcl.engine.view_source); image methods never meet the video machinery
-    plans_clips: bool = False
     # a free parameter chosen on the val split after training (e.g. Decouple tau-norm's tau)
     validation_grid: list[float] | None = None
-    # with several ranks, each draws its own in-model randomness (dropout, drop-path masks) from seed + rank
-    # after the modules are built, as MAE's main_finetune.py seeds (the augmentations keep the epoch's stream)
-    rank_seeded: bool = False
-
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        if "make_views" in cls.__dict__:
-            cls.makes_own_views = True
-        if "clip_plan" in cls.__dict__:
-            cls.plans_clips = True
-
-    @classmethod
-    def stand_in_neighbours(cls, method_cfg: Any) -> int:
-        """How many other training images one search of this method's config takes (a kNN's k); the
-        preflight's synthetic stand-in set then holds more than that. 0: no such search."""
-        return 0
-
-    def host_state(self) -> tuple:
-        """Objects this method keeps on the host in a real run (a sampler's tables, the training labels: plain
-        attributes, which `.to(device)` leaves on the CPU); the preflight's fake copy shares them with the real
-        method instead of faking them (semcl.preflight.fake), as their values steer host work (on_host)."""
-        return ()
-
-    def mining_search(self) -> tuple[int, int, str] | None:
-        """(D, k, backend) of the kNN search this method runs over the features of every training image at each
-        refresh (HSA), for the preflight's memory figure (semcl.preflight.fake); None: no such search."""
-        return None
-
-    @classmethod
-    def stand_in_per_class(cls, cfg: Any, classes: int) -> int | None:
-        """Training images per class of the preflight's synthetic stand-in (`classes` classes) for the row's run
-        config `cfg`, for a method whose own work passes over every training image (a teacher's caching pass);
-        None: the preflight's default (2, or enough for `stand_in_neighbours`)."""
-        return None
-
-    @classmethod
-    def stand_in_batch(cls, cfg: Any, batch: int) -> dict[str, Any]:
-        """Method fields that give a batch of fixed structure (hierarchical triplet: l' + l'c + t images) the
-        preflight's small `batch`, from the row's run config `cfg`: its check then steps the same sampler and
-        loss at that batch rather than again at the entry's full one. {}: the row's fields (no such structure,
-        or a structure the row gets wrong: the check reports that error)."""
-        return {}
-
-    def write_stand_in_files(self, data_root: Path) -> list[Path]:
-        """Write, in its real layout, each file under the data root that this run reads and no dataset writer
-        makes (e.g. a pre-trained checkpoint named relative to the root), where it is absent; the paths
-        written. The preflight calls it on its synthetic stand-in root, never on a user's. Default: none."""
-        return []
 
     def __init__(self, cfg: RunConfig, info: DataInfo):
         super().__init__()
@@ -215,12 +165,6 @@ class Method(nn.Module):
         if deps:
             raise ValueError(f"method {self.cfg.method.name!r} does not build on other runs "
                              f"(got {', '.join(d.kind for d in deps)})")
-
-    @classmethod
-    def metrics_from_dependencies(cls, cfg: RunConfig, deps: list[Dependency]) -> dict[str, float] | None:
-        """Metrics computed from finished runs alone, without data or training (an ensemble of saved
-        logits); None (default): the run trains and is evaluated."""
-        return None
 
     # ---- optimisation ------------------------------------------------------------------------
     def param_groups(self) -> list[dict[str, Any]]:
@@ -259,34 +203,12 @@ class Method(nn.Module):
         the engine keeps this rank's slice and moves it to the device). Randomness must come from
         `generator` (the epoch's), so a resumed run replays the same views. Default: view k is
         `augs[k % len(augs)]` applied to `train_set.images[idx]` (image sets; file-backed sets give
-        their `train_images`, each image whole at its own size, so the crop sees the full picture);
-        video methods sample clips here instead. File-backed sets under this default bypass it: the engine
-        makes their views per image in loader workers (semcl.data.views.file_views); overriding it keeps a method
-        on this in-process path."""
+        their `train_images`, each image whole at its own size, so the crop sees the full picture).
+        File-backed sets under this default bypass it: the engine makes their views per image in loader
+        workers (semcl.data.views.file_views); overriding it keeps a method on this in-process path
+        (`makes_own_views`)."""
         images = training_images(train_set)[idx]
         return [recipe(images, generator) for recipe in self.view_recipes(augs)]
-
-    # ---- video clips: planned here, decoded in loader workers (semcl.data.views.clip_loader) ----------------
-    def clip_plan(self, train_set: Any, idx: torch.Tensor, generator: torch.Generator,
-                  augs: list[Callable[[torch.Tensor, torch.Generator], torch.Tensor]]) -> Any | None:
-        """The views of step `idx` as a plan: every draw `make_views` would take from `generator`, in its
-        order, without decoding (a clip_loader.ClipViews: frame indices and augmentation parameters). The
-        engine then has `decode_plan` run in loader workers and `finish_views` on the device, and may draw
-        plans a few steps ahead (a `Batch.generator` is then a copy positioned after the step's plan).
-        None (default, and it must then draw nothing): the method makes its views in `make_views`."""
-        return None
-
-    @staticmethod
-    def decode_plan(train_set: Any, plan: Any, part: slice) -> torch.Tensor:
-        """The uint8 pixels the views of `plan`'s samples `part` (this rank's slice) are cut from. Runs in a
-        loader worker process: a module-level function (picklable), it sees the set and the plan, never
-        the method."""
-        raise NotImplementedError("a method whose clip_plan gives plans defines decode_plan")
-
-    def finish_views(self, decoded: Any, plan: Any, device: torch.device) -> list[torch.Tensor]:
-        """The `num_views` views on `device` from `decode_plan`'s output and `plan` (cut to this rank's part),
-        in the training process, just before the step trains."""
-        raise NotImplementedError(f"{type(self).__name__} gives clip plans without finish_views")
 
     def view_recipes(self, augs: list[Callable[[Any, torch.Generator], torch.Tensor]]) -> list[Callable]:
         """The recipe of each view `make_views` (and the file loader) makes, in order: view k is
@@ -300,10 +222,15 @@ class Method(nn.Module):
         `on_epoch_start`; `pick` must be picklable state (worker processes run it). None: no partners."""
         return None
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """Losses of one batch; the engine back-propagates `loss`. Side effects that the official
-        code performs before the optimiser step (momentum update) go here."""
-        raise NotImplementedError(f"{type(self).__name__} defines no training_step")
+    def prepare(self, batch: Batch) -> Any:
+        """The step's host work (module docstring): what `loss` reads, drawn and looked up on the host, in the
+        order the draws are taken from `batch.generator`. Default: the batch itself (no host work)."""
+        return batch
+
+    def loss(self, inputs: Any) -> dict[str, torch.Tensor]:
+        """Losses of one step from `prepare`'s output; the engine back-propagates `loss`. Side effects that the
+        official code performs before the optimiser step (momentum update) go here."""
+        raise NotImplementedError(f"{type(self).__name__} defines no loss")
 
     def after_backward(self) -> None:
         """Called after backward, before the optimiser step (e.g. to enqueue keys)."""
@@ -321,10 +248,6 @@ class Method(nn.Module):
         """Per-pixel class logits [B, C, H, W] of images x [B, C, H, W]; only where `has_segmenter`."""
         raise NotImplementedError(f"{type(self).__name__} has no segmenter")
 
-    def classify_clips(self, x: torch.Tensor) -> torch.Tensor:
-        """Class logits of clips x [B, C, T, H, W]; only where `has_clip_classifier`."""
-        raise NotImplementedError(f"{type(self).__name__} has no clip classifier")
-
     def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Pooled features after each backbone stage, by stage name (per-stage probes); {} if none."""
         return {}
@@ -332,3 +255,15 @@ class Method(nn.Module):
     def select_on_validation(self, feats: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
         """Choose `validation_grid`'s value on val features; returns what was chosen."""
         raise NotImplementedError(f"{type(self).__name__} has no validation grid")
+
+
+def run_step(method: Method, batch: Batch) -> dict[str, torch.Tensor]:
+    """One step's losses in one call, `loss(prepare(batch))` (tests, benchmarks; the engine calls the two apart:
+    semcl.engine.train.Stepper)."""
+    return method.loss(method.prepare(batch))
+
+
+def makes_own_views(method: Method) -> bool:
+    """True where the method's class overrides `make_views`: it keeps the in-process view path, and file-backed
+    sets do not get per-image views in loader workers (semcl.engine.view_source)."""
+    return type(method).make_views is not Method.make_views

@@ -50,6 +50,44 @@ def serves_any_dataset(method_cfg: Any, num_classes: int) -> None:
 
 
 @dataclass(frozen=True)
+class StandIn:
+    """What the preflight's synthetic stand-in needs for a row of this method (semcl.preflight.check), as data:
+    the preflight reads it, the Method class never hears of the preflight. Functions are "module:function" strings
+    (imported on use, so the spec stays torch-free) or plain functions of the row's config."""
+
+    # `method.<field>` holding how many other training images one search takes (a kNN's k): the stand-in set then
+    # holds more than that; None: no such search
+    neighbours: str | None = None
+    # (run config, classes) -> training images per class of the stand-in, for a method whose own work passes over
+    # every training image (a teacher's caching pass); None: the preflight's default
+    per_class: Callable[[Any, int], int] | None = None
+    # (run config, small batch) -> method fields giving a batch of fixed structure (hierarchical triplet:
+    # l' + l'c + t images) the preflight's small batch; {} where the row's fields stand (or are wrong: reported)
+    batch: Callable[[Any, int], dict] | None = None
+    # "module:function" (method, data_root) -> paths: writes, in their real layout, files under the data root that
+    # the run reads and no dataset writer makes (a pre-trained checkpoint); called on stand-in roots only
+    files: str | None = None
+    # "module:function" (method) -> (D, k, backend) of the kNN search over every training image at each refresh
+    # (HSA), for the memory figure of semcl.preflight.fake; None: no such search
+    mining: str | None = None
+
+    def neighbours_of(self, method_cfg: Any) -> int:
+        return int(getattr(method_cfg, self.neighbours)) if self.neighbours else 0
+
+    def per_class_of(self, cfg: Any, classes: int) -> int | None:
+        return self.per_class(cfg, classes) if self.per_class else None
+
+    def batch_of(self, cfg: Any, batch: int) -> dict:
+        return self.batch(cfg, batch) if self.batch else {}
+
+
+def load_function(ref: str) -> Callable:
+    """The function a "module:function" string names (imports its module)."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """One method as the spine sees it; registered by one line in semcl.methods.registry.METHODS."""
 
@@ -85,6 +123,14 @@ class MethodSpec:
     # the depth of the projector the method builds whatever `model.head_layers` says (GPaCo's fixed 3-layer MLP):
     # the built config records it, so a run's config says what was built; None: the method reads model.head_layers
     head_layers: int | None = None
+    # the preflight's stand-in needs (StandIn)
+    stand_in: StandIn = field(default_factory=StandIn)
+    # with several ranks, each draws its own in-model randomness (dropout, drop-path masks) from seed + rank after
+    # the modules are built, as MAE's main_finetune.py seeds (the augmentations keep the epoch's stream)
+    rank_seeded: bool = False
+    # "module:function" (run config, dependencies) -> metrics: a run computed from finished runs alone, with no
+    # data and no training of its own (a logit ensemble, a detectron2 transfer); None: the run trains and is evaluated
+    computes: str | None = None
 
     def __post_init__(self) -> None:
         if self.depends is not None and self.depends not in DEPENDENCY_KINDS:
@@ -98,10 +144,11 @@ class MethodSpec:
 
     def load(self) -> Any:
         """The Method subclass (imports it, and torch, on first use)."""
-        if not isinstance(self.cls, str):
-            return self.cls
-        module, _, attr = self.cls.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return self.cls if not isinstance(self.cls, str) else load_function(self.cls)
+
+    def computed_metrics(self, cfg: Any, deps: list) -> dict[str, float] | None:
+        """`computes`' metrics for the run (None: it trains)."""
+        return load_function(self.computes)(cfg, deps) if self.computes else None
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class, more where an evaluation's quick run needs it: Evaluation.quick_test_per_class),
-    the small batch (a fixed-structure batch shrunk to it: Method.stand_in_batch), a one-epoch probe, each
+    the small batch (a fixed-structure batch shrunk to it: StandIn.batch), a one-epoch probe, each
     evaluation's quick settings (Evaluation.quick: 8 OOD images, 1 image per robustness set, 2 clips per test
     video, latency timed once), images at real_step_size unless `full_size` (the memory check's); `reduce` shrinks
     model and images (CI)."""
@@ -133,8 +133,8 @@ def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 
         over["optim.accum_steps"] = REAL_STEP_ACCUM
     from semcl.methods.registry import METHODS
 
-    # a fixed-structure batch in the small batch's size (Method.stand_in_batch), not a retry at the full one
-    fields = METHODS[run.config.method.name].load().stand_in_batch(run.config, over["optim.batch_size"])
+    # a fixed-structure batch in the small batch's size (StandIn.batch), not a retry at the full one
+    fields = METHODS[run.config.method.name].stand_in.batch_of(run.config, over["optim.batch_size"])
     over.update({f"method.{name}": value for name, value in fields.items()})
     if reduce is not None:
         # the KD families name their own networks (semcl.models.kd): those stay
@@ -234,16 +234,16 @@ def _check_with_retry(run, table, store, resources, gpu_mem_gb, reduce, batch: i
 
 def stand_in_images_per_class(run) -> int:
     """2 training images per stand-in class, or enough for a neighbour search over k of them (HSA's k 40
-    on the 20 stand-in classes needs more than 40 images), or what the method declares (Method.stand_in_per_class:
+    on the 20 stand-in classes needs more than 40 images), or what the method's spec declares (StandIn.per_class:
     SCNS-instance's teacher pass over every image)."""
     from semcl.data.registry import DATASETS
     from semcl.methods.registry import METHODS
 
-    cls, classes = METHODS[run.config.method.name].load(), DATASETS[run.config.data.name].synthetic_classes
-    declared = cls.stand_in_per_class(run.config, classes)
+    needs, classes = METHODS[run.config.method.name].stand_in, DATASETS[run.config.data.name].synthetic_classes
+    declared = needs.per_class_of(run.config, classes)
     if declared is not None:
         return declared
-    k = cls.stand_in_neighbours(run.config.method)
+    k = needs.neighbours_of(run.config.method)
     return max(2, -(-(k + 1) // classes) + 1)
 
 
@@ -326,6 +326,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
 
     from semcl.engine.harness import Env, RunHarness
     from semcl.estimate.workload import train_samples
+    from semcl.methods.registry import method_spec
+    from semcl.methods.spec import load_function
     from semcl.runtime.checkpoint import load as load_ckpt
     from semcl.runtime.checkpoint import restore, save_atomic
     from semcl.runtime.precision import effective_config
@@ -355,7 +357,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         cls, deps = harness.method_class(store)
         if private and dep_runs:  # the folders are another network's (the code path's real step): fresh weights
             deps = _fresh_dependencies(deps, dep_runs, reduce, store)
-        if cls.metrics_from_dependencies(cfg, deps) is not None:  # no model of its own: an ensemble, detectron2
+        spec = method_spec(cfg.method.name)
+        if spec.computed_metrics(cfg, deps) is not None:  # no model of its own: an ensemble, detectron2
             _memory_without_a_step(out, run)
             if not private:
                 store.write_record(run.run_id, {"run_id": run.run_id, "metrics": {}})
@@ -363,7 +366,8 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         _ensure_stand_in(cfg, root, per_class)
         train_set, test_set = harness.data()
         method = harness.build(cls, deps, train_set)
-        method.write_stand_in_files(root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
+        if spec.stand_in.files:  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
+            load_function(spec.stand_in.files)(method, root)
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
         if not full_size:
@@ -550,7 +554,7 @@ def _memory_only(out: RowCheck, harness, test_set) -> None:
     stand-in), then the fake step at the real batch (check_run's `memory_only`). The optimiser's state is made by a
     real step on zero gradients (resident during a mining; the fake step starts from its fakes: semcl.preflight.fake)."""
     from semcl.estimate.workload import train_samples
-    from semcl.preflight.fake import warm_optimizer
+    from semcl.preflight.fake import mining_search, warm_optimizer
 
     method, cfg, run = harness.method, harness.cfg, harness.run
     meter = StepMeter(stop=True)
@@ -565,7 +569,7 @@ def _memory_only(out: RowCheck, harness, test_set) -> None:
     # a real step on zero gradients makes the optimiser's state: what stays resident during a mining, and what the
     # fake step takes as fakes (cheaper than a faked warm step, except a fused optimiser's: a few ops faked, a
     # real pass over every weight; the fake step then warms its own). It moves this throwaway copy's weights.
-    if method.mining_search() is not None or not any(g.get("fused") for g in opt.param_groups):
+    if mining_search(method) is not None or not any(g.get("fused") for g in opt.param_groups):
         warm_optimizer(opt)
     _fake_estimate(out, method, cfg, opt, meter.first, train_samples(run.config))
     if out.fake_gpu_gb is None:  # check_run runs the whole check for the formula

@@ -123,13 +123,12 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
     """Peak bytes of one training step of a fake copy of `method` at `size` samples per GPU (module docstring).
     `batch`: a real batch of the row (its views' image size and structure). `warm`: the real optimiser of
     `method` after a step, whose state the fake one takes as fakes (else a fake step on zero gradients makes it)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
     from semcl.runtime.host_sync import like_an_accelerator
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    shared = {id(x): x for x in method.host_state() if x is not None}  # host state stays real (Method.host_state)
-    fake = fake_copy(method, mode, shared)
+    fake = fake_copy(method, mode, {})
     with mode:
         opt = fake.configure_optimizer(cfg.optim)
     if opt is None:
@@ -153,8 +152,10 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
     # the accelerator's code paths (no host reads: a fake tensor has no values to read), as on the GPU it models
     with mode, tracker, like_an_accelerator():
         big = fake_batch(batch, size, indices)  # allocated inside the tracked step: the batch's bytes are on the GPU too
+        with unset_fake_temporarily():  # the host work runs real, on the real method (its samplers, its tables)
+            inputs = method.prepare(big)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
-            loss = fake.training_step(big)["loss"]
+            loss = fake.loss(inputs)["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         fake.after_backward()
@@ -230,10 +231,20 @@ def warm_optimizer(opt) -> None:
     opt.zero_grad(set_to_none=True)
 
 
+def mining_search(method) -> tuple[int, int, str] | None:
+    """(D, k, backend) of the kNN search the method runs over every training image at each refresh, as its spec
+    declares (semcl.methods.spec.StandIn.mining); None: no such search."""
+    from semcl.methods.registry import method_spec
+    from semcl.methods.spec import load_function
+
+    ref = method_spec(method.cfg.method.name).stand_in.mining
+    return load_function(ref)(method) if ref else None
+
+
 def mining_peak(method, n: int, persistent: int) -> int | None:
-    """Peak bytes during a kNN mining over `n` training images (module docstring; Method.mining_search), with
+    """Peak bytes during a kNN mining over `n` training images (module docstring; mining_search), with
     `persistent` bytes (weights, grads, optimiser state) resident; None where the method does not mine."""
-    search = method.mining_search()
+    search = mining_search(method)
     if search is None:
         return None
     d, k, backend = search

@@ -160,14 +160,15 @@ def rank_generator(seed: int, epoch: int, step: int) -> torch.Generator | None:
 
 
 class TrainingStep(nn.Module):
-    """A method's training step as a module's forward, so DistributedDataParallel can wrap it."""
+    """A method's device step (`loss` of what `prepare` gave, semcl.methods.base) as a module's forward, so
+    DistributedDataParallel can wrap it."""
 
     def __init__(self, method: nn.Module):
         super().__init__()
         self.method = method
 
-    def forward(self, batch) -> torch.Tensor:
-        return self.method.training_step(batch)["loss"]
+    def forward(self, inputs) -> torch.Tensor:
+        return self.method.loss(inputs)["loss"]
 
 
 def wrap(method: nn.Module) -> nn.Module | None:

@@ -50,11 +50,3 @@ def check(ok: torch.Tensor, message: str) -> None:
     except RuntimeError:  # CPU tensors under like_an_accelerator: the assertion is evaluated at once
         raise ValueError(message) from None
 
-
-def on_host():
-    """A block of host work (samplers, draws on the CPU generator, whose values steer Python): on a GPU its
-    tensors are CPU tensors with values; under the preflight's fake tensors (semcl.preflight.fake) they stay real,
-    so fake mode is lifted inside the block. Elsewhere it changes nothing."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-    return unset_fake_temporarily()

@@ -23,8 +23,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from semcl.runtime.host_sync import on_host
-
 MODES = ("batch", "sample")
 
 
@@ -70,6 +68,43 @@ def kept_fraction(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return (total - area).double() / total
 
 
+class Cut(NamedTuple):
+    """One step's CutMix draws, made on the host (`draw_cut`): ``inside`` bool [B, H, W] (the neighbour's pixels),
+    ``lam`` float64 [B] and ``boxes`` int64 [B, 4] as in `Mixed`."""
+
+    inside: torch.Tensor
+    lam: torch.Tensor
+    boxes: torch.Tensor
+
+
+def draw_cut(batch: int, height: int, width: int, generator: torch.Generator, *, alpha: float = 1.0,
+             mode: str = "batch") -> Cut:
+    """The boxes of a CutMix over ``batch`` images of ``height`` x ``width``, drawn from ``generator`` (host work:
+    the draws' values steer Python, numpy's seed). Draw order: the Beta seed, then the box centres (cy for all
+    boxes, then cx)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown CutMix mode {mode!r}; known: {', '.join(MODES)}")
+    n = 1 if mode == "batch" else batch
+    lam0 = sample_beta(alpha, n, generator)
+    cy = torch.randint(height, (n,), generator=generator)
+    cx = torch.randint(width, (n,), generator=generator)
+    boxes = box_from_lam(height, width, lam0, cy, cx).expand(batch, 4).contiguous()   # one box -> all rows
+    ys = torch.arange(height)[None, :, None]
+    xs = torch.arange(width)[None, None, :]
+    b = boxes[:, :, None, None]
+    inside = (ys >= b[:, 0]) & (ys < b[:, 1]) & (xs >= b[:, 2]) & (xs < b[:, 3])   # [B, H, W]
+    return Cut(inside, kept_fraction(boxes, height, width), boxes)
+
+
+def paste(anchor: torch.Tensor, neighbour: torch.Tensor, cut: Cut) -> Mixed:
+    """``anchor`` with ``cut``'s boxes taken from ``neighbour`` (both [B, C, H, W], same shape; device work)."""
+    if anchor.shape != neighbour.shape or anchor.ndim != 4:
+        raise ValueError(f"anchor and neighbour must be equal [B, C, H, W], got {tuple(anchor.shape)} "
+                         f"and {tuple(neighbour.shape)}")
+    images = torch.where(cut.inside[:, None].to(anchor.device), neighbour, anchor)
+    return Mixed(images, cut.lam, cut.boxes)
+
+
 def cutmix(
     anchor: torch.Tensor,
     neighbour: torch.Tensor,
@@ -78,28 +113,10 @@ def cutmix(
     alpha: float = 1.0,
     mode: str = "batch",
 ) -> Mixed:
-    """Paste a CutMix box of ``neighbour`` into ``anchor`` (both [B, C, H, W], same shape).
-
-    Draw order from ``generator``: the Beta seed, then the box centres (cy for all boxes, then cx).
-    The inputs are not modified.
-    """
+    """Paste a CutMix box of ``neighbour`` into ``anchor`` (both [B, C, H, W], same shape): `draw_cut`, then
+    `paste`. The inputs are not modified."""
     if anchor.shape != neighbour.shape or anchor.ndim != 4:
         raise ValueError(f"anchor and neighbour must be equal [B, C, H, W], got {tuple(anchor.shape)} "
                          f"and {tuple(neighbour.shape)}")
-    if mode not in MODES:
-        raise ValueError(f"unknown CutMix mode {mode!r}; known: {', '.join(MODES)}")
     batch, _, height, width = anchor.shape
-    n = 1 if mode == "batch" else batch
-    with on_host():  # the box draws are CPU draws whose values steer Python (numpy's seed)
-        lam0 = sample_beta(alpha, n, generator)
-        cy = torch.randint(height, (n,), generator=generator)
-        cx = torch.randint(width, (n,), generator=generator)
-        boxes = box_from_lam(height, width, lam0, cy, cx).expand(batch, 4).contiguous()   # one box -> all rows
-        ys = torch.arange(height)[None, :, None]
-        xs = torch.arange(width)[None, None, :]
-        b = boxes[:, :, None, None]
-        inside = (ys >= b[:, 0]) & (ys < b[:, 1]) & (xs >= b[:, 2]) & (xs < b[:, 3])   # [B, H, W]
-        lam = kept_fraction(boxes, height, width)
-    inside = inside[:, None].to(anchor.device)
-    images = torch.where(inside, neighbour, anchor)
-    return Mixed(images, lam, boxes)
+    return paste(anchor, neighbour, draw_cut(batch, height, width, generator, alpha=alpha, mode=mode))

@@ -41,11 +41,12 @@ def run(ctx) -> dict[str, float]:
     from semcl.data import stats
     from semcl.data.video import ClipSampler
     from semcl.evals.video_clips import video_outputs
+    from semcl.methods.clips import clip_sampler_of
 
     m = ctx.method
     k = ctx.cfg.eval.video_clips or DEFAULT_CLIPS
     logits = video_outputs(lambda x: m.classify_clips(x.to(ctx.device)).cpu(), ctx.test,
-                           m.clip_sampler or ClipSampler(), k, *stats(ctx.cfg.data.name))
+                           clip_sampler_of(m) or ClipSampler(), k, *stats(ctx.cfg.data.name))
     top1 = (logits.argmax(dim=1) == ctx.test.labels).double().mean().item()
     return {"video_top1": 100.0 * top1}
 
@@ -56,7 +57,13 @@ def quick_clips(section) -> dict:
     return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
 
 
+def _clip_classifier(method) -> bool:
+    from semcl.methods.clips import has_clip_classifier  # torch: only once a method is built
+
+    return has_clip_classifier(method)
+
+
 EVALUATION = Evaluation("video_accuracy", None, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
-                        and method.has_clip_classifier, run=run,
+                        and _clip_classifier(method), run=run,
                         settings=Settings, quick=quick_clips)

@@ -57,10 +57,11 @@ def run(ctx) -> dict[str, float]:
     from semcl.data.video import ClipSampler
     from semcl.evals.retrieval import retrieval_scores
     from semcl.evals.video_clips import video_outputs
+    from semcl.methods.clips import clip_sampler_of
 
     m = ctx.method
     k = ctx.cfg.eval.video_clips or DEFAULT_CLIPS
-    sampler = m.clip_sampler or ClipSampler()
+    sampler = clip_sampler_of(m) or ClipSampler()
     mean_std = stats(ctx.cfg.data.name)
     feats = {s: video_outputs(lambda x: m.features(x.to(ctx.device)).cpu(), getattr(ctx, s), sampler, k, *mean_std)
              for s in ("train", "test")}
@@ -80,8 +81,14 @@ def quick_clips(section) -> dict:
     return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
 
 
+def _clip_classifier(method) -> bool:
+    from semcl.methods.clips import has_clip_classifier  # torch: only once a method is built
+
+    return has_clip_classifier(method)
+
+
 EVALUATION = Evaluation("video_retrieval", ColumnFields, validate, metric_key, describe, eval_config,
                         # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
                         enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
-                        and not method.has_clip_classifier, run=run,
+                        and not _clip_classifier(method), run=run,
                         settings=Settings, quick=quick_clips)

@@ -29,7 +29,7 @@ class BalancedSoftmax(CrossEntropy):
         super().__init__(cfg, info)
         self.register_buffer("log_prior", log_prior(info))
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": F.cross_entropy(logits + self.log_prior, labels)}

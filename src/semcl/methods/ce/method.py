@@ -19,7 +19,7 @@ class CrossEntropy(Method):
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": F.cross_entropy(logits, labels)}

@@ -36,7 +36,7 @@ class LabelSmoothingSuperclass(CrossEntropy):
         self.register_buffer("fine_to_coarse", info.superclasses("label smoothing within superclass"),
                              persistent=False)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         logits = self.classifier(self.backbone(views[0]))
         return {"loss": superclass_label_smoothing_loss(logits, labels, self.fine_to_coarse, self.alpha)}
@@ -66,7 +66,7 @@ class TwoHeads(CrossEntropy):
         feat = self.backbone(x)
         return self._norm(self.classifier(feat)), self._norm(self.coarse_classifier(feat))
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         fine, coarse = self.heads(views[0])
         return two_heads_loss(fine, coarse, labels, self.fine_to_coarse, self.weight)

@@ -80,7 +80,7 @@ class _Decoupled(Method):
     def head(self, feats: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         return {"loss": F.cross_entropy(self.head(self.features(views[0])), labels)}
 

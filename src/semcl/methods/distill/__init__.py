@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from semcl.errors import ConfigError
-from semcl.methods.spec import MethodSpec, Networks
+from semcl.methods.spec import MethodSpec, Networks, StandIn
 
 
 @dataclass
@@ -248,7 +248,7 @@ def check_scns_classes(method_cfg: _SCNSFields, num_classes: int) -> None:
 # the teacher and the student base in core.py (method.py re-exports them all)
 _M, _CONTRAST, _CORE = "semcl.methods.distill.method", "semcl.methods.distill.contrast", "semcl.methods.distill.core"
 _L = "semcl.losses.distill"
-# every student's step: gamma * CE + alpha * KD (semcl.methods.distill.core.Distill.training_step)
+# every student's step: gamma * CE + alpha * KD (semcl.methods.distill.core.Distill.loss)
 _STEP_LOSSES = ("torch.nn.functional:cross_entropy", f"{_L}.logits:kd_loss")
 _CRD_LOSSES = (f"{_L}.crd:infonce_loss", f"{_L}.crd:nce_loss")  # method.objective chooses
 _SCNS_LOSSES = (*_CRD_LOSSES, "semcl.losses.latent_mixup:lm_distance_loss")  # + Latent Mixup's distance term
@@ -271,10 +271,24 @@ def teacher_networks(m, model) -> Networks:
     return Networks(m.teacher_arch)
 
 
+def instance_pool_per_class(cfg, classes: int) -> int:
+    """SCNS-instance's stand-in images per class: the teacher's pass over every stand-in image is most of the check
+    (tiny-ImageNet: 200 classes, ResNet50 at 64 px ~0.35 s an image); each image's pool needs only k images of the
+    other classes."""
+    return max(1, -(-cfg.method.k // max(1, classes - 1)))
+
+
+# the preflight's stand-in needs of the students that search (top-k classes or other-class images)
+STAND_INS = {"scns_class": StandIn(neighbours="k"),
+             "scns_instance": StandIn(neighbours="k", per_class=instance_pool_per_class)}
+
+
 def _student(name: str, schema: type, cls: str, summary: str, losses: tuple[str, ...], module: str = _M,
              **choices: frozenset[str]) -> MethodSpec:
     """A student's spec; `losses`: its distillation terms beside the common CE + KD ones."""
     extra = {"check_dataset": check_scns_classes} if name.startswith("scns") else {}
+    if name in STAND_INS:
+        extra["stand_in"] = STAND_INS[name]
     return MethodSpec(name, schema, f"{module}:{cls}", train_cost=_COST, depends="teacher",
                       choices={"teacher_outputs": _OUT, **choices}, summary=summary, **extra,
                       losses=_STEP_LOSSES + losses, builder="semcl.models.kd:build_kd_model",

@@ -25,7 +25,9 @@ sha256 are written into the run folder (scns_negatives.pt, scns_negatives.json).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 
 import torch
 
@@ -41,7 +43,6 @@ from semcl.losses.latent_mixup import (
 )
 from semcl.methods.base import Batch, TrainContext
 from semcl.methods.distill.core import Distill
-from semcl.runtime.host_sync import on_host
 
 
 def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: torch.Tensor, negatives: torch.Tensor,
@@ -65,6 +66,12 @@ def contrast_scores(crd: CRDLoss, v_s: torch.Tensor, v_t: torch.Tensor, index: t
     return loss
 
 
+@dataclass
+class ContrastBatch(Batch):
+    """A step's batch with its contrast negatives drawn on the host (CRD.prepare): [B, K] training-set indices."""
+
+    negatives: torch.Tensor | None = None
+
 class CRD(Distill):
     """CRD (and CRD+KD: alpha 1): uniform other-class negatives; `sampler` is replaced by SCNS."""
 
@@ -78,7 +85,7 @@ class CRD(Distill):
                            m.objective)
         self.sampler = None
 
-    def prepare(self, ctx: TrainContext) -> None:
+    def set_up(self, ctx: TrainContext) -> None:
         labels = ctx.train_set.labels.cpu()
         if labels.numel() != self.n_data:
             raise ValueError(f"training set has {labels.numel()} images, the memory banks {self.n_data}")
@@ -92,19 +99,21 @@ class CRD(Distill):
         """K drawn per anchor (method.nce_k; SCNS-instance caps it at its pool)."""
         return self.cfg.method.nce_k
 
-    def negatives(self, batch: Batch) -> torch.Tensor:
-        """[B, K] training-set indices drawn from batch.generator: host work (CPU tensors, label values steer it)."""
-        with on_host():
+    def prepare(self, batch: Batch) -> ContrastBatch:
+        """The step's [B, K] negatives by training-set index, drawn from batch.generator where the step's loss
+        reads them (the label values steer the sampler: host work)."""
+        m = self.cfg.method
+        negatives = None
+        if batch.epoch >= self.init_epochs and m.beta:  # the steps whose loss calls distill_loss
             idx = batch.indices.cpu()
-            return self.sampler.sample(idx, self.train_labels[idx], self.num_negatives(), batch.generator)
-
-    def host_state(self) -> tuple:
-        return (getattr(self, "train_labels", None), self.sampler)
+            negatives = self.sampler.sample(idx, self.train_labels[idx], self.num_negatives(), batch.generator)
+        return ContrastBatch(**{f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)},
+                             negatives=negatives)
 
     def distill_loss(self, feats_s, feats_t, batch):
         m = self.cfg.method
         dev = feats_s[-1].device
-        index, neg = batch.indices.to(dev), self.negatives(batch).to(dev)
+        index, neg = batch.indices.to(dev), batch.negatives.to(dev)
         v_s, v_t = self.crd.embed_s(feats_s[-1]), self.crd.embed_t(feats_t[-1])
         if not getattr(m, "latent_mixup", False):
             return contrast_scores(self.crd, v_s, v_t, index, neg)
@@ -140,10 +149,6 @@ class CRD(Distill):
 class SCNSClass(CRD):
     """SCNS-class: a negative class drawn from p(c'|y) over the top-k word-similar classes, then an image."""
 
-    @classmethod
-    def stand_in_neighbours(cls, method_cfg) -> int:
-        return method_cfg.k  # top-k classes
-
     def make_sampler(self, ctx: TrainContext):
         from semcl.data.semantics.word_vectors import class_word_vectors, content_sha256, cosine_similarity_matrix
 
@@ -167,18 +172,8 @@ class SCNSInstance(CRD):
     """SCNS-instance: each image's top-k most similar other-class images under the teacher's penultimate
     features of the un-augmented training set (one pass before training)."""
 
-    @classmethod
-    def stand_in_neighbours(cls, method_cfg) -> int:
-        return method_cfg.k  # top-k other-class images
-
     def needs_teacher_pass(self) -> bool:
         return True
-
-    @classmethod
-    def stand_in_per_class(cls, cfg, classes: int) -> int:
-        # the teacher's pass over every stand-in image is most of the check (tiny-ImageNet: 200 classes, ResNet50
-        # at 64 px ~0.35 s an image); each image's pool needs only k images of the other classes
-        return max(1, -(-cfg.method.k // max(1, classes - 1)))
 
     def num_negatives(self) -> int:
         return min(self.cfg.method.nce_k, self.cfg.method.k)  # the pool: more draws only repeat it

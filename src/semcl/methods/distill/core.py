@@ -22,7 +22,7 @@ class KDTeacher(Method):
         arch = getattr(cfg.method, "teacher_arch", None) or cfg.model.backbone
         self.backbone = build_kd_model(arch, info.num_classes, info.in_channels)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {"loss": F.cross_entropy(self.backbone(batch.views[0]), batch.labels)}
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
@@ -92,13 +92,13 @@ class Distill(Method):
             if ctx.shapes_only:
                 n = ctx.train_set.images.shape[0]
                 self.cache = {k: repeat_rows(v, n) for k, v in self.cache.items()}
-        self.prepare(ctx)
+        self.set_up(ctx)
 
     def needs_teacher_pass(self) -> bool:
-        """Whether `prepare` reads the cache even in online mode (SCNS-instance's pools)."""
+        """Whether `set_up` reads the cache even in online mode (SCNS-instance's pools)."""
         return False
 
-    def prepare(self, ctx: TrainContext) -> None:
+    def set_up(self, ctx: TrainContext) -> None:
         """Per-run set-up after the teacher pass (negative samplers)."""
 
     def teacher_targets(self, batch: Batch) -> tuple[list[torch.Tensor | None], torch.Tensor]:
@@ -120,7 +120,7 @@ class Distill(Method):
         self._optimizer = super().configure_optimizer(optim)
         return self._optimizer
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         fresh = getattr(self.cfg.method, "main_stage_optimizer", "fresh") == "fresh"
         if fresh and self.init_epochs and batch.epoch == self.init_epochs and batch.step == 0:
             # RepDistiller builds a new SGD for the main stage (train_student.py after helper/pretrain.py

@@ -15,4 +15,4 @@ class EnsembleMethod:
 
 ENSEMBLE = MethodSpec("ensemble", EnsembleMethod, "semcl.methods.ensemble.method:LogitEnsemble", train_cost=0.0,
                       depends="ensemble", summary="sum of the member runs' test logits", builder=None,
-                      on_gpu=False)
+                      on_gpu=False, computes="semcl.methods.ensemble.method:ensemble_metrics")

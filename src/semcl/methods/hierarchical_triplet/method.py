@@ -82,15 +82,6 @@ class HierarchicalTriplet(Method):
         self.register_buffer("neighbour_of_class", torch.full((num,), -1, dtype=torch.int64))
         self.register_buffer("stats_epoch", torch.tensor(-1, dtype=torch.int64))
 
-    @classmethod
-    def stand_in_batch(cls, cfg, batch: int) -> dict:
-        m = cfg.method
-        if m.l_prime + m.l_prime * m.c + m.t != cfg.optim.batch_size or batch < 3 or batch >= cfg.optim.batch_size:
-            return {}
-        # one anchor class, two images of its nearest class (a positive pair, so the batch has triplets), the
-        # rest random: the same sampler, statistics and loss as at l' 30, c 10, t 182 (a 512 batch: ~140 s)
-        return {"l_prime": 1, "c": 2, "t": batch - 3}
-
     @property
     def sampling_context(self) -> dict:
         """What semcl.data.sampling.anchor_neighbour_order needs, on the CPU."""
@@ -133,7 +124,7 @@ class HierarchicalTriplet(Method):
         self.epoch_sum += onehot.T @ z.to(torch.float64)  # a matmul, not index_add_: no atomics on the GPU
         self.epoch_count += onehot.sum(0).to(self.epoch_count.dtype)  # exact: whole numbers in float64
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         z = self.head(self.backbone(views[0]))
         z = F.normalize(z.float() if z.dtype in (torch.float16, torch.bfloat16) else z, dim=1)  # loss outside autocast

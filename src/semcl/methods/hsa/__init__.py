@@ -13,7 +13,7 @@ official code throughout (docs/papers/hsa.md §g). `variant` fills every knob le
 from dataclasses import dataclass, field
 from typing import Any
 
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, StandIn
 
 STAGES = frozenset({"layer1", "layer2", "layer3", "layer4"})
 
@@ -146,7 +146,9 @@ HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=hsa_train_cost,
                           "cutmix_mode": frozenset({"batch", "sample"}), "stages": STAGES,
                           "stage_branch": frozenset({"bottleneck", "mlp"})},
                  summary="HSA / CsMl: MoCo v2 + kNN positives, CutMix between neighbours, stage losses",
-                 losses=_HSA_LOSSES)
+                 losses=_HSA_LOSSES,
+                 stand_in=StandIn(neighbours="k", mining=f"{_M.partition(':')[0]}:mining_search"))
 # one query pass with gradients + one key forward
 MOCOV2 = MethodSpec("mocov2", MoCoV2Method, _M, train_cost=4 / 3,
-                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE", losses=("semcl.losses.hsa:info_nce",))
+                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE", losses=("semcl.losses.hsa:info_nce",),
+                    stand_in=StandIn(mining=f"{_M.partition(':')[0]}:mining_search"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -34,7 +35,7 @@ from semcl.data import stats
 from semcl.data.semantics.knn_shards import sharded_knn_table
 from semcl.data.semantics.neighbours import draw_neighbours, knn_table, pick_neighbours
 from semcl.data.views.build import build_augment
-from semcl.data.views.cutmix import cutmix
+from semcl.data.views.cutmix import Cut, draw_cut, paste
 from semcl.evals.stage_pooling import pooled_stage_features
 from semcl.losses.hsa import byol_regression, hsa_loss, info_nce, multi_positive_hsa_loss, neighbour_weights, two_positive_loss
 from semcl.methods.base import SHAPES_ONLY_IMAGES, Batch, DataInfo, Method, TrainContext, repeat_rows, training_images
@@ -88,14 +89,19 @@ def _direct_branch(channels: int, out_dim: int) -> nn.Module:
     return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), ProjectionHead(channels, channels, out_dim))
 
 
+class Neighbours(NamedTuple):
+    """A step's host work (HSA.prepare): the batch, each positive's (query view, key view) on the device (one pair
+    per positive; none without kNN positives) and its CutMix boxes (none without CutMix)."""
+
+    batch: Batch
+    views: list[tuple[torch.Tensor, torch.Tensor]]
+    cuts: list[Cut]
+
+
 class HSA(Method):
     """`hsa` and `mocov2` (module docstring)."""
 
     num_views = 2
-
-    @classmethod
-    def stand_in_neighbours(cls, method_cfg) -> int:
-        return getattr(method_cfg, "k", None) or 0  # HSA's neighbourhood size; mocov2's schema has none (no search)
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -169,11 +175,6 @@ class HSA(Method):
         # a resume inside a mining epoch finds that epoch's table in the checkpoint: keep it
         if (epoch % self.knobs.refresh == 0 and mined != epoch) or mined < 0:
             self.mine(epoch)
-
-    @torch.no_grad()
-    def mining_search(self) -> tuple[int, int, str]:
-        encoder = self.backbone if self.knobs.features == "query" else self.key_backbone
-        return int(encoder.out_dim), self.knobs.k, self.knobs.knn_backend
 
     def mining_features(self) -> torch.Tensor:
         """[N, D] float32 backbone features of every training image (test transform), on the method's device;
@@ -286,8 +287,23 @@ class HSA(Method):
         return out
 
     # ---- training ----------------------------------------------------------------------------
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def prepare(self, batch: Batch) -> Neighbours:
+        """Host work of a step with kNN positives: each anchor's neighbours picked and their two views made (or the
+        file loader's), then the CutMix boxes, in the official order of draws."""
         m = self.knobs
+        if not m.neighbours:
+            return Neighbours(batch, [], [])
+        several = (m.positives or 1) > 1
+        views = self._several_neighbour_views(batch, m.positives) if several else [self._neighbour_views(batch)]
+        cuts = []
+        if m.cutmix:
+            b, _, h, w = batch.views[0].shape
+            cuts = [draw_cut(b, h, w, batch.mixing_generator, alpha=m.cutmix_alpha, mode=m.cutmix_mode)
+                    for _ in views]
+        return Neighbours(batch, views, cuts)
+
+    def loss(self, inputs: Neighbours) -> dict[str, torch.Tensor]:
+        m, batch = self.knobs, inputs.batch
         q_a, qs_a = self._query(batch.views[0])
         with torch.no_grad():
             self.keys.update()  # MoCo order: EMA step, then this step's keys
@@ -303,15 +319,14 @@ class HSA(Method):
                 if m.multicrop:  # small crops: more queries of the anchor's key, summed
                     terms[""] = terms[""] + sum(self._small_crop_terms(batch, k_a, None, queues[""], {}))
             elif (m.positives or 1) > 1:
-                terms = self._several_positives_terms(batch, q_a, qs_a, k_a, ks_a, queues, out)
+                terms = self._several_positives_terms(inputs, q_a, qs_a, k_a, ks_a, queues, out)
             else:
-                view_q, view_k = self._neighbour_views(batch)
+                (view_q, view_k), = inputs.views
                 q_p, qs_p = self._query(view_q)
                 k_p, ks_p = self._key(view_k)
                 q_mix, qs_mix, lam = None, {}, None
                 if m.cutmix:
-                    mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
-                                   mode=m.cutmix_mode)
+                    mixed = paste(batch.views[0], view_q, inputs.cuts[0])
                     q_mix, qs_mix = self._query(mixed.images)
                     lam = mixed.lam.to(q_a.device, q_a.dtype)
                 kw = dict(self._loss_kw(batch.epoch), lam=lam)
@@ -341,11 +356,11 @@ class HSA(Method):
                                               warmup_epochs=m.warmup_epochs),
                     form=m.loss_form, reduction=m.reduction)
 
-    def _several_positives_terms(self, batch, q_a, qs_a, k_a, ks_a, queues, out) -> dict[str, torch.Tensor]:
+    def _several_positives_terms(self, inputs, q_a, qs_a, k_a, ks_a, queues, out) -> dict[str, torch.Tensor]:
         """The last layer's and each stage's loss with method.positives neighbours (multi_positive_hsa_loss)."""
-        m = self.knobs
+        m, batch = self.knobs, inputs.batch
         q_ps, qs_ps, k_ps, ks_ps, q_mix, qs_mix, lams = [], [], [], [], [], [], []
-        for view_q, view_k in self._several_neighbour_views(batch, m.positives):
+        for j, (view_q, view_k) in enumerate(inputs.views):
             q, qs = self._query(view_q)
             k, ks = self._key(view_k)
             q_ps.append(q)
@@ -353,8 +368,7 @@ class HSA(Method):
             k_ps.append(k)
             ks_ps.append(ks)
             if m.cutmix:
-                mixed = cutmix(batch.views[0], view_q, batch.mixing_generator, alpha=m.cutmix_alpha,
-                               mode=m.cutmix_mode)
+                mixed = paste(batch.views[0], view_q, inputs.cuts[j])
                 qm, qsm = self._query(mixed.images)
                 q_mix.append(qm)
                 qs_mix.append(qsm)
@@ -377,3 +391,10 @@ class HSA(Method):
     def stage_features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Pooled query-backbone maps per stage for the per-stage probes (HSA Fig. 3, stage_pooling)."""
         return pooled_stage_features(self.backbone, x)
+
+
+def mining_search(method: HSA) -> tuple[int, int, str]:
+    """(D, k, backend) of the kNN search an HSA or MoCo v2 run makes over the features of every training image at each
+    refresh, for the preflight's memory figure (the spec's StandIn.mining)."""
+    encoder = method.backbone if method.knobs.features == "query" else method.key_backbone
+    return int(encoder.out_dim), method.knobs.k, method.knobs.knn_backend

@@ -55,7 +55,7 @@ class RankMarginTriplet(_ProjectedMetric):
         self.margins = (float(m.margins[0]), float(m.margins[1]))
         self.register_buffer("fine_to_coarse", info.superclasses("the rank-margin triplet loss"), persistent=False)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         z = self.embed(views[0])
         with torch.autocast(z.device.type, enabled=False):
@@ -81,7 +81,7 @@ class FastAP(_ProjectedMetric):
         return two_superclass_order(labels, self.info.superclasses("FastAP's two-superclass batches"), batch_size,
                                     generator)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         z = self.embed(views[0])
         with torch.autocast(z.device.type, enabled=False):

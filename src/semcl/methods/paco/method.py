@@ -190,7 +190,7 @@ class _CenterContrast(_QueueContrast):
             logits = logits / self.tau
         return logits + self.center_offset
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         # PaCo: only the queries are anchors, their own keys stay positives; GPaCo: both views are anchors.
         # The prior offset is already in the center logits (log(pi + 1e-9), official code), so an empty
         # class -- possible in small LT profiles -- needs no special case.
@@ -222,7 +222,7 @@ class SupConQueue(_QueueContrast):
     """SupCon in the MoCo framework (`supcon`, GPaCo Eq. 3): sample terms only; a linear classifier
     learns on the detached features so the run has logits to evaluate."""
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         feats, q, labels, contrast, contrast_labels = self._anchors(batch.views, batch.labels)
         loss = _supcon(q, labels, contrast, contrast_labels, self.tau)
         return {"loss": loss + F.cross_entropy(self.classifier(feats.detach()), labels)}
@@ -240,7 +240,7 @@ class MultiTask(_QueueContrast):
         weights = cfg.method.supcon_class_weights
         self.register_buffer("supcon_class_weights", effective_number_weights(info) if weights else None)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         feats, z, y, contrast, contrast_labels = self._anchors(batch.views, batch.labels)
         ce = F.cross_entropy(self.classifier(feats) + self.center_offset, y)
         w = None if self.supcon_class_weights is None else self.supcon_class_weights[y]

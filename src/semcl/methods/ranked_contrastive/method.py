@@ -114,7 +114,7 @@ class RankedContrastive(Method):
         log.info("class-name similarity sha256 %s (%d similar class pairs)%s", digest, n_pairs,
                  f", written to {ctx.run_dir / SIMILARITY_FILE}" if ctx.run_dir is not None else "")
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         q = self.head(self.backbone(views[0]))
         with torch.no_grad():

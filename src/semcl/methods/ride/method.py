@@ -67,7 +67,7 @@ class Ride(Method):
         s = self.cfg.method.scale
         return [s * clf(f) for clf, f in zip(self.classifiers, self.backbone.expert_features(x), strict=True)]
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         p, drw = self.cfg.method, self.drw_active
         loss = ride_loss(self.expert_logits(views[0]), labels, margins=self.margins, scale=p.scale,

@@ -74,7 +74,7 @@ class SCLTwoHeads(Method):
         ranks = torch.cat([torch.ones_like(labels)[:, None], candidate_ranks(class_ranks, labels, bank.labels)], dim=1)
         return ranked_info_nce(sim, ranks, [self.tau], form=self.form)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         views, labels = batch.views, batch.labels
         feats = self.backbone(views[0])
         q_fine, q_coarse = self.head(feats), self.coarse_head(feats)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from semcl.errors import ConfigError
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, StandIn
 
 
 @dataclass
@@ -90,11 +90,12 @@ SPEC = MethodSpec("scns_supcon", SCNSSupConMethod, "semcl.methods.scns_supcon.me
                            "weighting": frozenset({"similarity", "softmax"}),
                            "vectors": frozenset({"glove", "vectors", "sentence"})},
                   summary="supervised contrastive loss over bank negatives drawn uniformly or by SCNS-class",
-                  losses=_LOSSES)
+                  losses=_LOSSES, stand_in=StandIn(neighbours="k"))  # top-k classes or other-class images per pool
 
 INSTANCE_SPEC = MethodSpec("scns_supcon_instance", SCNSSupConInstanceMethod,
                            "semcl.methods.scns_supcon.method:SCNSSupConInstance", train_cost=2.0, depends="teacher",
                            check_dataset=check_instance_classes,
                            choices={"weighting": frozenset({"uniform", "similarity"}), "lm_mode": _LM_MODES},
                            summary="supervised contrastive loss over bank negatives drawn by SCNS-instance (pools "
-                                   "from a finished run's features)", losses=_LOSSES)
+                                   "from a finished run's features)", losses=_LOSSES,
+                           stand_in=StandIn(neighbours="k"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
@@ -11,15 +13,19 @@ from semcl.losses.latent_mixup import lm_distance_loss, mix_with_positive
 from semcl.losses.scns_supcon import bank_supcon_loss
 from semcl.methods.base import Batch, DataInfo, Dependency, Method, TrainContext
 from semcl.models import ProjectionHead, build_backbone
-from semcl.runtime.host_sync import on_host
+
+
+class Drawn(NamedTuple):
+    """A step's host draws: the batch, [B, K] bank negatives by training-set index, and the latent-mixup
+    lambdas [B, n_mix] (None without latent mixup)."""
+
+    batch: Batch
+    negatives: torch.Tensor
+    lam: torch.Tensor | None
 
 
 class SCNSSupCon(Method):
     num_views = 2
-
-    @classmethod
-    def stand_in_neighbours(cls, method_cfg) -> int:
-        return method_cfg.k  # top-k classes or other-class images per pool
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -32,9 +38,6 @@ class SCNSSupCon(Method):
         # one unit-norm entry per training image, random until the image is first seen (CRD's bank)
         self.register_buffer("bank", F.normalize(torch.randn(n, cfg.model.head_dim), dim=1))
         self.sampler = None
-
-    def host_state(self) -> tuple:
-        return (getattr(self, "train_labels", None), self.sampler)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.head(self.backbone(x)).float(), dim=1)
@@ -59,18 +62,26 @@ class SCNSSupCon(Method):
             ctx.run_dir.mkdir(parents=True, exist_ok=True)
             torch.save({"similarity": sim, "probs": self.sampler.probs}, ctx.run_dir / "scns_negatives.pt")
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def prepare(self, batch: Batch) -> Drawn:
+        """The sampler's negatives (the training labels' values steer it), then the mixup lambdas."""
         m = self.cfg.method
         idx = batch.indices.cpu()
-        z = self.embed(torch.cat(batch.views, dim=0))
-        with on_host():  # the sampler's label values steer it: host work (real under the preflight's fake step)
-            neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
-        negs = self.bank[neg_idx.to(self.bank.device)]  # [B, K, D], no gradient (a buffer)
-        distance = None
+        neg_idx = self.sampler.sample(idx, self.train_labels[idx], m.num_negatives, batch.generator)
+        lam = None
         if m.latent_mixup:
-            n_mix = m.lm_num_mixed or negs.shape[1]
-            lam = torch.rand((negs.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
-            mixed = negs[:, :n_mix]
+            n_mix = m.lm_num_mixed or neg_idx.shape[1]
+            lam = torch.rand((neg_idx.shape[0], n_mix), generator=batch.generator) * m.lm_lam_max
+        return Drawn(batch, neg_idx, lam)
+
+    def loss(self, inputs: Drawn) -> dict[str, torch.Tensor]:
+        m = self.cfg.method
+        batch, lam = inputs.batch, inputs.lam
+        idx = batch.indices.cpu()
+        z = self.embed(torch.cat(batch.views, dim=0))
+        negs = self.bank[inputs.negatives.to(self.bank.device)]  # [B, K, D], no gradient (a buffer)
+        distance = None
+        if lam is not None:
+            mixed = negs[:, :lam.shape[1]]
             if m.lm_mode != "extra":  # the two views play the student and teacher of the KD form, one lambda
                 b = idx.shape[0]
                 distance = lm_distance_loss(mix_with_positive(z[:b], mixed, lam), mix_with_positive(z[b:], mixed, lam))

@@ -8,6 +8,7 @@ with the batch's generator, and normalises with the dataset statistics.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,14 @@ from semcl.data.sets.segmentation import IGNORE
 from semcl.losses.gpaco_seg import gpaco_pixel_loss
 from semcl.methods.base import Batch, DataInfo, Method, TrainContext
 from semcl.methods.paco.method import init_backbone
-from semcl.runtime.host_sync import on_host
+
+
+class LabelMaps(NamedTuple):
+    """A step's images [B, C, H, W] in [0, 1] and int64 label maps [B, H, W], read and flipped on the host."""
+
+    images: torch.Tensor
+    masks: torch.Tensor
+    batch: Batch
 
 
 class _TinyBackbone(nn.Module):
@@ -85,23 +93,20 @@ class Segmenter(Method):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.net.backbone(x)["out"].mean((2, 3))
 
-    def host_state(self) -> tuple:
-        return (getattr(self, "train_set", None),)
+    def prepare(self, batch: Batch) -> LabelMaps:
+        """The batch's images and label maps from the training set, flipped together at random."""
+        idx = batch.indices
+        images = self.train_set.images[idx].float() / 255.0
+        masks = self.train_set.masks[idx].long()
+        if self.cfg.method.flip:
+            flip = torch.rand(len(idx), generator=batch.generator) < 0.5
+            images[flip], masks[flip] = images[flip].flip(-1), masks[flip].flip(-1)
+        return LabelMaps(images, masks, batch)
 
-    def batch_data(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Normalised images and int64 label maps of the batch, flipped together at random."""
-        with on_host():  # read and flipped on the host (real under the preflight's fake step)
-            idx = batch.indices
-            images = self.train_set.images[idx].float() / 255.0
-            masks = self.train_set.masks[idx].long()
-            if self.cfg.method.flip:
-                flip = torch.rand(len(idx), generator=batch.generator) < 0.5
-                images[flip], masks[flip] = images[flip].flip(-1), masks[flip].flip(-1)
-        device = self.mean.device  # made on the host; copied without waiting for the device's queue
-        return (images.to(device, non_blocking=True) - self.mean) / self.std, masks.to(device, non_blocking=True)
-
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        x, y = self.batch_data(batch)
+    def loss(self, inputs: LabelMaps) -> dict[str, torch.Tensor]:
+        batch, device = inputs.batch, self.mean.device  # copied without waiting for the device's queue
+        x = (inputs.images.to(device, non_blocking=True) - self.mean) / self.std
+        y = inputs.masks.to(device, non_blocking=True)
         hidden, logits = self.decode(x)
         up = F.interpolate(logits, size=y.shape[-2:], mode="bilinear", align_corners=False)
         ce = F.cross_entropy(up, y, ignore_index=IGNORE)

@@ -93,7 +93,7 @@ class SemiFinetune(Method):
         return torch.optim.SGD(self.param_groups(), lr=optim.lr, momentum=optim.momentum,
                                weight_decay=optim.weight_decay, nesterov=optim.momentum > 0)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {"loss": F.cross_entropy(self.classify(batch.views[0]), batch.labels)}
 
     def classify(self, x: torch.Tensor) -> torch.Tensor:

@@ -88,4 +88,4 @@ DETECTRON2_TRANSFER = MethodSpec("detectron2_transfer", Detectron2TransferMethod
                                  depends="init_from", choices={"benchmark": frozenset(BENCHMARK_OPTS)},
                                  summary="detection transfer of the exported backbone via detectron2, mean of 5 trials",
                                  builder=None,  # detectron2 builds and trains the detector in its own process
-                                 external_job=published_job)
+                                 external_job=published_job, computes="semcl.methods.transfer.method:transfer_metrics")

@@ -75,38 +75,39 @@ def _trial_done(out: Path, benchmark: str) -> dict[str, float] | None:
 
 
 class Detectron2Transfer(Method):
-    """No training here: `metrics_from_dependencies` runs the whole transfer."""
+    """No training here: `transfer_metrics` (the spec's `computes`) runs the whole transfer."""
 
-    @classmethod
-    def metrics_from_dependencies(cls, cfg, deps: list[Dependency]) -> dict[str, float]:
-        from semcl.models.weight_formats import write_detectron2
 
-        m = cfg.method
-        train_net = m.train_net or os.environ.get("SEMCL_DETECTRON2_TRAIN_NET")
-        if train_net and not Path(train_net).is_file():
-            raise ConfigError(f"detectron2_transfer: key 'method.train_net' = {train_net!r} is not a file "
-                              f"(unset it for the suite's entry point {ENTRY_POINT})")
-        if m.config_file and not Path(m.config_file).is_file():
-            raise ConfigError(f"detectron2_transfer: key 'method.config_file' = {m.config_file!r} is not a file")
-        (base,) = deps
-        out = base.run_dir / "detectron2" / m.benchmark
-        out.mkdir(parents=True, exist_ok=True)
-        weights = write_detectron2(base.load_state(), out / "backbone.pkl", prefix="backbone.")
-        python, script = m.python or sys.executable, Path(train_net) if train_net else None
-        commands = [train_net_command(python, script, m.config_file, weights, out / f"trial{t}", m.num_gpus,
-                                      BENCHMARK_OPTS[m.benchmark], seed=t,
-                                      resume=(out / f"trial{t}" / "last_checkpoint").is_file())
-                    for t in range(m.trials)]
-        if cfg.data.synthetic:  # the preflight's stand-in is no detection set: the commands are checked, not run
-            (out / "commands.json").write_text(json.dumps(commands, indent=1))
-            return {}
-        if script is None:
-            require_detectron2()
-        trials = []
-        for t, cmd in enumerate(commands):
-            done = _trial_done(out / f"trial{t}", m.benchmark)  # a requeued job keeps its finished trials
-            if done is None:
-                subprocess.run(cmd, check=True)
-                done = read_final_metrics(out / f"trial{t}", m.benchmark)
-            trials.append(done)
-        return mean_over_trials(trials)
+def transfer_metrics(cfg, deps: list[Dependency]) -> dict[str, float]:
+    """Every detectron2 trial of the base run's backbone, resumed where done; their mean metrics."""
+    from semcl.models.weight_formats import write_detectron2
+
+    m = cfg.method
+    train_net = m.train_net or os.environ.get("SEMCL_DETECTRON2_TRAIN_NET")
+    if train_net and not Path(train_net).is_file():
+        raise ConfigError(f"detectron2_transfer: key 'method.train_net' = {train_net!r} is not a file "
+                          f"(unset it for the suite's entry point {ENTRY_POINT})")
+    if m.config_file and not Path(m.config_file).is_file():
+        raise ConfigError(f"detectron2_transfer: key 'method.config_file' = {m.config_file!r} is not a file")
+    (base,) = deps
+    out = base.run_dir / "detectron2" / m.benchmark
+    out.mkdir(parents=True, exist_ok=True)
+    weights = write_detectron2(base.load_state(), out / "backbone.pkl", prefix="backbone.")
+    python, script = m.python or sys.executable, Path(train_net) if train_net else None
+    commands = [train_net_command(python, script, m.config_file, weights, out / f"trial{t}", m.num_gpus,
+                                  BENCHMARK_OPTS[m.benchmark], seed=t,
+                                  resume=(out / f"trial{t}" / "last_checkpoint").is_file())
+                for t in range(m.trials)]
+    if cfg.data.synthetic:  # the preflight's stand-in is no detection set: the commands are checked, not run
+        (out / "commands.json").write_text(json.dumps(commands, indent=1))
+        return {}
+    if script is None:
+        require_detectron2()
+    trials = []
+    for t, cmd in enumerate(commands):
+        done = _trial_done(out / f"trial{t}", m.benchmark)  # a requeued job keeps its finished trials
+        if done is None:
+            subprocess.run(cmd, check=True)
+            done = read_final_metrics(out / f"trial{t}", m.benchmark)
+        trials.append(done)
+    return mean_over_trials(trials)

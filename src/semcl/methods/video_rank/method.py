@@ -22,7 +22,8 @@ from semcl.data.views.augment import RECIPES
 from semcl.data.views.clip_loader import ClipViews, decode_clips, finish_clip_views
 from semcl.losses import ranked_info_nce
 from semcl.losses.video_ranks import video_ranks, video_similarities
-from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.base import Batch, DataInfo
+from semcl.methods.clips import ClipMethod
 from semcl.models import MomentumQueue
 from semcl.models.video import build_video_backbone
 
@@ -42,7 +43,7 @@ def clip_augment(cfg: Any, train_set: Any) -> ClipAugment:
     return ClipAugment(RECIPES[recipe], size=train_set.images.shape[2], mean=mean, std=std)
 
 
-class _VideoMethod(Method):
+class _VideoMethod(ClipMethod):
     """Adam (lr, weight decay from optim.*: RINCE video uses Adam, §d.3)."""
 
     def configure_optimizer(self, optim) -> torch.optim.Optimizer | None:
@@ -115,7 +116,7 @@ class VideoContrastive(_VideoMethod):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.head(self.backbone(x)), dim=1)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         anchor, xf, xs, xv = batch.views
         q = self.embed(anchor)
         with torch.no_grad():
@@ -181,7 +182,7 @@ class VideoFinetune(_VideoMethod):
             return None
         return self._plan(train_set, idx, self._frames(train_set, idx, generator), (0,), generator)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         logits = self.fc(self.drop(self.backbone(batch.views[0])))
         return {"loss": nn.functional.cross_entropy(logits, batch.labels)}
 
@@ -189,7 +190,7 @@ class VideoFinetune(_VideoMethod):
         return self.fc(self.drop(self.backbone(x)))
 
 
-class VideoFeatures(Method):
+class VideoFeatures(ClipMethod):
     """The base run's backbone, untrained further (no parameter trains): evaluations read `features`."""
 
     def __init__(self, cfg, info: DataInfo):

@@ -4,7 +4,7 @@ layer-wise lr decay, drop-path, warm-up + half-cycle cosine, effective batch 102
 
 from dataclasses import dataclass
 
-from semcl.methods.spec import MethodSpec, Networks
+from semcl.methods.spec import MethodSpec, Networks, StandIn
 
 ARCHS = frozenset({"vit_base_patch16", "vit_large_patch16", "vit_tiny_test"})
 
@@ -86,16 +86,19 @@ def vit_networks(m, model) -> Networks:
     return Networks(m.arch, "vit")
 
 
+# every ViT row: per-rank in-model randomness (MAE main_finetune.py: seed = args.seed + misc.get_rank()); the
+# preflight's stand-in root gets an MAE checkpoint at `method.checkpoint`
+_VIT = dict(rank_seeded=True, stand_in=StandIn(files=f"{_M}:write_stand_in_checkpoint"))
 MAE_FINETUNE = MethodSpec("mae_finetune", MaeFinetuneMethod, f"{_M}:MaeFinetune", train_cost=1.0,
                           choices=_CHOICES, summary="MAE ViT fine-tuning with label-smoothed CE, mixup and cutmix",
                           losses=("semcl.methods.vit.mixup:soft_target_cross_entropy",), builder=_BUILDER,
-                          networks=vit_networks)
+                          networks=vit_networks, **_VIT)
 MULTITASK_VIT = MethodSpec("multitask_vit", MultiTaskViTMethod, f"{_M}:MultiTaskViT", train_cost=2.0,
                            choices={**_CHOICES, "queue_init": _QUEUE_INIT}, summary="CE + 0.5 x SupCon fine-tuning of MAE ViTs",
                            losses=("torch.nn.functional:cross_entropy", "semcl.losses.paco:supcon_loss"), builder=_BUILDER,
-                           networks=vit_networks, head_layers=3)  # vit_projector: 3 linear layers
+                           networks=vit_networks, head_layers=3, **_VIT)  # vit_projector: 3 linear layers
 GPACO_VIT = MethodSpec("gpaco_vit", GPacoViTMethod, f"{_M}:GPaCoViT", train_cost=2.0,
                        choices={**_CHOICES, "queue_init": _QUEUE_INIT},
                        summary="GPaCo fine-tuning of MAE ViTs (queue inside the model)",
                        losses=("semcl.losses.paco:paco_loss",), builder=_BUILDER, networks=vit_networks,
-                       head_layers=3)  # vit_projector: 3 linear layers
+                       head_layers=3, **_VIT)  # vit_projector: 3 linear layers

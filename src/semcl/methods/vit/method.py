@@ -46,7 +46,6 @@ class _ViTMethod(Method):
     """The ViT, its classifier head, MAE's optimiser and the checkpoint loading."""
 
     has_classifier = True
-    rank_seeded = True  # MAE main_finetune.py: seed = args.seed + misc.get_rank()
 
     def __init__(self, cfg, info: DataInfo):
         super().__init__(cfg, info)
@@ -72,24 +71,6 @@ class _ViTMethod(Method):
             raise ConfigError(f"{p}: MAE checkpoint named by 'method.checkpoint' not found")
         load_mae_checkpoint(self.backbone, p)
         self.pretrained_loaded.fill_(True)
-
-    def write_stand_in_files(self, data_root: Path) -> list[Path]:
-        """A stand-in MAE checkpoint at `method.checkpoint` (relative to the root): MAE's {"model": state}
-        layout with its pre-training `norm` in place of `fc_norm`, plus a decoder key and the mask token, which
-        the fine-tuning load drops, so load_mae_checkpoint runs its whole path at the real ViT size."""
-        path = self.cfg.method.checkpoint
-        if path is None or Path(path).is_absolute() or (Path(data_root) / path).is_file():
-            return []
-        state = {k: v for k, v in self.backbone.state_dict().items() if not k.startswith("fc_norm.")}
-        dim = self.backbone.out_dim
-        state.update({"norm.weight": torch.ones(dim), "norm.bias": torch.zeros(dim),
-                      "mask_token": torch.zeros(1, 1, dim), "decoder_embed.weight": torch.zeros(dim, dim)})
-        out = Path(data_root) / path
-        # temp file + rename: the preflight's workers share a stand-in root, and one that read the file while
-        # another wrote it found a torn zip ("failed finding central directory")
-        with scratch_writes():
-            save_atomic({"model": state}, out)
-        return [out]
 
     def param_groups(self) -> list[dict]:
         prefix = "backbone."
@@ -119,8 +100,13 @@ class MaeFinetune(_ViTMethod):
         self.mixup = SeededMixup(mixup=m.mixup, cutmix=m.cutmix, prob=m.mixup_prob, switch_prob=m.mixup_switch_prob,
                                  smoothing=m.label_smoothing, num_classes=info.num_classes)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        x, target = self.mixup(batch.views[0], batch.labels, batch.mixing_generator)  # per rank (MAE)
+    def prepare(self, batch: Batch) -> tuple[Batch, int | None]:
+        """The step's mixup / cutmix seed, drawn per rank (MAE)."""
+        return batch, self.mixup.draw(batch.labels.shape[0], batch.mixing_generator)
+
+    def loss(self, inputs: tuple[Batch, int | None]) -> dict[str, torch.Tensor]:
+        batch, seed = inputs
+        x, target = self.mixup.apply(batch.views[0], batch.labels, seed)
         logits = self.head(self.backbone(x)).float()
         return {"loss": soft_target_cross_entropy(logits, target)}
 
@@ -161,7 +147,7 @@ def _self_mask(n: int, m: int, device: torch.device) -> torch.Tensor:
 class GPaCoViT(_TwoViewViT):
     """GPaCo on a ViT (`gpaco_vit`)."""
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         logits, z, y, contrast, contrast_labels = self._forward(batch)
         m = self.cfg.method
         with torch.autocast(z.device.type, enabled=False):  # the loss in float32 under optim.amp
@@ -174,7 +160,7 @@ class GPaCoViT(_TwoViewViT):
 class MultiTaskViT(_TwoViewViT):
     """Label-smoothed CE on both views + weight * SupCon (`multitask_vit`)."""
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         logits, z, y, contrast, contrast_labels = self._forward(batch)
         m = self.cfg.method
         with torch.autocast(z.device.type, enabled=False):
@@ -182,6 +168,25 @@ class MultiTaskViT(_TwoViewViT):
             sup = supcon_loss(z, contrast, contrast_labels, y, tau=self.tau,
                               self_mask=_self_mask(z.shape[0], contrast.shape[0], z.device))
         return {"loss": ce + m.weight * sup}
+
+
+def write_stand_in_checkpoint(method: _ViTMethod, data_root: Path) -> list[Path]:
+    """A stand-in MAE checkpoint at `method.checkpoint` (relative to the root): MAE's {"model": state}
+    layout with its pre-training `norm` in place of `fc_norm`, plus a decoder key and the mask token, which
+    the fine-tuning load drops, so load_mae_checkpoint runs its whole path at the real ViT size."""
+    path = method.cfg.method.checkpoint
+    if path is None or Path(path).is_absolute() or (Path(data_root) / path).is_file():
+        return []
+    state = {k: v for k, v in method.backbone.state_dict().items() if not k.startswith("fc_norm.")}
+    dim = method.backbone.out_dim
+    state.update({"norm.weight": torch.ones(dim), "norm.bias": torch.zeros(dim),
+                  "mask_token": torch.zeros(1, 1, dim), "decoder_embed.weight": torch.zeros(dim, dim)})
+    out = Path(data_root) / path
+    # temp file + rename: the preflight's workers share a stand-in root, and one that read the file while
+    # another wrote it found a torn zip ("failed finding central directory")
+    with scratch_writes():
+        save_atomic({"model": state}, out)
+    return [out]
 
 
 __all__ = ["GPaCoViT", "MaeFinetune", "MultiTaskViT"]

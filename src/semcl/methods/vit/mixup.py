@@ -15,8 +15,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from semcl.runtime.host_sync import on_host
-
 
 def soft_target_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """mean_i -sum_c target_ic log softmax(logits_i)_c (timm SoftTargetCrossEntropy)."""
@@ -41,18 +39,26 @@ class SeededMixup:
             self._mixup = Mixup(mixup_alpha=mixup, cutmix_alpha=cutmix, prob=prob, switch_prob=switch_prob,
                                 mode="batch", label_smoothing=smoothing, num_classes=num_classes)
 
-    def __call__(self, x: torch.Tensor, labels: torch.Tensor, generator: torch.Generator):
+    def draw(self, batch_size: int, generator: torch.Generator) -> int | None:
+        """The step's seed for timm's NumPy draws, from the CPU generator (host work); None when inactive."""
         if not self.active:
+            return None
+        if batch_size % 2:
+            raise ValueError(f"mixup / cutmix need an even batch, got {batch_size} (set optim.batch_size even)")
+        return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+
+    def apply(self, x: torch.Tensor, labels: torch.Tensor, seed: int | None):
+        """(mixed images, soft targets [B, C]) under `draw`'s seed."""
+        if seed is None:
             off = self.smoothing / self.num_classes
             target = torch.full((labels.shape[0], self.num_classes), off, device=x.device)
             return x, target.scatter_(1, labels[:, None], 1.0 - self.smoothing + off)
-        if x.shape[0] % 2:
-            raise ValueError(f"mixup / cutmix need an even batch, got {x.shape[0]} (set optim.batch_size even)")
-        with on_host():  # a CPU draw whose value seeds NumPy (host work, real under the preflight's fake step)
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         saved = np.random.get_state()
         np.random.seed(seed)
         try:
             return self._mixup(x.clone(), labels)
         finally:
             np.random.set_state(saved)
+
+    def __call__(self, x: torch.Tensor, labels: torch.Tensor, generator: torch.Generator):
+        return self.apply(x, labels, self.draw(x.shape[0], generator))

@@ -15,7 +15,7 @@ import torch
 from common import Row, interleaved, median, paired_ratio
 
 from semcl.data.semantics.neighbours import knn_table
-from semcl.methods.base import Batch, DataInfo, TrainContext
+from semcl.methods.base import Batch, DataInfo, TrainContext, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -62,7 +62,7 @@ def _step_rows(rounds: int) -> list[Row]:
     views = [augs[k % len(augs)](images[idx], g) for k in range(2)]
 
     def step() -> None:
-        loss = method.training_step(Batch(views, labels[idx], idx, 0, 0, g))["loss"]
+        loss = run_step(method, Batch(views, labels[idx], idx, 0, 0, g))["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         method.after_backward()

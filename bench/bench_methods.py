@@ -2,7 +2,7 @@
 
 Each implemented method is built from the real config schema (``semcl.run_config.build_config``) and
 the real method registry, then one training step is timed exactly as ``engine.train`` runs it:
-``training_step`` (forward, key forward, loss, momentum update), ``zero_grad``, ``backward``,
+``prepare`` and ``loss`` (forward, key forward, loss, momentum update), ``zero_grad``, ``backward``,
 ``after_backward`` (enqueue), ``optimizer.step``. The CE step on the same batch is the unit; the
 methods run interleaved, a few rounds, and the ratio is the median of per-round ratios.
 
@@ -21,7 +21,7 @@ import torch
 from common import Row, interleaved, median, paired_ratio
 
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import METHODS, method_class
 from semcl.run_config import build_config
 
@@ -55,7 +55,7 @@ def _build(method_section: dict):
 
 def _stepper(method, opt, views, labels):
     def step() -> None:
-        loss = method.training_step(Batch.of(views[: method.num_views], labels))["loss"]
+        loss = run_step(method, Batch.of(views[: method.num_views], labels))["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         method.after_backward()

@@ -2,7 +2,7 @@
 
 ViT-B/16 (the real architecture, 86 M parameters) on 32x32 inputs (4 patches + the class token, so
 the CPU finishes a step in seconds), batch 16. Timed exactly as the engine runs a step:
-`training_step` (mixup / both views, head, projector, loss), `zero_grad`, `backward`,
+`prepare` and `loss` (mixup / both views, head, projector, loss), `zero_grad`, `backward`,
 `after_backward` (enqueue), AdamW `step` over the layer-decay groups. The floor is
 `backbone(x).sum().backward()` on the same batch; interleaved rounds, median of per-round ratios.
 
@@ -17,7 +17,7 @@ import os
 import torch
 from common import Row, interleaved, median, paired_ratio
 
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -58,7 +58,7 @@ def run(rounds: int = 3) -> list[Row]:
         method, opt = _build(name)
 
         def step(method=method, opt=opt) -> None:
-            loss = method.training_step(Batch.of(views[: method.num_views], labels))["loss"]
+            loss = run_step(method, Batch.of(views[: method.num_views], labels))["loss"]
             opt.zero_grad(set_to_none=True)
             loss.backward()
             method.after_backward()

@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 from gpucheck.rows import Sizes, build, paper_run, row_config
 
+from semcl.methods.base import run_step
+
 DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LOSS_TOL, COS_MIN = 0.05, 0.95  # half precision of one step: a few 1e-3 expected; beyond these a real problem
 
@@ -22,7 +24,7 @@ def _step(method, batch, g_state: torch.Tensor, device: torch.device, dtype) -> 
     method.zero_grad(set_to_none=True)
     b = replace(batch, generator=torch.Generator().set_state(g_state))
     with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        loss = method.training_step(b)["loss"]
+        loss = run_step(method, b)["loss"]
     loss.float().backward()
     grads = [p.grad.detach().float().flatten() for p in method.parameters() if p.grad is not None]
     return float(loss.detach()), torch.cat(grads) if grads else torch.zeros(1)

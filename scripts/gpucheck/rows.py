@@ -103,6 +103,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device, checkpoint
     the steps of a dry run (None: the configured epochs)."""
     from semcl.data.synthetic import ensure_synthetic
     from semcl.engine.harness import Env, RunHarness
+    from semcl.methods.registry import method_spec
     from semcl.runtime.checkpoint import rng_state, set_rng_state
     from semcl.store import Store
 
@@ -115,7 +116,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device, checkpoint
     method = harness.build(cls, deps, train_set)
     # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
     state = rng_state()
-    method.write_stand_in_files(root)
+    method_spec(cfg.method.name).write_stand_in_files(method, root)
     set_rng_state(state)
     return harness
 

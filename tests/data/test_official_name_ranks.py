@@ -19,7 +19,7 @@ from semcl.data.semantics.name_similarity import (
     similarity_file,
 )
 from semcl.errors import DataError
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -80,7 +80,7 @@ def test_key_update_order(key_update):
         expected = ref.key_head(ref.key_backbone(views[1]))
     if key_update != "before_keys":
         ref.keys.update()
-    m.training_step(Batch.of(views, torch.tensor([0, 1, 2, 0])))
+    run_step(m, Batch.of(views, torch.tensor([0, 1, 2, 0])))
     m.after_backward()  # enqueues the keys at slots 0-3
     torch.testing.assert_close(m.bank.features[:4], expected, rtol=0, atol=1e-12)
     for p, p_ref in zip(m.key_backbone.parameters(), ref.key_backbone.parameters(), strict=True):

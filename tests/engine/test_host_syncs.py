@@ -50,9 +50,9 @@ MASK_INDEXED = {"aten.index.Tensor", "aten.index_put.default", "aten.index_put_.
 # (file under src/semcl, function; "*" any) -> why the value read there is a host tensor in a GPU run
 HOST_SIDE = {
     ("data/views/cutmix.py", "sample_beta"): "a seed drawn from the step's CPU generator",
-    ("methods/vit/mixup.py", "__call__"): "a seed drawn from the step's CPU generator",
+    ("methods/vit/mixup.py", "draw"): "a seed drawn from the step's CPU generator",
     ("data/semantics/negatives.py", "*"): "negatives drawn on the host from the CPU training labels and batch indices",
-    ("methods/segmentation/method.py", "batch_data"): "the batch's images and label maps flipped on the host",
+    ("methods/segmentation/method.py", "prepare"): "the batch's images and label maps flipped on the host",
     ("data/fileset.py", "*"): "rows of a file-backed set read on the host (segmentation decodes its batch in the step)",
 }
 # the one read a step may make: torch's GradScaler reads its found-inf flag once per optimiser step (fp16 rows)

@@ -13,6 +13,7 @@ from PIL import Image
 from semcl.data import load
 from semcl.errors import DataError
 from semcl.evals.segmentation import confusion, mean_iou, multi_scale_logits
+from semcl.methods.base import run_step
 
 
 def test_miou_against_hand_computation():
@@ -78,8 +79,9 @@ def test_gpaco_segmenter_step_is_ce_plus_pixel_loss(tmp_path: Path):
     m = GPacoSegmenter(cfg, DataInfo(train.num_classes, 3, None)).eval()
     m.on_train_start(TrainContext(train, [], torch.device("cpu"), None, 0))
     batch = Batch.of([train.images[[0, 1]]], torch.zeros(2, dtype=torch.long))
-    out = m.training_step(batch)
-    x, y = m.batch_data(batch)
+    out = run_step(m, batch)
+    prepared = m.prepare(batch)
+    x, y = (prepared.images - m.mean) / m.std, prepared.masks
     hidden, logits = m.decode(x)
     ce = F.cross_entropy(F.interpolate(logits, size=(16, 16), mode="bilinear", align_corners=False), y,
                          ignore_index=255)

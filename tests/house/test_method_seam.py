@@ -20,9 +20,10 @@ from semcl.cli import main as cli
 from semcl.data.views.recipes import AUGMENT_RECIPES
 from semcl.errors import ConfigError
 from semcl.evals.protocols.accuracy import THRESHOLDS
-from semcl.methods.base import Batch, Method
+from semcl.methods.base import Batch, Method, makes_own_views
+from semcl.methods.clips import ClipMethod, plans_clips
 from semcl.methods.registry import METHODS, PLANNED_METHODS
-from semcl.methods.spec import MethodSpec
+from semcl.methods.spec import MethodSpec, StandIn
 from semcl.models import LinearClassifier, build_backbone
 from semcl.registry.entry import RowEntry
 from semcl.run_config import build_config
@@ -141,7 +142,7 @@ class ToyLinear(Method):
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         SEEN.append((batch.epoch, batch.step, len(batch.views), batch.indices.clone()))
         logits = self.classifier(self.backbone(batch.views[0])) * self.cfg.method.scale
         return {"loss": F.cross_entropy(logits, batch.labels)}
@@ -212,24 +213,42 @@ def test_a_toy_method_choice_is_checked_by_its_spec(toy_registry):
         build_config({"method": {"name": "toy", "mode": "fancy"}}, where="test")
 
 
+def _members(cls: type) -> set[str]:
+    """What a class itself declares: its methods and attributes (annotated or assigned), dunders but __init__ aside."""
+    own = {k for k in vars(cls) if not k.startswith("__") or k == "__init__"}
+    return own | set(vars(cls).get("__annotations__", {}))
+
+
+def test_the_method_contract_stays_narrow():
+    # training, views, evaluation; video hooks live on ClipMethod and the preflight's needs on MethodSpec.stand_in
+    members = _members(Method)
+    assert len(members) <= 25, sorted(members)
+    assert {"prepare", "loss"} <= members and "training_step" not in members
+    assert not members & {"clip_plan", "decode_plan", "finish_views", "classify_clips", "host_state", "mining_search",
+                          "stand_in_neighbours", "stand_in_per_class", "stand_in_batch", "write_stand_in_files"}
+    assert len(_members(ClipMethod)) <= 8
+
+
 def test_every_hook_a_caller_reads_is_declared_with_a_default():
-    # the base's defaults: no segmenter, no clip classifier, the evaluations' default clip sampler, the
-    # engine's default views, no neighbour search for the preflight's stand-in set
-    assert (Method.has_segmenter, Method.has_clip_classifier, Method.clip_sampler, Method.makes_own_views) == \
-        (False, False, None, False)
-    assert Method.stand_in_neighbours(None) == 0
-    for hook in ("segment", "classify_clips"):
-        with pytest.raises(NotImplementedError, match="ToyLinear has no"):
-            getattr(ToyLinear, hook)(object.__new__(ToyLinear), torch.zeros(1))
+    # the base's defaults: no segmenter, the engine's default views; ClipMethod's: no clip classifier, the
+    # evaluations' default clip sampler; no neighbour search for the preflight's stand-in set
+    assert (Method.has_segmenter, ClipMethod.has_clip_classifier, ClipMethod.clip_sampler) == (False, False, None)
+    assert StandIn().neighbours_of(None) == 0 and StandIn().batch_of(None, 4) == {}
+    with pytest.raises(NotImplementedError, match="ToyLinear has no"):
+        ToyLinear.segment(object.__new__(ToyLinear), torch.zeros(1))
     classes = {name: spec.load() for name, spec in METHODS.items()}
-    assert classes["video_finetune"].has_clip_classifier and classes["video_finetune"].makes_own_views
-    assert classes["video_rince"].makes_own_views and not classes["video_rince"].has_clip_classifier
+    with pytest.raises(NotImplementedError, match="VideoContrastive has no"):
+        ClipMethod.classify_clips(object.__new__(classes["video_rince"]), torch.zeros(1))
+    made = {name: makes_own_views(object.__new__(cls)) for name, cls in classes.items()}
+    assert issubclass(classes["video_finetune"], ClipMethod) and classes["video_finetune"].has_clip_classifier
+    assert made["video_finetune"] and made["video_rince"] and not classes["video_rince"].has_clip_classifier
+    assert plans_clips(object.__new__(classes["video_rince"])) and not plans_clips(object.__new__(ToyLinear))
     assert classes["seg_baseline"].has_segmenter and classes["gpaco_seg"].has_segmenter
-    assert not classes["seg_baseline"].makes_own_views
-    assert not ToyLinear.makes_own_views  # set only where make_views is overridden
-    # the preflight's stand-in size: HSA's k (None: MoCo v2, no search), SCNS's top-k
+    assert not made["seg_baseline"]
+    assert not makes_own_views(object.__new__(ToyLinear))  # true only where make_views is overridden
+    # the preflight's stand-in size: HSA's k (MoCo v2: no search), SCNS's top-k
     hsa = build_config({"method": {"name": "hsa", "k": 40}}, where="test").method
-    assert classes["hsa"].stand_in_neighbours(hsa) == 40
-    assert classes["mocov2"].stand_in_neighbours(build_config({"method": {"name": "mocov2"}}, where="test").method) == 0
-    assert classes["scns_supcon"].stand_in_neighbours(build_config({"method": {"name": "scns_supcon"}},
-                                                                    where="test").method) == 10
+    assert METHODS["hsa"].stand_in.neighbours_of(hsa) == 40
+    assert METHODS["mocov2"].stand_in.neighbours_of(build_config({"method": {"name": "mocov2"}}, where="test").method) == 0
+    assert METHODS["scns_supcon"].stand_in.neighbours_of(build_config({"method": {"name": "scns_supcon"}},
+                                                                      where="test").method) == 10

@@ -39,7 +39,7 @@ class AmpToyMethod(Method):
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         feats = self.backbone(batch.views[0])
         if not isinstance(feats, FakeTensor):  # the memory probe's fake step (semcl.preflight.fake) is not counted
             SEEN.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), feats.dtype))

@@ -14,6 +14,7 @@ import torch
 from semcl.data.imageset import ImageSet
 from semcl.evals.protocols import robustness
 from semcl.methods.hierarchical_triplet.method import HierarchicalTriplet
+from semcl.methods.registry import METHODS
 from semcl.preflight.check import check_config, check_run, distinct_runs, stand_in_images_per_class
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import get_table
@@ -41,7 +42,7 @@ def test_a_fixed_structure_batch_is_shrunk_to_the_small_batch_only_in_the_check(
     bad = dataclasses.replace(run, config=dataclasses.replace(
         run.config, optim=dataclasses.replace(run.config.optim, batch_size=500)))
     assert _structure(check_config(bad, None, 4)) == (30, 10, 182, 4)
-    assert HierarchicalTriplet.stand_in_batch(bad.config, 4) == {}
+    assert METHODS["hierarchical_triplet"].stand_in.batch_of(bad.config, 4) == {}
     # methods without such a structure declare nothing
     assert check_config(_run("rince/tab2", "Cross-entropy"), None, 4).method == _run("rince/tab2", "Cross-entropy").config.method
 
@@ -52,13 +53,13 @@ def test_the_shrunk_triplet_batch_runs_the_method_s_sampler_and_loss_once(tmp_pa
     (run,) = [r for r in distinct_runs(table, "smoke") if r.row_label == "Hierarchical triplet"]
     assert _structure(run.config) == (6, 5, 64, 100)
     seen = []
-    step = HierarchicalTriplet.training_step
+    step = HierarchicalTriplet.loss
 
     def record(self, batch):
         seen.append((self.l_prime, self.c, self.t, batch.labels.tolist()))
         return step(self, batch)
 
-    monkeypatch.setattr(HierarchicalTriplet, "training_step", record)
+    monkeypatch.setattr(HierarchicalTriplet, "loss", record)
     monkeypatch.setenv("SEMCL_LOADER_WORKERS", "0")
     res = check_run(run, table, Store(tmp_path), table.resources_for(run.row_label, "smoke"), 80.0)
     assert res.error is None

@@ -58,7 +58,7 @@ class ToyPF(Method):
         pick = {"self": _self_partner, "broken": _broken_partner}.get(self.cfg.method.partners)
         return None if pick is None else (pick, [lambda img, g: img])
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         w = self.classifier.fc.weight if hasattr(self.classifier, "fc") else next(self.classifier.parameters())
         if not isinstance(batch.views[0], FakeTensor):  # the memory probe's fake step is not counted
             SEEN.append({"step": batch.step, "partners": batch.partner_views is not None,

@@ -4,13 +4,16 @@ to the formula and says why, and the report's lines."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from semcl.data.semantics.neighbours import knn_table
-from semcl.methods.base import Batch
+from semcl.methods.base import Batch, run_step
 from semcl.preflight.check import CONTEXT_GB, _fake_estimate
 from semcl.preflight.fake import _tracker, _tracker_peak, knn_peak, mining_peak, step_peak, warm_optimizer
 from semcl.preflight.report import RowCheck, render
@@ -25,8 +28,10 @@ class _Cfg:
 
 
 class _Tiny(nn.Module):
-    """A two-layer classifier with the Method calls the step makes (configure_optimizer, training_step,
-    after_backward, host_state)."""
+    """A two-layer classifier with the Method calls the step makes (configure_optimizer, prepare, loss,
+    after_backward) and a method name whose spec declares no kNN mining."""
+
+    cfg = SimpleNamespace(method=SimpleNamespace(name="ce"))
 
     def __init__(self) -> None:
         super().__init__()
@@ -37,28 +42,25 @@ class _Tiny(nn.Module):
     def configure_optimizer(self, optim):
         return torch.optim.Adam(self.net.parameters(), lr=1e-3)
 
-    def training_step(self, batch: Batch) -> dict:
+    def loss(self, batch: Batch) -> dict:
         with torch.no_grad():
             target = self.frozen(batch.views[0])
         return {"loss": F.cross_entropy(self.net(batch.views[0] + target), batch.labels)}
 
+    def prepare(self, batch: Batch) -> Batch:
+        return batch
+
     def after_backward(self) -> None:
         pass
-
-    def mining_search(self) -> None:
-        return None
-
-    def host_state(self) -> tuple:
-        return ()
 
 
 class _ValueSteered(_Tiny):
     """A step whose Python branches on a tensor's value: fake tensors have none."""
 
-    def training_step(self, batch: Batch) -> dict:
+    def loss(self, batch: Batch) -> dict:
         if batch.labels.max().item() > 5:
             return {"loss": self.net(batch.views[0]).sum()}
-        return super().training_step(batch)
+        return super().loss(batch)
 
 
 def _batch(n: int, seed: int = 0) -> Batch:
@@ -77,7 +79,7 @@ def _real_peak(method: _Tiny, batch: Batch) -> int:
     tracker.track_external(method, opt)
     with tracker:
         x, y = batch.views[0].clone(), batch.labels.clone()  # the batch is allocated inside the step, as there
-        loss = method.training_step(Batch([x], y, batch.indices))["loss"]
+        loss = run_step(method, Batch([x], y, batch.indices))["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -203,7 +205,7 @@ class _Ranked(_Tiny):
     """A RINCE step: ranked InfoNCE over the batch's similarities, ranks from the labels (1: same class,
     2: same label parity, 0: negative). Its CPU path reads the ranks' range on the host."""
 
-    def training_step(self, batch: Batch) -> dict:
+    def loss(self, batch: Batch) -> dict:
         from semcl.losses.ranked import ranked_info_nce
 
         z = F.normalize(self.net(batch.views[0]), dim=1)
@@ -243,29 +245,26 @@ class _HostSampled(_Tiny):
         self.sampler = UniformNegatives(labels, 10)
         self.register_buffer("bank", F.normalize(torch.randn(len(labels), 10), dim=1))
 
-    def host_state(self) -> tuple:
-        return (self.train_labels, self.sampler, self.drawn)
-
     def draw(self, idx: torch.Tensor) -> torch.Tensor:
         return self.sampler.sample(idx, self.train_labels[idx], self.k, torch.Generator().manual_seed(0))
 
-    def training_step(self, batch: Batch) -> dict:
-        from semcl.runtime.host_sync import on_host
+    def prepare(self, batch: Batch) -> tuple:
+        idx = batch.indices.cpu()
+        neg = self.draw(idx) if self.given is None else self.given
+        self.drawn.append(neg)
+        return batch, idx, neg
 
-        with on_host():
-            idx = batch.indices.cpu()
-            neg = self.draw(idx) if self.given is None else self.given
-            self.drawn.append(neg)
+    def loss(self, inputs: tuple) -> dict:
+        batch, idx, neg = inputs
         z = F.normalize(self.net(batch.views[0]), dim=1)
         scores = torch.einsum("bkd,bd->bk", self.bank[torch.cat([idx[:, None], neg], 1)], z)
         return {"loss": (torch.logsumexp(scores / 0.07, 1) - scores[:, 0] / 0.07).mean()}  # the positive: column 0
 
 
-def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_state_real():
-    """CRD's negatives come from a sampler over the training labels (host work on a GPU too): the fake copy keeps
-    that state real (Method.host_state) and the sampler runs outside fake mode (on_host), drawing the real step's
-    negatives; the peak is the real step's device work (the draw itself is host memory), the bank gather
-    [B, K + 1, D] in it. Before, every CRD row fell back to the formula."""
+def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_work_real():
+    """CRD's negatives come from a sampler over the training labels (host work on a GPU too): `prepare` runs on the
+    real method, outside fake mode, drawing the real step's negatives, and only `loss` runs on the fake copy; the
+    peak is the real step's device work (the draw itself is host memory), the bank gather [B, K + 1, D] in it. Before, every CRD row fell back to the formula."""
     labels = torch.arange(300) % 10
     method = _HostSampled(labels, 50)
     fake = step_peak(method, _Cfg, _batch(4), 128)  # the fake step's indices: the batch's 4, repeated to 128
@@ -282,7 +281,7 @@ def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_state_real():
     tracker.track_external(real_method, opt)
     with tracker:  # as _real_peak; the labels, which this step never reads, are not in the fake step's figure
         x = batch.views[0].clone()
-        loss = real_method.training_step(Batch([x], batch.labels, idx))["loss"]
+        loss = run_step(real_method, Batch([x], batch.labels, idx))["loss"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -310,22 +309,37 @@ def test_report_lines_name_the_memory_source():
     assert lines[3] == "# 2 row(s): 1 ready, 1 with an error or too big"
 
 
-class _Miner:
-    """A method that mines: D 16, k 5 (Method.mining_search)."""
+def _miner(backend: str):
+    """A method that mines: D 16, k 5 (its spec's StandIn.mining)."""
+    return SimpleNamespace(cfg=SimpleNamespace(method=SimpleNamespace(name=f"miner_{backend}")))
 
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
 
-    def mining_search(self) -> tuple[int, int, str]:
-        return 16, 5, self.backend
+@pytest.fixture(autouse=True)
+def _miner_specs(monkeypatch):
+    from semcl.methods import registry
+    from semcl.methods.spec import MethodSpec, StandIn
+
+    for backend in ("faiss", "torch"):
+        name = f"miner_{backend}"
+        schema = type(name, (), {"name": name})
+        monkeypatch.setitem(registry.METHODS, name, MethodSpec(
+            name, schema, "torch.nn:Module", stand_in=StandIn(mining=f"{__name__}:_search_{backend}")))
+
+
+def _search_faiss(method) -> tuple[int, int, str]:
+    return 16, 5, "faiss"
+
+
+def _search_torch(method) -> tuple[int, int, str]:
+    return 16, 5, "torch"
 
 
 def test_mining_peak_holds_the_features_of_every_image():
     n, resident = 100_000, 10_000
     # faiss searches on the CPU: on the GPU, the encoded shards and their concatenation, 2 x N x D float32
-    assert mining_peak(_Miner("faiss"), n, resident) == resident + 2 * n * 16 * 4
+    assert mining_peak(_miner("faiss"), n, resident) == resident + 2 * n * 16 * 4
     # the torch search: features, normalised copy, the [N, k] table and one [N, 65536] block (N < 2 key blocks)
-    got = mining_peak(_Miner("torch"), n, resident)
+    got = mining_peak(_miner("torch"), n, resident)
     assert got == resident + knn_peak(n, 16, 5)
     assert got >= resident + 2 * n * 16 * 4 + n * 5 * 8 + 4096 * 65536 * 4
     assert mining_peak(_Tiny(), n, resident) is None

@@ -41,7 +41,7 @@ class ToyPlanMethod(Method):
         self.backbone = build_backbone(cfg.model.backbone, in_channels=info.in_channels)
         self.classifier = LinearClassifier(self.backbone.out_dim, info.num_classes)
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         if not isinstance(batch.views[0], FakeTensor):
             REAL_STEPS.append(len(batch.labels))
             REAL_SIDES.append(batch.views[0].shape[-1])

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import method_class
 from semcl.models import MemoryBank, gather_from_all_ranks, shuffled_forward
 from semcl.run_config import build_config
@@ -36,7 +36,7 @@ class _Step(torch.nn.Module):
         self.linear = _model()
         self.unused = torch.nn.Linear(2, 2).double()  # a head left out of the step (DDP must not hang)
 
-    def training_step(self, batch):
+    def loss(self, batch):
         x, y = batch
         return {"loss": torch.nn.functional.cross_entropy(self.linear(x), y)}
 
@@ -138,7 +138,7 @@ def _shuffle_worker(rank: int, init: str, out: str) -> None:
     g = torch.Generator().manual_seed(1)
     views = [torch.randn(B, 1, 12, 12, generator=g) for _ in range(2)]
     labels = torch.tensor([0, 1, 2, 3, 0, 1, 0, 1])
-    paco.training_step(Batch.of([v[part] for v in views], labels[part]))["loss"].backward()
+    run_step(paco, Batch.of([v[part] for v in views], labels[part]))["loss"].backward()
     paco.after_backward()
     torch.save({"keys": keys, "plain": plain, "bank_labels": paco.bank.labels.clone(), "ptr": int(paco.bank.ptr)},
                f"{out}/shuffle{rank}.pt")

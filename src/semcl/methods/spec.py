@@ -146,6 +146,10 @@ class MethodSpec:
         """The Method subclass (imports it, and torch, on first use)."""
         return self.cls if not isinstance(self.cls, str) else load_function(self.cls)
 
+    def write_stand_in_files(self, method: Any, data_root: Any) -> list:
+        """StandIn.files for a built `method` on a stand-in `data_root`: the paths written ([]: none)."""
+        return load_function(self.stand_in.files)(method, data_root) if self.stand_in.files else []
+
     def computed_metrics(self, cfg: Any, deps: list) -> dict[str, float] | None:
         """`computes`' metrics for the run (None: it trains)."""
         return load_function(self.computes)(cfg, deps) if self.computes else None

@@ -327,7 +327,6 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
     from semcl.engine.harness import Env, RunHarness
     from semcl.estimate.workload import train_samples
     from semcl.methods.registry import method_spec
-    from semcl.methods.spec import load_function
     from semcl.runtime.checkpoint import load as load_ckpt
     from semcl.runtime.checkpoint import restore, save_atomic
     from semcl.runtime.precision import effective_config
@@ -366,8 +365,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         _ensure_stand_in(cfg, root, per_class)
         train_set, test_set = harness.data()
         method = harness.build(cls, deps, train_set)
-        if spec.stand_in.files:  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
-            load_function(spec.stand_in.files)(method, root)
+        spec.write_stand_in_files(method, root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
         if not full_size:

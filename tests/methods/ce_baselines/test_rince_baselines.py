@@ -10,7 +10,7 @@ import torch
 from semcl.data.classnames import CIFAR100_FINE_TO_COARSE, FASHION_MNIST_FINE_TO_COARSE
 from semcl.errors import ConfigError
 from semcl.losses import superclass_label_smoothing_loss, superclass_smoothed_targets, two_heads_loss
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.ce_baselines import LabelSmoothingSuperclassMethod, TwoHeadsMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry.tables import get_table
@@ -183,7 +183,7 @@ def test_label_smoothing_method_step_uses_the_smoothed_target_and_alpha_zero_is_
     x, y = _batch()
     torch.manual_seed(0)
     m = method_class("label_smoothing_superclass")(_cfg("label_smoothing_superclass", alpha=0.3), _info()).train()
-    loss = m.training_step(Batch.of([x], y))["loss"]
+    loss = run_step(m, Batch.of([x], y))["loss"]
     expected = superclass_label_smoothing_loss(m.classify(x), y, F2C, 0.3)  # train-mode BN: same batch, same output
     torch.testing.assert_close(loss, expected)
     loss.backward()
@@ -192,7 +192,7 @@ def test_label_smoothing_method_step_uses_the_smoothed_target_and_alpha_zero_is_
     ls0 = method_class("label_smoothing_superclass")(_cfg("label_smoothing_superclass", alpha=0.0), _info()).train()
     torch.manual_seed(0)
     ce = method_class("ce")(_cfg("ce"), _info()).train()
-    torch.testing.assert_close(ls0.training_step(Batch.of([x], y))["loss"], ce.training_step(Batch.of([x], y))["loss"])
+    torch.testing.assert_close(run_step(ls0, Batch.of([x], y))["loss"], run_step(ce, Batch.of([x], y))["loss"])
 
 
 def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
@@ -200,7 +200,7 @@ def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
     torch.manual_seed(0)
     m = method_class("two_heads")(_cfg("two_heads", weight=0.25), _info()).train()
     assert m.num_coarse == 3 and m.coarse_classifier.fc.out_features == 3 and m.classifier.fc.out_features == 6
-    out = m.training_step(Batch.of([x], y))
+    out = run_step(m, Batch.of([x], y))
     fine, coarse = m.heads(x)
     ce = torch.nn.functional.cross_entropy
     torch.testing.assert_close(out["loss"], 0.75 * ce(fine, y) + 0.25 * ce(coarse, F2C[y]))
@@ -210,10 +210,10 @@ def test_two_heads_method_step_matches_the_hand_formula_and_trains_both_heads():
     assert m.coarse_classifier.fc.weight.grad.abs().sum() > 0 and m.classifier.fc.weight.grad.abs().sum() > 0
     before = out["loss"].item()
     opt.step()
-    assert m.training_step(Batch.of([x], y))["loss"].item() < before  # one SGD step on the same batch lowers the loss
+    assert run_step(m, Batch.of([x], y))["loss"].item() < before  # one SGD step on the same batch lowers the loss
     # weight 0: the superclass head receives no gradient
     m0 = method_class("two_heads")(_cfg("two_heads", weight=0.0), _info()).train()
-    m0.training_step(Batch.of([x], y))["loss"].backward()
+    run_step(m0, Batch.of([x], y))["loss"].backward()
     grad = m0.coarse_classifier.fc.weight.grad
     assert grad is None or grad.abs().sum() == 0
 
@@ -227,6 +227,6 @@ def test_two_heads_l2_variant_normalises_both_heads_logits():
     torch.testing.assert_close(coarse.norm(dim=1), torch.ones(12))
     torch.testing.assert_close(m.classify(x).norm(dim=1), torch.ones(12))
     ce = torch.nn.functional.cross_entropy
-    torch.testing.assert_close(m.training_step(Batch.of([x], y))["loss"], 0.9 * ce(fine, y) + 0.1 * ce(coarse, F2C[y]))
+    torch.testing.assert_close(run_step(m, Batch.of([x], y))["loss"], 0.9 * ce(fine, y) + 0.1 * ce(coarse, F2C[y]))
     # unit-norm logits bound the fine CE from below: log(1 + (C - 1) e^{-margin}) with margin <= sqrt(C / (C - 1))
     assert ce(fine, y).item() >= math.log(1 + 5 * math.exp(-math.sqrt(6 / 5))) - 1e-6

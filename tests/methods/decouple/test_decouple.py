@@ -179,14 +179,14 @@ def test_one_epoch_trains_only_the_head_on_class_balanced_batches(tmp_path, name
     m = _method(name, base)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     seen = []
-    step = m.training_step
+    step = m.loss
 
     def recording_step(batch):
         assert not m.backbone.training  # BN statistics frozen while the head trains
         seen.append(batch.labels)
         return step(batch)
 
-    m.training_step = recording_step
+    m.loss = recording_step
     history = train(m, _train_set(), m.cfg, seed=123, ckpt=tmp_path / "last.pt")
     after = m.state_dict()
     assert len(history) == 1 and math.isfinite(history[0]["loss"]) and (tmp_path / "last.pt").exists()

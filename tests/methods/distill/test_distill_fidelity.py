@@ -14,7 +14,7 @@ from torch import nn
 from semcl.data import stats
 from semcl.data.views.build import build_augment
 from semcl.losses.distill import ConvRegressor, LinearEmbed
-from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
+from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext, run_step
 from semcl.methods.distill import STUDENTS
 from semcl.methods.distill.method import AB, CC, FT, KD, KDTeacher, SCNSInstance, ab_connector, ft_init_lr
 from semcl.models.kd import build_kd_model, feature_shapes
@@ -128,7 +128,7 @@ def test_every_student_defaults_to_the_online_teacher_and_it_equals_a_direct_for
     # and the KD term of the step reads exactly these targets (float64: T^2 KL(p_T || p_S) at T = 4)
     s.double()
     ref.double()
-    out = s.training_step(_batch(x.double(), train_set, idx))
+    out = run_step(s, _batch(x.double(), train_set, idx))
     with torch.no_grad():
         z_s, z_t = s.backbone(x.double()), ref(x.double())
     log_ps, log_pt = torch.log_softmax(z_s / 4, 1), torch.log_softmax(z_t / 4, 1)
@@ -166,7 +166,7 @@ def test_scns_instance_draws_its_pool_once_and_scores_infonce_against_a_float64_
     assert s.cfg.method.objective == "infonce" and s.num_negatives() == 3
     idx = torch.tensor([1, 4, 8, 13, 19])
     x = _augmented(s, train_set, idx).double()
-    negs = s.negatives(_batch(x, train_set, idx))
+    negs = s.prepare(_batch(x, train_set, idx)).negatives
     assert negs.shape == (5, 3)  # K = 16,384 asked, the 3-image pool drawn once each (no repeats)
     for row, i in zip(negs, idx, strict=True):
         assert sorted(row.tolist()) == sorted(s.sampler.pools[i].tolist())
@@ -307,7 +307,7 @@ def test_ft_paraphraser_trains_at_the_init_lr_and_the_main_stage_starts_a_fresh_
     for epoch, step in ((0, 0), (0, 1), (1, 0), (1, 1)):
         had = len(opt.state)
         opt.zero_grad(set_to_none=True)
-        a.training_step(_batch(x, train_set, idx, epoch=epoch, step=step))["loss"].backward()
+        run_step(a, _batch(x, train_set, idx, epoch=epoch, step=step))["loss"].backward()
         # cleared at the main stage's first step only (a resume inside epoch 1 keeps its own momentum)
         assert len(opt.state) == (0 if (epoch, step) == (1, 0) else had), (epoch, step)
         opt.step()
@@ -321,12 +321,12 @@ def test_main_stage_momentum_equals_a_fresh_sgd(tmp_path):
     x = _augmented(a, train_set, idx)
     for step in range(2):  # the initialisation stage: momentum builds up
         opt.zero_grad(set_to_none=True)
-        a.training_step(_batch(x, train_set, idx, epoch=0, step=step))["loss"].backward()
+        run_step(a, _batch(x, train_set, idx, epoch=0, step=step))["loss"].backward()
         opt.step()
     p = next(a.backbone.parameters())  # the stem conv: trained in both stages
     assert p in opt.state
     opt.zero_grad(set_to_none=True)
-    a.training_step(_batch(x, train_set, idx, epoch=1, step=0))["loss"].backward()
+    run_step(a, _batch(x, train_set, idx, epoch=1, step=0))["loss"].backward()
     # SGD's own weight-decay add (one rounding, as its kernel does at any thread count)
     grad = torch.add(p.grad, p.detach(), alpha=a.cfg.optim.weight_decay)
     opt.step()
@@ -378,12 +378,12 @@ def test_the_old_ab_and_two_stage_behaviours_are_named_variants_with_their_own_r
     conv.train()
     x = _augmented(conv, train_set, torch.arange(8))
     opt.zero_grad(set_to_none=True)
-    conv.training_step(_batch(x, train_set, torch.arange(8), epoch=0, step=0))["loss"].backward()
+    run_step(conv, _batch(x, train_set, torch.arange(8), epoch=0, step=0))["loss"].backward()
     opt.step()
     built = len(opt.state)
     assert built > 0
     opt.zero_grad(set_to_none=True)  # carried: the initialisation's momentum survives the main stage's first step
-    conv.training_step(_batch(x, train_set, torch.arange(8), epoch=1, step=0))["loss"].backward()
+    run_step(conv, _batch(x, train_set, torch.arange(8), epoch=1, step=0))["loss"].backward()
     assert len(opt.state) == built
     ids = {make_run_id(_cfg("ab", teacher_arch="resnet14", **kw), 1) for kw in
            ({}, {"connector": "conv"}, {"main_stage_optimizer": "carried"})}

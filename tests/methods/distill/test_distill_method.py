@@ -16,7 +16,7 @@ import torch
 
 from semcl.data.semantics.negatives import UniformNegatives
 from semcl.losses.distill import REPDISTILLER_WEIGHTS
-from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
+from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext, run_step
 from semcl.methods.distill import STUDENTS
 from semcl.methods.distill.contrast import CRD
 from semcl.methods.distill.method import FSP, FT, KD, KDTeacher, SCNSClass
@@ -95,7 +95,7 @@ def test_teacher_is_loaded_bit_exactly_and_frozen(tmp_path):
     assert not any(p is q for g in opt.param_groups for p in g["params"] for q in s.teacher.parameters())
     images, labels = _data()
     batch = Batch([plain_transform(s.cfg, SIZE)(images[:8], torch.Generator())], labels[:8], torch.arange(8))
-    s.training_step(batch)["loss"].backward()
+    run_step(s, batch)["loss"].backward()
     opt.step()
     assert all(p.grad is None for p in s.teacher.parameters())
     for k, v in s.teacher.state_dict().items():  # BN running statistics included
@@ -108,7 +108,7 @@ def test_kd_step_equals_gamma_ce_plus_alpha_kd_by_hand(tmp_path):
     idx = torch.tensor([0, 3, 6, 9, 12, 17])
     batch = _batch(s, train_set, idx)
     batch.views = [batch.views[0].double()]
-    out = s.training_step(batch)
+    out = run_step(s, batch)
     with torch.no_grad():
         z_s = s.backbone(batch.views[0])  # train-mode BN: batch statistics, same output again
         z_t = s.teacher(batch.views[0])
@@ -141,17 +141,17 @@ def test_crd_negatives_come_from_the_batch_generator_and_replay_on_resume(tmp_pa
     s.train()
     start = copy.deepcopy(s.state_dict())
     idx = torch.tensor([0, 2, 7, 8, 13, 16])
-    negs = s.negatives(_batch(s, train_set, idx))
+    negs = s.prepare(_batch(s, train_set, idx)).negatives
     expected = UniformNegatives(train_set.labels, C).sample(idx, train_set.labels[idx], 6,
                                                             torch.Generator().manual_seed(3))
     assert torch.equal(negs, expected)
     assert not (train_set.labels[negs] == train_set.labels[idx][:, None]).any()
-    loss1 = s.training_step(_batch(s, train_set, idx))["loss"]
+    loss1 = run_step(s, _batch(s, train_set, idx))["loss"]
     bank1 = s.crd.memory.memory_s.clone()
     s.load_state_dict(start)  # a resume from the checkpoint taken before this step
-    loss2 = s.training_step(_batch(s, train_set, idx))["loss"]
+    loss2 = run_step(s, _batch(s, train_set, idx))["loss"]
     assert torch.equal(loss1, loss2) and torch.equal(bank1, s.crd.memory.memory_s)
-    other = s.training_step(_batch(s, train_set, idx, gen_seed=4))["loss"]
+    other = run_step(s, _batch(s, train_set, idx, gen_seed=4))["loss"]
     assert not torch.equal(other, loss2)
 
 
@@ -163,10 +163,10 @@ def test_scns_class_draws_only_top_k_word_similar_classes_and_writes_them(tmp_pa
     sim = torch.load(run_dir / "scns_negatives.pt")["similarity"]
     nearest = torch.where(torch.eye(C, dtype=torch.bool), -2.0, sim).argmax(1)  # k = 1: the one class drawn
     idx = torch.arange(N)
-    negs = s.negatives(_batch(s, train_set, idx))
+    negs = s.prepare(_batch(s, train_set, idx)).negatives
     assert (train_set.labels[negs] == nearest[train_set.labels][:, None]).all()
     assert "sha256" in (run_dir / "scns_negatives.json").read_text()
-    out = s.training_step(_batch(s, train_set, idx))  # LM distance term: a finite loss with gradients
+    out = run_step(s, _batch(s, train_set, idx))  # LM distance term: a finite loss with gradients
     out["loss"].backward()
     assert torch.isfinite(out["loss"]) and s.crd.embed_s.linear.weight.grad is not None
 
@@ -174,7 +174,7 @@ def test_scns_class_draws_only_top_k_word_similar_classes_and_writes_them(tmp_pa
 def test_two_stage_init_trains_only_its_stage_modules(tmp_path):
     s, _, train_set = _student(FT, "ft", tmp_path, init_epochs=2)
     s.train()
-    s.training_step(_batch(s, train_set, torch.arange(8), epoch=1))["loss"].backward()
+    run_step(s, _batch(s, train_set, torch.arange(8), epoch=1))["loss"].backward()
     assert all(p.grad is None for p in s.backbone.parameters()) and all(p.grad is None for p in s.translator.parameters())
     assert all(p.grad is not None for p in s.paraphraser.parameters())
     with pytest.raises(ValueError, match="differ in stage channels"):

@@ -15,7 +15,7 @@ from semcl.data import ImageSet
 from semcl.data.sampling import anchor_neighbour_order
 from semcl.losses import hierarchical_triplet_loss
 from semcl.losses.hierarchical_triplet import class_statistics, nearest_classes, violate_margins
-from semcl.methods.base import Batch, DataInfo, Method
+from semcl.methods.base import Batch, DataInfo, Method, run_step
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry.tables import get_table
 from semcl.run_config import build_config
@@ -226,7 +226,7 @@ BATCH_LABELS = torch.tensor([0, 1, 1, 1, 3, 4, 4, 4, 0, 5])  # an anchor-neighbo
 def test_training_step_loss_statistics_and_gradient():
     m = _method().double()
     ref = copy.deepcopy(m)
-    out = m.training_step(Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
+    out = run_step(m, Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
     with torch.no_grad():
         z = F.normalize(ref.head(ref.backbone(_views(dtype=torch.float64)[0])), dim=1)
     # the batch entered the running sums; no epoch statistics yet, so the margins come from them
@@ -251,8 +251,8 @@ def test_set_epoch_fixes_the_statistics_and_the_neighbours():
     m.on_epoch_start(0)  # nothing seen yet: no neighbour
     assert m.neighbour_of_class.tolist() == [-1] * 6 and int(m.stats_epoch) == 0
     with torch.no_grad():
-        m.training_step(Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
-        m.training_step(Batch.of(_views(seed=2, dtype=torch.float64), BATCH_LABELS.flip(0)))
+        run_step(m, Batch.of(_views(dtype=torch.float64), BATCH_LABELS))
+        run_step(m, Batch.of(_views(seed=2, dtype=torch.float64), BATCH_LABELS.flip(0)))
     sums, counts = m.epoch_sum.clone(), m.epoch_count.clone()
     m.on_epoch_start(1)
     assert torch.equal(m.class_sum, sums) and torch.equal(m.class_count, counts)
@@ -269,7 +269,7 @@ def test_set_epoch_fixes_the_statistics_and_the_neighbours():
                                                                                    m.neighbour_of_class)
     # the epoch's statistics now drive the margins, whatever the running sums of the new epoch hold
     with torch.no_grad():
-        out = m.training_step(Batch.of(_views(seed=3, dtype=torch.float64), BATCH_LABELS))
+        out = run_step(m, Batch.of(_views(seed=3, dtype=torch.float64), BATCH_LABELS))
     torch.testing.assert_close(out["d_same_superclass"], stats.thresholds[0])
     # a second call for the same epoch (a resume inside it) changes nothing
     state = copy.deepcopy(m.state_dict())
@@ -280,9 +280,9 @@ def test_set_epoch_fixes_the_statistics_and_the_neighbours():
 def test_state_dict_round_trip_restores_the_statistics():
     m = _method()
     m.on_epoch_start(0)
-    m.training_step(Batch.of(_views(), BATCH_LABELS))["loss"].backward()
+    run_step(m, Batch.of(_views(), BATCH_LABELS))["loss"].backward()
     m.on_epoch_start(1)
-    m.training_step(Batch.of(_views(seed=2), BATCH_LABELS))
+    run_step(m, Batch.of(_views(seed=2), BATCH_LABELS))
     state = m.state_dict()
     for key in ("epoch_sum", "epoch_count", "class_sum", "class_count", "neighbour_of_class", "stats_epoch"):
         assert key in state
@@ -291,8 +291,8 @@ def test_state_dict_round_trip_restores_the_statistics():
     for key in ("epoch_sum", "epoch_count", "class_sum", "class_count", "neighbour_of_class", "stats_epoch"):
         assert torch.equal(getattr(other, key), getattr(m, key)), key
     assert torch.equal(other.sampling_context["neighbour_of_class"], m.sampling_context["neighbour_of_class"])
-    a = m.training_step(Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
-    b = other.training_step(Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
+    a = run_step(m, Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
+    b = run_step(other, Batch.of(_views(seed=4), BATCH_LABELS))["loss"]
     assert torch.equal(a, b)
 
 

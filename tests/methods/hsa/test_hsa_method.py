@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from semcl.data import stats
 from semcl.data.semantics.neighbours import draw_neighbours
 from semcl.data.views.build import build_augment
-from semcl.methods.base import Batch, DataInfo, TrainContext
+from semcl.methods.base import Batch, DataInfo, TrainContext, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -66,7 +66,7 @@ def test_mocov2_step_is_infonce_by_hand():
     ctx = _start(m, _images(), torch.float64)
     batch = _batch(ctx)
     queue = m.bank.features.clone()
-    loss = m.training_step(batch)["loss"]
+    loss = run_step(m, batch)["loss"]
     assert m.neighbours is None and not m.stages
     with torch.no_grad():  # the key encoder after this step's EMA step (= the copy at step 0)
         q = F.normalize(m.head.net(m.backbone(batch.views[0])), dim=1)
@@ -87,7 +87,7 @@ def test_hsa_with_neighbour_weight_zero_is_mocov2_over_anchors_and_neighbours():
     g = torch.Generator()
     g.set_state(batch.generator.get_state())  # replay the method's draws: neighbour picks, their two views
     queue = m.bank.features.clone()
-    out = m.training_step(batch)
+    out = run_step(m, batch)
     picked = draw_neighbours(m.neighbours.table, g, batch.indices)
     nb = ctx.train_set.images[picked]
     view_q, view_k = ctx.augment[0](nb, g), ctx.augment[0](nb, g)
@@ -111,7 +111,7 @@ def test_byol_rows_regress_the_predicted_query_onto_the_target_key():
     m = _method("hsa", loss_form="byol", neighbours=False, cutmix=False, companions=False).double()
     ctx = _start(m, _images(), torch.float64)
     batch = _batch(ctx)
-    loss = m.training_step(batch)["loss"]
+    loss = run_step(m, batch)["loss"]
     with torch.no_grad():
         p = F.normalize(m.predictor(m.head.net(m.backbone(batch.views[0]))), dim=1)
         k = F.normalize(m.key_head.net(m.key_backbone(batch.views[1])), dim=1)
@@ -133,7 +133,7 @@ def test_more_positives_draws_distinct_neighbours_each_its_own_term():
     g = torch.Generator()
     g.set_state(batch.generator.get_state())
     queue = m.bank.features.clone()
-    out = m.training_step(batch)
+    out = run_step(m, batch)
     rows = m.neighbours.table[batch.indices]
     picked = rows.gather(1, torch.rand(rows.shape, generator=g).argsort(dim=1)[:, :2])
     assert (picked[:, 0] != picked[:, 1]).all()
@@ -192,7 +192,7 @@ def test_table_is_in_state_dict_and_a_resumed_method_uses_it():
     b.on_epoch_start(3)
     assert torch.equal(b.neighbours.table, a.neighbours.table)
     # same state, same batch stream -> the same neighbours drawn and the same loss
-    la, lb = a.training_step(_batch(ctx))["loss"], b.training_step(_batch(ctx))["loss"]
+    la, lb = run_step(a, _batch(ctx))["loss"], run_step(b, _batch(ctx))["loss"]
     torch.testing.assert_close(la, lb, rtol=0, atol=0)
 
     with pytest.raises(ValueError, match="kNN table has 24 rows but the training set has 20"):
@@ -290,7 +290,7 @@ def test_companion_keys_enter_their_own_stage_queue(branch):
     ctx = _start(m, _images())
     m.on_epoch_start(0)
     batch = _batch(ctx)
-    out = m.training_step(batch)
+    out = run_step(m, batch)
     assert set(out) >= {"loss_layer2", "loss_layer3", "loss_mix"}
     has_block = any(type(x).__name__ == "Bottleneck" for x in m.stage_heads["layer2"].modules())
     assert has_block == (branch == "bottleneck")
@@ -317,12 +317,12 @@ def test_cutmix_box_comes_from_the_rank_generator_under_ddp(monkeypatch):
     ctx = _start(m, _images())
     m.on_epoch_start(0)
     single = _batch(ctx)
-    m.training_step(single)
+    run_step(m, single)
     assert seen == [single.generator]
     ranked = _batch(ctx)
     before = ranked.generator.get_state()
     ranked.rank_generator = torch.Generator().manual_seed(1)
-    m.training_step(ranked)
+    run_step(m, ranked)
     assert seen[1] is ranked.rank_generator
     replay = torch.Generator()
     replay.set_state(before)  # the epoch's draws of the step: the neighbours and their two views only

@@ -13,7 +13,7 @@ from semcl.data.views.augment import RECIPES, Augment
 from semcl.data.views.build import build_augment
 from semcl.data.views.multicrop import small_crop_view
 from semcl.losses.hsa import two_positive_loss
-from semcl.methods.base import Batch, DataInfo, TrainContext
+from semcl.methods.base import Batch, DataInfo, TrainContext, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -81,7 +81,7 @@ def test_moco_with_small_crops_adds_one_infonce_per_crop():
     batch = _batch(m, ctx)
     assert [tuple(v.shape[-2:]) for v in batch.views] == [(SIZE, SIZE)] * 2 + [(SIZE // 2, SIZE // 2)] * 2
     queue = m.bank.features.clone()
-    loss = m.training_step(batch)["loss"]
+    loss = run_step(m, batch)["loss"]
     with torch.no_grad():
         k_a = _k(m, batch.views[1])
         want = sum(info_nce(_q(m, v), k_a, queue, TAU).mean() for v in (batch.views[0], *batch.views[2:]))
@@ -98,7 +98,7 @@ def _csml_terms(m, ctx, **knobs):
     g = torch.Generator()
     g.set_state(batch.generator.get_state())  # replay the step's draws: the neighbours and their two views
     queue = m.bank.features.clone()
-    out = m.training_step(batch)
+    out = run_step(m, batch)
     nb = ctx.train_set.images[draw_neighbours(m.neighbours.table, g, batch.indices)]
     view_q, view_k = ctx.augment[0](nb, g), ctx.augment[0](nb, g)
     with torch.no_grad():

@@ -14,7 +14,7 @@ from semcl.data import ImageSet
 from semcl.data.sampling import two_superclass_order
 from semcl.engine.train import train
 from semcl.losses import fastap_loss, fastap_per_query, rank_margin_triplet_loss
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.metric_learning import FastAPMethod, TripletMethod
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.registry.tables import get_table
@@ -292,7 +292,7 @@ def test_training_step_is_the_loss_on_the_normalised_projection(name, loss_fn):
     assert m.num_views == 1 and not hasattr(m, "bank")
     x = torch.randn(10, 1, 12, 12, generator=torch.Generator().manual_seed(3))
     labels = torch.tensor([0, 0, 1, 2, 3, 3, 4, 5, 0, 1])
-    loss = m.training_step(Batch.of([x], labels))["loss"]
+    loss = run_step(m, Batch.of([x], labels))["loss"]
     z = m.head(m.backbone(x))
     torch.testing.assert_close(z.norm(dim=1), torch.ones(10))
     assert float(loss.detach()) > 0
@@ -320,13 +320,13 @@ def test_engine_feeds_fastap_two_superclass_batches(tmp_path):
                     [str(k) for k in range(7)], coarse_of=F2C)
     torch.manual_seed(0)
     m = method_class("fastap")(cfg, DataInfo(7, 1, F2C))
-    before, batches, real_step = copy.deepcopy(m), [], m.training_step
+    before, batches, real_step = copy.deepcopy(m), [], m.loss
 
     def spy(batch):
         batches.append(batch.labels.clone())
         return real_step(batch)
 
-    m.training_step = spy
+    m.loss = spy
     history = train(m, data, cfg, seed=0, ckpt=tmp_path / "last.pt")
     assert len(history) == 1 and len(batches) == 3 and math.isfinite(history[0]["loss"])
     for y in batches:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import method_class
 from semcl.run_config import build_config
 
@@ -40,7 +40,7 @@ def test_separate_forward_bn_running_stats_equal_two_separate_calls(name):
     views = _views()
     m.train()
     ref.train()
-    m.training_step(Batch.of(views, torch.tensor([0, 1, 2, 3])))
+    run_step(m, Batch.of(views, torch.tensor([0, 1, 2, 3])))
     with torch.no_grad():
         ref(views[0])
         ref(views[1])
@@ -52,13 +52,13 @@ def test_concat_variant_mixes_the_views_in_bn():
     m = _method("gpaco", view_forward="concat")
     ref = _method("gpaco").backbone
     views = _views()
-    m.training_step(Batch.of(views, torch.tensor([0, 1, 2, 3])))
+    run_step(m, Batch.of(views, torch.tensor([0, 1, 2, 3])))
     with torch.no_grad():
         ref(torch.cat(views))  # one call on the stacked views
     got, want = _bn_stats(m.backbone), _bn_stats(ref)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
     sep = _method("gpaco")
-    sep.training_step(Batch.of(views, torch.tensor([0, 1, 2, 3])))
+    run_step(sep, Batch.of(views, torch.tensor([0, 1, 2, 3])))
     assert not torch.allclose(_bn_stats(sep.backbone)[0], got[0])  # the two forms really differ
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from semcl.errors import ConfigError
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.paco.method import init_backbone
 from semcl.methods.registry import method_class
 from semcl.models import build_backbone
@@ -34,7 +34,7 @@ def _views(n: int = 4) -> list[torch.Tensor]:
 def test_step_enqueues_keys_with_labels_after_backward(name):
     m = _method(name, queue_init="empty")
     labels = torch.tensor([0, 1, 2, 0])
-    loss = m.training_step(Batch.of(_views(), labels))["loss"]
+    loss = run_step(m, Batch.of(_views(), labels))["loss"]
     assert loss.ndim == 0 and math.isfinite(float(loss.detach()))
     assert int((m.bank.labels >= 0).sum()) == 0  # nothing written before backward
     loss.backward()
@@ -62,7 +62,7 @@ def test_center_offsets_train_uniform_none():
 def test_gpaco_gradient_reaches_both_views():
     m = _method("gpaco")
     views = [v.requires_grad_() for v in _views()]
-    m.training_step(Batch.of(views, torch.tensor([0, 1, 2, 0])))["loss"].backward()
+    run_step(m, Batch.of(views, torch.tensor([0, 1, 2, 0])))["loss"].backward()
     assert all(v.grad is not None and v.grad.abs().sum() > 0 for v in views)
 
 
@@ -95,9 +95,9 @@ def test_fp16_autocast_step_computes_the_loss_in_float32(name):
     # optim.amp fp16: encoders run in float16, the queue stays float32; the loss must be float32 and
     # equal to the same step without autocast up to float16 rounding of the encoder outputs
     labels = torch.tensor([0, 1, 2, 0])
-    plain = float(_method(name).training_step(Batch.of(_views(), labels))["loss"].detach())
+    plain = float(run_step(_method(name), Batch.of(_views(), labels))["loss"].detach())
     with torch.autocast("cpu", dtype=torch.float16):
-        loss = _method(name).training_step(Batch.of(_views(), labels))["loss"]
+        loss = run_step(_method(name), Batch.of(_views(), labels))["loss"]
     assert loss.dtype == torch.float32 and math.isclose(float(loss.detach()), plain, rel_tol=2e-2)
 
 

@@ -9,7 +9,7 @@ import torch
 
 from semcl.errors import ConfigError
 from semcl.losses import ranked_info_nce
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import METHODS, PLANNED_METHODS, method_class
 from semcl.run_config import build_config
 
@@ -90,7 +90,7 @@ def test_loss_is_weighted_sum_of_fine_and_superclass_scl(form):
     ref = copy.deepcopy(m)
     fine_feats, fine_labels = m.bank.features.clone(), m.bank.labels.clone()
     coarse_feats, coarse_labels = m.coarse_bank.features.clone(), m.coarse_bank.labels.clone()
-    out = m.training_step(Batch.of(_views(dtype=torch.float64), LABELS))
+    out = run_step(m, Batch.of(_views(dtype=torch.float64), LABELS))
     with torch.no_grad():
         qf, qc, kf, kc = _projections(ref)
         fine = _scl_by_hand(qf, kf, fine_feats, fine_labels, LABELS, _same_class, 0.1, form)
@@ -120,8 +120,8 @@ def test_weight_zero_is_plain_scl_on_the_fine_head(form):
     scl = method_class("scl")(_cfg("scl", form=form), DataInfo(6, 1, F2C))
     result = scl.load_state_dict(two.state_dict(), strict=False)
     assert result.missing_keys == [] and all(k.startswith(("coarse_", "key_coarse_")) for k in result.unexpected_keys)
-    loss_two = two.training_step(Batch.of(_views(), LABELS))["loss"]
-    loss_scl = scl.training_step(Batch.of(_views(), LABELS))["loss"]
+    loss_two = run_step(two, Batch.of(_views(), LABELS))["loss"]
+    loss_scl = run_step(scl, Batch.of(_views(), LABELS))["loss"]
     torch.testing.assert_close(loss_two, loss_scl, rtol=1e-6, atol=0.0)
     loss_two.backward()
     loss_scl.backward()
@@ -134,7 +134,7 @@ def test_both_banks_receive_keys_and_fine_labels_after_backward():
     m = _method()
     ref = copy.deepcopy(m)
     before = {name: copy.deepcopy(b.state_dict()) for name, b in (("fine", m.bank), ("coarse", m.coarse_bank))}
-    loss = m.training_step(Batch.of(_views(), LABELS))["loss"]
+    loss = run_step(m, Batch.of(_views(), LABELS))["loss"]
     for name, bank in (("fine", m.bank), ("coarse", m.coarse_bank)):  # nothing written before backward
         assert all(torch.equal(v, before[name][k]) for k, v in bank.state_dict().items())
     loss.backward()
@@ -153,7 +153,7 @@ def test_both_banks_receive_keys_and_fine_labels_after_backward():
 
 def test_state_dict_round_trip_restores_both_banks_and_key_encoders():
     m = _method()
-    m.training_step(Batch.of(_views(), LABELS))["loss"].backward()
+    run_step(m, Batch.of(_views(), LABELS))["loss"].backward()
     m.after_backward()
     state = m.state_dict()
     for key in ("bank.features", "bank.labels", "bank.ptr", "coarse_bank.features", "coarse_bank.labels",
@@ -164,8 +164,8 @@ def test_state_dict_round_trip_restores_both_banks_and_key_encoders():
     for name in ("bank", "coarse_bank"):
         for k, v in getattr(m, name).state_dict().items():
             assert torch.equal(getattr(other, name).state_dict()[k], v), f"{name}.{k}"
-    a = m.training_step(Batch.of(_views(), LABELS))
-    b = other.training_step(Batch.of(_views(), LABELS))
+    a = run_step(m, Batch.of(_views(), LABELS))
+    b = run_step(other, Batch.of(_views(), LABELS))
     assert torch.equal(a["loss"], b["loss"])
 
 
@@ -175,7 +175,7 @@ def test_deterministic_on_cpu():
         m = _method()
         step = []
         for _ in range(2):
-            loss = m.training_step(Batch.of(_views(), LABELS))["loss"]
+            loss = run_step(m, Batch.of(_views(), LABELS))["loss"]
             loss.backward()
             m.after_backward()
             step.append(loss.detach())

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from semcl.losses.scns_supcon import bank_supcon_loss
-from semcl.methods.base import Batch, DataInfo, TrainContext
+from semcl.methods.base import Batch, DataInfo, TrainContext, run_step
 from semcl.methods.scns_supcon.method import SCNSSupCon
 from semcl.run_config import build_config
 
@@ -55,7 +55,7 @@ def test_training_step_is_the_loss_on_its_own_modules_and_draws_other_class_nega
     g = torch.Generator().manual_seed(1)
     views = [torch.randn(4, 3, 8, 8, generator=g), torch.randn(4, 3, 8, 8, generator=g)]
     bank_before = method.bank.clone()
-    out = method.training_step(Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(5)))
+    out = run_step(method, Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(5)))
     # replay: the same draw from the same generator state
     neg_idx = method.sampler.sample(idx, labels[idx], 3, torch.Generator().manual_seed(5))
     assert (labels[neg_idx] != labels[idx][:, None]).all()
@@ -78,7 +78,7 @@ def test_latent_mixup_pseudo_negatives_and_view_distance_against_the_formula(mod
     g = torch.Generator().manual_seed(3)
     views = [torch.randn(3, 3, 8, 8, generator=g), torch.randn(3, 3, 8, 8, generator=g)]
     bank = method.bank.clone().double()
-    out = method.training_step(Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(9)))
+    out = run_step(method, Batch(views, labels[idx], idx, generator=torch.Generator().manual_seed(9)))
     replay = torch.Generator().manual_seed(9)  # negatives first, then one lambda per mixed pair
     neg_idx = method.sampler.sample(idx, labels[idx], 3, replay)
     lam = (torch.rand((3, 2), generator=replay) * 1.0).double()

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from semcl.data import load
 from semcl.data.synthetic import ensure_synthetic
 from semcl.errors import ConfigError, DataError
-from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext
+from semcl.methods.base import Batch, DataInfo, Dependency, TrainContext, run_step
 from semcl.methods.registry import method_class
 from semcl.methods.semi.method import read_subset, subset_list_path
 from semcl.run_config import build_config
@@ -56,7 +56,7 @@ def test_an_epoch_visits_the_subset_once_and_the_loss_is_cross_entropy(train_set
     assert groups[1]["lr_scale"] == 10.0 and groups[0]["nesterov"] is True
     x, y = torch.randn(4, 3, 16, 16), torch.tensor([0, 3, 3, 7])
     m.train()
-    loss = m.training_step(Batch.of([x], y))["loss"]
+    loss = run_step(m, Batch.of([x], y))["loss"]
     ref = F.cross_entropy(m.classifier(m.backbone(x)), y)
     torch.testing.assert_close(loss, ref)
 

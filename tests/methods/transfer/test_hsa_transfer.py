@@ -63,7 +63,7 @@ def _cfg(script: Path | None, **method):
 def test_five_trials_run_with_the_registered_values_and_their_mean_is_reported(tmp_path):
     script = tmp_path / "fake_train_net.py"
     script.write_text(FAKE)
-    metrics = transfer.Detectron2Transfer.metrics_from_dependencies(_cfg(script), [_dep(tmp_path / "base")])
+    metrics = transfer.transfer_metrics(_cfg(script), [_dep(tmp_path / "base")])
     ap = [50.0 + t for t in range(5)]  # trial seeds 0..4
     assert metrics["ap"] == 52.0 and metrics["ap50"] == 80.0 and metrics["ap75"] == 59.0
     assert metrics["ap_std"] == pytest.approx(statistics.stdev(ap)) == pytest.approx(1.5811388300841898)
@@ -81,14 +81,14 @@ def test_five_trials_run_with_the_registered_values_and_their_mean_is_reported(t
     # a requeued job runs only the trials without a final evaluation
     (out / "trial4" / "metrics.json").unlink()
     (out / "calls.txt").unlink()
-    again = transfer.Detectron2Transfer.metrics_from_dependencies(_cfg(script), [_dep(tmp_path / "base")])
+    again = transfer.transfer_metrics(_cfg(script), [_dep(tmp_path / "base")])
     assert again == metrics and (out / "calls.txt").read_text().split() == ["trial4"]
 
 
 def test_coco_reads_box_and_mask_metrics_under_the_table_keys(tmp_path):
     script = tmp_path / "fake_train_net.py"
     script.write_text(FAKE)
-    metrics = transfer.Detectron2Transfer.metrics_from_dependencies(_cfg(script, benchmark="coco", trials=2),
+    metrics = transfer.transfer_metrics(_cfg(script, benchmark="coco", trials=2),
                                                                      [_dep(tmp_path / "base")])
     assert {k: metrics[k] for k in ("ap_bb", "ap75_bb", "ap_mk", "ap50_mk")} == \
         {"ap_bb": 50.5, "ap75_bb": 56.0, "ap_mk": 40.5, "ap50_mk": 60.0}
@@ -103,7 +103,7 @@ def test_default_command_is_our_entry_point_and_the_preflight_only_writes_it(tmp
     with_file = transfer.train_net_command("py", Path("t.py"), "base.yaml", Path("w"), Path("o"), 1, [])
     assert with_file[:5] == ["py", "t.py", "--config-file", "base.yaml", "--num-gpus"]
     cfg = build_config({"method": {"name": "detectron2_transfer"}, "data": {"synthetic": True}}, where="test")
-    assert transfer.Detectron2Transfer.metrics_from_dependencies(cfg, [_dep(tmp_path / "b")]) == {}
+    assert transfer.transfer_metrics(cfg, [_dep(tmp_path / "b")]) == {}
     commands = json.loads((tmp_path / "b" / "detectron2" / "voc" / "commands.json").read_text())
     assert len(commands) == 5 and [c[c.index("SEED") + 1] for c in commands] == ["0", "1", "2", "3", "4"]
     assert commands[0][1:3] == ["-m", "semcl.methods.transfer.train_net"]
@@ -119,10 +119,10 @@ def test_mean_over_trials_by_hand_and_a_trial_missing_a_metric():
 
 def test_bad_files_and_missing_detectron2_are_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="'method.train_net'"):
-        transfer.Detectron2Transfer.metrics_from_dependencies(_cfg(tmp_path / "nope.py"), [_dep(tmp_path / "b")])
+        transfer.transfer_metrics(_cfg(tmp_path / "nope.py"), [_dep(tmp_path / "b")])
     monkeypatch.setattr(train_net.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match="needs detectron2, which is not installed") as err:
-        transfer.Detectron2Transfer.metrics_from_dependencies(_cfg(None), [_dep(tmp_path / "b")])
+        transfer.transfer_metrics(_cfg(None), [_dep(tmp_path / "b")])
     assert "\n" not in str(err.value) and "git+https://github.com/facebookresearch/detectron2" in str(err.value)
     with pytest.raises(ConfigError, match="trials"):
         _cfg(None, trials=0)

@@ -11,7 +11,7 @@ import torch
 
 from semcl.losses import ranked_info_nce
 from semcl.losses.video_ranks import video_ranks, video_similarities
-from semcl.methods.base import Batch, DataInfo
+from semcl.methods.base import Batch, DataInfo, run_step
 from semcl.methods.registry import method_class
 from semcl.registry.tables import get_table
 
@@ -84,6 +84,6 @@ def test_training_step_masks_the_anchors_own_video(setting, ignored, monkeypatch
 
     monkeypatch.setattr(video_method, "ranked_info_nce", spy)
     clip = torch.randn(2, 3, 4, 16, 16)
-    m.training_step(Batch.of([clip] * 4, torch.tensor([0, 1]), indices=torch.tensor([5, 8])))
+    run_step(m, Batch.of([clip] * 4, torch.tensor([0, 1]), indices=torch.tensor([5, 8])))
     bank_ranks = seen[0][:, 3:]
     assert int((bank_ranks == -1).sum()) == ignored and (bank_ranks[1] == 0).all()  # video 8: none in the bank

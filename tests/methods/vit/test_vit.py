@@ -18,8 +18,9 @@ from semcl.data import ImageSet  # noqa: E402
 from semcl.engine.schedule import lr_at  # noqa: E402
 from semcl.engine.train import train  # noqa: E402
 from semcl.errors import ConfigError  # noqa: E402
-from semcl.methods.base import Batch, DataInfo, Method, TrainContext  # noqa: E402
+from semcl.methods.base import Batch, DataInfo, Method, TrainContext, run_step  # noqa: E402
 from semcl.methods.registry import method_class  # noqa: E402
+from semcl.methods.vit.method import write_stand_in_checkpoint  # noqa: E402
 from semcl.methods.vit.mixup import SeededMixup  # noqa: E402
 from semcl.models.vit import build_vit  # noqa: E402
 from semcl.run_config import build_config  # noqa: E402
@@ -90,7 +91,7 @@ def test_gpaco_vit_step_matches_paco_brute_force_and_enqueues_view_two():
     labels = torch.tensor([0, 2, 2])
     ref = copy.deepcopy(m).double()
     queue, queue_labels = ref.bank.features.clone(), ref.bank.labels.clone()
-    loss = m.training_step(Batch.of(views, labels))["loss"]
+    loss = run_step(m, Batch.of(views, labels))["loss"]
     with torch.no_grad():
         feats = torch.cat([ref.backbone(v.double()) for v in views])
         z = F.normalize(ref.projector(feats), dim=1)
@@ -113,7 +114,7 @@ def test_multitask_vit_is_label_smoothed_ce_plus_weighted_supcon():
     views = [torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(i)) for i in range(2)]
     labels = torch.tensor([1, 3])
     ref = copy.deepcopy(m)
-    loss = float(m.training_step(Batch.of(views, labels))["loss"].detach())
+    loss = float(run_step(m, Batch.of(views, labels))["loss"].detach())
     with torch.no_grad():
         feats = torch.cat([ref.backbone(v) for v in views])
         y = torch.cat([labels, labels])
@@ -215,8 +216,8 @@ def test_mae_finetune_mixes_from_the_rank_generator():
     m.mixup = lambda x, y, g: (seen.append(g), real(x, y, g))[1]
     x, y = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
     epoch_g, own = torch.Generator().manual_seed(2), torch.Generator().manual_seed(3)
-    m.training_step(Batch.of([x], y, generator=epoch_g))
-    m.training_step(Batch.of([x], y, generator=epoch_g, rank_generator=own))
+    run_step(m, Batch.of([x], y, generator=epoch_g))
+    run_step(m, Batch.of([x], y, generator=epoch_g, rank_generator=own))
     assert seen[0] is epoch_g and seen[1] is own
 
 
@@ -232,7 +233,7 @@ class _Linear(Method):
     def on_train_start(self, ctx: TrainContext) -> None:
         self.images = ctx.train_set.images.double().flatten(1) / 255
 
-    def training_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def loss(self, batch: Batch) -> dict[str, torch.Tensor]:
         out = self.backbone(self.images[batch.indices]).squeeze(1)
         return {"loss": ((out - batch.labels.double()) ** 2).mean()}
 
@@ -258,10 +259,10 @@ def test_accumulation_equals_one_big_batch(tmp_path):
 
 
 def test_preflight_stand_in_mae_checkpoint_loads_through_the_real_path(tmp_path):
-    """The preflight's stand-in (Method.write_stand_in_files) is MAE's layout: another model loads it by name
+    """The preflight's stand-in (the spec's StandIn.files: write_stand_in_checkpoint) is MAE's layout: another model loads it by name
     (every backbone key but fc_norm equals the writer's), the extra keys are dropped, an existing file is kept."""
     writer = _method("gpaco_vit", size=16, checkpoint="mae_pretrain_vit_base.pth", queue_size=8)
-    written = writer.write_stand_in_files(tmp_path)
+    written = write_stand_in_checkpoint(writer, tmp_path)
     assert written == [tmp_path / "mae_pretrain_vit_base.pth"]
     blob = torch.load(written[0], weights_only=True)
     assert {"norm.weight", "mask_token", "decoder_embed.weight"} <= set(blob["model"])
@@ -273,8 +274,8 @@ def test_preflight_stand_in_mae_checkpoint_loads_through_the_real_path(tmp_path)
     for key in mine:
         if not key.startswith("fc_norm."):
             assert torch.equal(mine[key], theirs[key]), key
-    assert writer.write_stand_in_files(tmp_path) == []  # present: never overwritten
-    assert _method("mae_finetune", checkpoint=None).write_stand_in_files(tmp_path / "x") == []
+    assert write_stand_in_checkpoint(writer, tmp_path) == []  # present: never overwritten
+    assert write_stand_in_checkpoint(_method("mae_finetune", checkpoint=None), tmp_path / "x") == []
 
 
 def test_the_stand_in_mae_checkpoint_appears_whole_or_not_at_all(tmp_path, monkeypatch):
@@ -291,7 +292,7 @@ def test_the_stand_in_mae_checkpoint_appears_whole_or_not_at_all(tmp_path, monke
 
     monkeypatch.setattr(checkpoint.torch, "save", watching_save)
     writer = _method("gpaco_vit", size=16, checkpoint="mae_pretrain_vit_base.pth", queue_size=8)
-    assert writer.write_stand_in_files(tmp_path) == [final]
+    assert write_stand_in_checkpoint(writer, tmp_path) == [final]
     assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0] != final.name  # only the writer's temp file
     assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # no temp file left behind
     assert "model" in torch.load(final, weights_only=True)

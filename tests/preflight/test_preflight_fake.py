@@ -264,7 +264,8 @@ class _HostSampled(_Tiny):
 def test_a_step_that_samples_on_the_host_runs_faked_with_its_host_work_real():
     """CRD's negatives come from a sampler over the training labels (host work on a GPU too): `prepare` runs on the
     real method, outside fake mode, drawing the real step's negatives, and only `loss` runs on the fake copy; the
-    peak is the real step's device work (the draw itself is host memory), the bank gather [B, K + 1, D] in it. Before, every CRD row fell back to the formula."""
+    peak is the real step's device work (the draw itself is host memory), the bank gather [B, K + 1, D] in it.
+    Before, every CRD row fell back to the formula."""
     labels = torch.arange(300) % 10
     method = _HostSampled(labels, 50)
     fake = step_peak(method, _Cfg, _batch(4), 128)  # the fake step's indices: the batch's 4, repeated to 128

@@ -5,8 +5,8 @@ non-finite metric is refused, and the advice the tool gives clears the state it 
 from __future__ import annotations
 
 import errno
-import io
 import importlib
+import io
 import json
 import math
 import os

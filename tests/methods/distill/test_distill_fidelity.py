@@ -173,7 +173,7 @@ def test_scns_instance_draws_its_pool_once_and_scores_infonce_against_a_float64_
     feats_s, _ = s.backbone.forward_features(x)
     feats_t, _ = s.teacher_targets(_batch(x, train_set, idx))
     mem_s, mem_t = s.crd.memory.memory_s.clone(), s.crd.memory.memory_t.clone()
-    loss = s.distill_loss(feats_s, feats_t, _batch(x, train_set, idx))
+    loss = s.distill_loss(feats_s, feats_t, s.prepare(_batch(x, train_set, idx)))
     with torch.no_grad():
         v_s = _unit(feats_s[-1] @ s.crd.embed_s.linear.weight.T + s.crd.embed_s.linear.bias)
         v_t = _unit(feats_t[-1] @ s.crd.embed_t.linear.weight.T + s.crd.embed_t.linear.bias)
@@ -192,7 +192,7 @@ def test_latent_mixup_distance_variant_is_the_mixed_representation_distance_agai
     feats_s, _ = s.backbone.forward_features(x)
     feats_t, _ = s.teacher_targets(_batch(x, train_set, idx))
     mem_s, mem_t = s.crd.memory.memory_s.clone(), s.crd.memory.memory_t.clone()
-    loss = s.distill_loss(feats_s, feats_t, _batch(x, train_set, idx, gen_seed=11))
+    loss = s.distill_loss(feats_s, feats_t, s.prepare(_batch(x, train_set, idx, gen_seed=11)))
     g = torch.Generator().manual_seed(11)  # the same stream: negatives first, then one lambda per pair
     negs = s.sampler.sample(idx, train_set.labels[idx], 3, g)
     lam = (torch.rand((6, 3), generator=g) * 1.0).double()
@@ -221,7 +221,7 @@ def test_latent_mixup_default_makes_pseudo_negatives_and_minimises_their_distanc
     feats_s, _ = s.backbone.forward_features(x)
     feats_t, _ = s.teacher_targets(_batch(x, train_set, idx))
     mem_s, mem_t = s.crd.memory.memory_s.clone(), s.crd.memory.memory_t.clone()
-    loss = s.distill_loss(feats_s, feats_t, _batch(x, train_set, idx, gen_seed=11))
+    loss = s.distill_loss(feats_s, feats_t, s.prepare(_batch(x, train_set, idx, gen_seed=11)))
     g = torch.Generator().manual_seed(11)  # the same stream: negatives first, then one lambda per pair
     negs = s.sampler.sample(idx, train_set.labels[idx], 3, g)
     lam = (torch.rand((6, 3), generator=g) * 1.0).double()

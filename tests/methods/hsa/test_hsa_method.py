@@ -309,10 +309,10 @@ def test_cutmix_box_comes_from_the_rank_generator_under_ddp(monkeypatch):
     """One process: the box is drawn from the epoch's generator (as before); with a rank generator (several
     ranks) from that one, and the epoch's generator -- the same stream on every rank -- draws nothing for it."""
     import semcl.methods.hsa.method as hsa_method
-    from semcl.data.views.cutmix import cutmix
+    from semcl.data.views.cutmix import cutmix, draw_cut
 
     seen = []
-    monkeypatch.setattr(hsa_method, "cutmix", lambda a, b, g, **kw: (seen.append(g), cutmix(a, b, g, **kw))[1])
+    monkeypatch.setattr(hsa_method, "draw_cut", lambda b, h, w, g, **kw: (seen.append(g), draw_cut(b, h, w, g, **kw))[1])
     m = _method(k=3, companions=False, warmup_epochs=0)
     ctx = _start(m, _images())
     m.on_epoch_start(0)

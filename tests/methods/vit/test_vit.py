@@ -212,8 +212,8 @@ def test_mae_finetune_mixes_from_the_rank_generator():
     one process: from the epoch's generator."""
     m = _method("mae_finetune")
     seen = []
-    real = m.mixup
-    m.mixup = lambda x, y, g: (seen.append(g), real(x, y, g))[1]
+    real = m.mixup.draw
+    m.mixup.draw = lambda n, g: (seen.append(g), real(n, g))[1]
     x, y = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 2, 3])
     epoch_g, own = torch.Generator().manual_seed(2), torch.Generator().manual_seed(3)
     run_step(m, Batch.of([x], y, generator=epoch_g))
@@ -259,8 +259,8 @@ def test_accumulation_equals_one_big_batch(tmp_path):
 
 
 def test_preflight_stand_in_mae_checkpoint_loads_through_the_real_path(tmp_path):
-    """The preflight's stand-in (the spec's StandIn.files: write_stand_in_checkpoint) is MAE's layout: another model loads it by name
-    (every backbone key but fc_norm equals the writer's), the extra keys are dropped, an existing file is kept."""
+    """The preflight's stand-in (the spec's StandIn.files: write_stand_in_checkpoint) is MAE's layout: another model
+    loads it by name (every backbone key but fc_norm equals the writer's), the extra keys are dropped, an existing file is kept."""
     writer = _method("gpaco_vit", size=16, checkpoint="mae_pretrain_vit_base.pth", queue_size=8)
     written = write_stand_in_checkpoint(writer, tmp_path)
     assert written == [tmp_path / "mae_pretrain_vit_base.pth"]

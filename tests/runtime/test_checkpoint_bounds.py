@@ -123,7 +123,7 @@ def test_a_full_disk_keeps_the_runs_error_and_the_cli_names_the_disk(tmp_path, m
 
 def test_a_checkpoint_past_the_runs_last_epoch_is_refused(tmp_path):
     """Epoch and history agree, but the run has fewer epochs: training would be skipped and recorded as done."""
-    from semcl.engine.train import Checkpointer
+    from semcl.engine.checkpointer import Checkpointer
     from semcl.runtime.checkpoint import rng_state
 
     model = torch.nn.Linear(2, 1)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-import semcl.engine.train as train_mod
+import semcl.engine.checkpointer as checkpointer_mod
 from semcl.cli.main import main
 from semcl.engine.job import execute_run
 from semcl.registry.plan import Run, make_run_id, plan_runs
@@ -82,7 +82,7 @@ def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row, memo
     reference = execute_run(run, Store(tmp_path / "a"), data_root)
 
     store = Store(tmp_path / "b")
-    real_save = train_mod.save_atomic
+    real_save = checkpointer_mod.save_atomic
     saves = []
 
     def save_then_die(state, path):
@@ -91,11 +91,11 @@ def test_resume_after_interruption_is_bit_exact(tmp_path, monkeypatch, row, memo
         if state["epoch"] == 2:  # killed right after the epoch-2 checkpoint
             raise Preempted
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     with pytest.raises(Preempted):
         execute_run(run, store, data_root)
     assert store.status(run.run_id)[0] == "failed" and saves == [1, 2]
-    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real_save)
     resumed = execute_run(run, store, data_root)
     assert store.status(run.run_id) == ("done", "")
     assert resumed["metrics"] == reference["metrics"]
@@ -147,17 +147,17 @@ def test_fp16_autocast_with_loss_scaling_resumes_bit_exact(tmp_path, monkeypatch
     assert ckpt["scaler"]["scale"] > 0 and "_growth_tracker" in ckpt["scaler"]
 
     store = Store(tmp_path / "b")
-    real_save = train_mod.save_atomic
+    real_save = checkpointer_mod.save_atomic
 
     def save_then_die(state, path):
         real_save(state, path)
         if state["epoch"] == 1:
             raise Preempted
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     with pytest.raises(Preempted):
         execute_run(run, store, tmp_path)
-    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real_save)
     resumed = execute_run(run, store, tmp_path)
     assert resumed["metrics"] == reference["metrics"]
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in reference["history"]]

@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 
+import semcl.engine.checkpointer as checkpointer_mod
 import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
 from semcl.errors import ResultsError
@@ -151,7 +152,7 @@ def test_timed_checkpoints_inside_an_epoch_resume_bit_exact(tmp_path, monkeypatc
     run = _run("rince/tab2", "RINCE-in", epochs=2)
     want = execute_run(run, Store(tmp_path / "a"), tmp_path)
     monkeypatch.setenv(train_mod.CHECKPOINT_EVERY_ENV, "1e-9")
-    real, positions = train_mod.save_atomic, []
+    real, positions = checkpointer_mod.save_atomic, []
 
     def save_then_die(state, path):
         real(state, path)
@@ -159,14 +160,14 @@ def test_timed_checkpoints_inside_an_epoch_resume_bit_exact(tmp_path, monkeypatc
         if len(positions) == 13:
             raise _Stop
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     store = Store(tmp_path / "b")
     with pytest.raises(_Stop):
         execute_run(run, store, tmp_path)
     steps = positions.index((1, 0)) + 1  # epoch 1: a timed save after every step but the last, then its own
     assert positions[:steps] == [(0, s) for s in range(1, steps)] + [(1, 0)]
     assert positions[-1][0] == 1 and 0 < positions[-1][1] < steps
-    monkeypatch.setattr(train_mod, "save_atomic", real)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real)
     got = execute_run(run, store, tmp_path)
     assert got["metrics"] == want["metrics"]
     assert [h["loss"] for h in got["history"]] == [h["loss"] for h in want["history"]]

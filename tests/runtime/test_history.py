@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+import semcl.engine.checkpointer as checkpointer_mod
 import semcl.engine.harness as harness_mod
-import semcl.engine.train as train_mod
 from semcl.engine.job import execute_run
 from semcl.errors import ConfigError, ResultsError
 from semcl.registry.plan import Run, make_run_id, plan_runs
@@ -60,14 +60,14 @@ def test_killed_and_resumed_run_has_one_line_per_epoch_equal_to_the_record(tmp_p
     monkeypatch.setattr(harness_mod, "evaluate", lambda *a, **k: {"probe": 1.0})  # this test is about training
     run = _smoke_run(epochs=2)
     store = Store(tmp_path / "results")
-    real_save = train_mod.save_atomic
+    real_save = checkpointer_mod.save_atomic
 
     def save_then_die(state, path):
         real_save(state, path)
         if state["epoch"] == 1:
             raise Preempted
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     with pytest.raises(Preempted):
         execute_run(run, store, tmp_path / "unused")
     folder = store.run_dir(run.run_id)
@@ -77,7 +77,7 @@ def test_killed_and_resumed_run_has_one_line_per_epoch_equal_to_the_record(tmp_p
     # as if epoch 2 had been logged before a crash that took its checkpoint with it, then a torn line
     with open(path, "a") as f:
         f.write('{"epoch": 2, "loss": 9.0, "lr": 0.1, "seconds": 1.0}\n{"epoch": 3, "lo')
-    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real_save)
     record = execute_run(run, store, tmp_path / "unused")
     lines = read_history(path)
     assert lines == json.loads(json.dumps(record["history"])) and path.read_text().endswith("}\n")

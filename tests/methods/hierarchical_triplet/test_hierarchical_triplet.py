@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import semcl.engine.checkpointer as checkpointer_mod
 import semcl.engine.train as train_mod
 from semcl.data import ImageSet
 from semcl.data.sampling import anchor_neighbour_order
@@ -339,17 +340,17 @@ def test_train_loop_resumes_bit_exact(tmp_path, monkeypatch):
     assert len(history) == 3 and all(h["loss"] > 0 for h in history)
     assert int(ref.stats_epoch) == 2 and (ref.neighbour_of_class >= 0).all()  # every class seen, a neighbour each
 
-    real_save = train_mod.save_atomic
+    real_save = checkpointer_mod.save_atomic
 
     def save_then_die(state, path):  # killed right after the epoch-1 checkpoint
         real_save(state, path)
         if state["epoch"] == 1:
             raise Preempted
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     with pytest.raises(Preempted):
         train_mod.train(_fresh(cfg), data, cfg, seed=123, ckpt=tmp_path / "b.pt")
-    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real_save)
 
     # a requeue signal in epoch 2 (step 6 overall: 4 steps per epoch)
     calls = {"n": 0}

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-import semcl.engine.train as train_mod
+import semcl.engine.checkpointer as checkpointer_mod
 from semcl.engine.job import execute_run
 from semcl.registry.plan import Run, make_run_id, plan_runs
 from semcl.registry.tables import get_table
@@ -51,7 +51,7 @@ def test_paco_resume_restores_queue_labels_and_pointer(tmp_path, monkeypatch):
     ref_state = load(Store(tmp_path / "a").run_dir(run.run_id) / "checkpoints" / "last.pt")["method"]
 
     store = Store(tmp_path / "b")
-    real_save = train_mod.save_atomic
+    real_save = checkpointer_mod.save_atomic
 
     def save_then_die(state, path):
         real_save(state, path)
@@ -59,10 +59,10 @@ def test_paco_resume_restores_queue_labels_and_pointer(tmp_path, monkeypatch):
             assert int((state["method"]["bank.labels"] >= 0).sum()) > 0  # the queue holds labelled keys
             raise Preempted
 
-    monkeypatch.setattr(train_mod, "save_atomic", save_then_die)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", save_then_die)
     with pytest.raises(Preempted):
         execute_run(run, store, tmp_path / "unused")
-    monkeypatch.setattr(train_mod, "save_atomic", real_save)
+    monkeypatch.setattr(checkpointer_mod, "save_atomic", real_save)
     resumed = execute_run(run, store, tmp_path / "unused")
     state = load(store.run_dir(run.run_id) / "checkpoints" / "last.pt")["method"]
     for key in ("bank.features", "bank.labels", "bank.ptr"):

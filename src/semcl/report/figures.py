@@ -28,7 +28,7 @@ from semcl.report.scatter_figure import draw, figure_points
 from semcl.report.tables import long_table, summary
 from semcl.store import Store
 
-__all__ = ["figure_points", "line_points", "write_figure"]
+__all__ = ["figure_png", "figure_points", "line_points", "write_figure"]
 
 
 def write_analytic(table: Table, out_dir: Path) -> tuple[pd.DataFrame, Path]:
@@ -139,6 +139,12 @@ FIGURE_WRITERS = {
 
 
 AGAINST_KINDS = ("scatter", "lines")  # the kinds drawn from the tables' cells, so from any origin's records
+
+
+def figure_png(table: Table, profile: str, out_dir: Path) -> Path:
+    """The PNG write_figure draws the table's figure into (an analytic figure reads no profile's runs)."""
+    stem = table.id.replace("/", "_")
+    return out_dir / (f"{stem}.png" if table.figure.get("kind") == "analytic" else f"{stem}.{profile}.png")
 
 
 def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None,

@@ -54,23 +54,26 @@ def test_the_page_renders_from_its_per_seed_values_under_todays_run_ids(runs_fil
     assert not MACHINE_PATH.search(text), f"{page.name}: a machine path: {MACHINE_PATH.search(text)[0]!r}"
 
 
-def cheapest(runs: list[dict]) -> dict:
+def cheapest(runs: list[dict]) -> dict | None:
     """The run to retrain: the least CPU-minutes by the plan's estimate (semcl.estimate.cost), among the runs
-    that train alone (no run before them: a base's weights, a shared training), first in the file on a tie."""
+    that train alone (no run before them: a base's weights, a shared training), first in the file on a tie;
+    None for a page without runs."""
     best = None
     for r in runs:
         run = next(p for p in plan_runs(get_table(r["table"]), r["profile"]) if p.run_id == r["run_id"])
         if not run.after and run.released is None:
             cost = estimated_minutes(run.config, r["profile"])
             best = best if best is not None and best[0] <= cost else (cost, r)
-    assert best is not None, "no run of the page trains alone"
-    return best[1]
+    assert best is not None or not runs, "no run of the page trains alone"
+    return best and best[1]
 
 
 def test_the_cheapest_run_of_each_page_retrains_to_its_recorded_values_bit_for_bit(retrain):
     if not PAGES:
         pytest.skip("no reproduce/<paper>.<profile>.runs.json")
-    want = {f: cheapest(_runs(f)) for f in PAGES}
-    for w, got in retrain(list(want.values()), "reproduce/*.runs.json"):  # conftest.retrain_pinned
+    want = [w for w in (cheapest(_runs(f)) for f in PAGES) if w is not None]
+    if not want:
+        pytest.skip("no page shows a run")
+    for w, got in retrain(want, "reproduce/*.runs.json"):  # conftest.retrain_pinned
         assert got == w["metrics"], (f"{w['table']} {w['row']} seed {w['seed']} ({w['cpu_isa']}): metrics moved; "
                                      "rebuild the reproduction pages (docs/usage.md, 'The reproduction pages')")

@@ -151,7 +151,8 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
     each table's cells compared with the origins' (as `table --against`), figures of a table's cells drawn with
     them, the claims judged on each origin too (as `claims --against`). `draw=False`: the figures are named, not
     drawn (the page's text is the same)."""
-    from semcl.report.figures import AGAINST_KINDS, figure_png, write_figure
+    from semcl.report.figure_names import figure_png
+    from semcl.report.figures import AGAINST_KINDS, write_figure
 
     data = ReportData(paper, profile, store, None, [], [], origins=list(origins or []))
     tables, varied, labels_of = paper_tables(paper), {}, {}

@@ -80,14 +80,14 @@ class ReportData:
 
 
 OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
+LEGEND = "Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper value; * = |Δ| > 2 std."
+
+
 def provenance(data: ReportData) -> str:
     """Where the numbers come from, as the page's header says it: never the machine's path or the build time."""
     if data.built is None:
         return "from a results root without a finished run of these tables"
     return f"from a results root (the newest run shown finished on {data.built})"
-
-
-LEGEND = "Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper value; * = |Δ| > 2 std."
 
 
 def _claims(paper: str, profile: str, store: Store, overlay=None, varied: dict | None = None,
@@ -192,8 +192,10 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
         if not done and not imported:
             continue
         with_them = data.origins if table.figure is not None and table.figure.get("kind") in AGAINST_KINDS else None
-        png = None if table.figure is None else write_figure(table, profile, store, out_dir / "figures", with_them)[1] \
-            if draw else figure_png(table, profile, out_dir / "figures")
+        png = None
+        if table.figure is not None:  # draw=False: the same name, nothing drawn
+            png = write_figure(table, profile, store, out_dir / "figures", with_them)[1] if draw else \
+                figure_png(table, profile, out_dir / "figures")
         sec = Section(table, summ, png)
         if data.origins:
             from semcl.report.against import compare

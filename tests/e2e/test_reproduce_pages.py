@@ -68,12 +68,12 @@ def cheapest(runs: list[dict]) -> dict | None:
     return best and best[1]
 
 
-def test_the_cheapest_run_of_each_page_retrains_to_its_recorded_values_bit_for_bit(retrain):
-    if not PAGES:
-        pytest.skip("no reproduce/<paper>.<profile>.runs.json")
-    want = [w for w in (cheapest(_runs(f)) for f in PAGES) if w is not None]
-    if not want:
-        pytest.skip("no page shows a run")
-    for w, got in retrain(want, "reproduce/*.runs.json"):  # conftest.retrain_pinned
-        assert got == w["metrics"], (f"{w['table']} {w['row']} seed {w['seed']} ({w['cpu_isa']}): metrics moved; "
-                                     "rebuild the reproduction pages (docs/usage.md, 'The reproduction pages')")
+@pytest.mark.parametrize("runs_file", PAGES, ids=lambda p: p.name)  # one item a page: xdist's workers share them
+def test_the_cheapest_run_of_the_page_retrains_to_its_recorded_values_bit_for_bit(runs_file, retrain):
+    want = cheapest(_runs(runs_file))
+    if want is None:
+        pytest.skip(f"{runs_file.name}: the page shows no run")
+    for w, got in retrain([want], runs_file.name):  # conftest.retrain_pinned
+        assert got == w["metrics"], (f"{runs_file.name}: {w['table']} {w['row']} seed {w['seed']} ({w['cpu_isa']}): "
+                                     "metrics moved; rebuild the reproduction pages (docs/usage.md, 'The reproduction "
+                                     "pages')")

@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= data
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup data demo demo-full test lint bench ids lock wheelhouse
+.PHONY: setup data demo demo-full reproduce test lint bench ids lock wheelhouse
 
 # Every package comes from a hashed lock (locks/README.md): locks/setup.txt holds the default dependencies and the
 # extras below, locks/all.txt every extra (what `make test`, CI and the containers install). pip checks each
@@ -72,6 +72,14 @@ demo: data
 demo-full: data
 	$(call timed,env $(PORTABLE) $(BIN)/semcl run rince/tab2 rince/tab9 rince/tab10 --profile mini --executor local --data-root $(DATA) && \
 	  $(BIN)/semcl table rince/tab2 --profile mini,results/demo_full_time.json)
+
+# the tracked reproduction pages, reproduce/<paper>.mini.md, each with the per-seed values it shows beside it
+# (<paper>.mini.runs.json, which tests/e2e/test_reproduce_pages.py holds the page to), from the mini runs in RESULTS,
+# trained as the demos compute ($(PORTABLE); docs/usage.md, "The reproduction pages")
+PAPERS  := rince gpaco paco hsa scns
+RESULTS ?= results
+reproduce: setup
+	for p in $(PAPERS); do $(BIN)/semcl --results $(RESULTS) report $$p --profile mini --out reproduce --runs-file >/dev/null || exit 1; done
 
 # the test suite also checks the TensorBoard writer of the `tracking` extra (not needed by the demo), and retrains
 # one seed of each README row on the real Fashion-MNIST of `data` (tests/e2e/test_readme_numbers.py)

@@ -132,6 +132,8 @@ def cmd_report(args) -> None:
             from semcl.report.origins import slug as against_slug
 
             out = out / against_slug(origins)
+        if args.runs_file and args.html:
+            raise ConfigError("--runs-file keeps the Markdown page's runs beside it: drop --html")
         if args.official_log and not args.html:
             raise ConfigError("--official-log draws the authors' log into the HTML page: add --html")
         if args.html:  # the page and, from the same data, the Markdown beside it
@@ -142,7 +144,7 @@ def cmd_report(args) -> None:
                                            official_logs=args.official_log)
         else:
             text, path = build_report(args.paper, args.profile, open_store(args), out, overlay=ov, sets=args.set,
-                                      rows=args.row, origins=origins)
+                                      rows=args.row, origins=origins, runs_file=args.runs_file)
         say_warnings(ov)
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -151,7 +153,8 @@ def cmd_report(args) -> None:
         print(f"(written to {page} and {path})", file=sys.stderr)
         return
     print(text, end="")
-    print(f"(written to {path})", file=sys.stderr)
+    also = f" and {path.with_suffix('.runs.json')}" if args.runs_file else ""
+    print(f"(written to {path}{also})", file=sys.stderr)
 
 
 def cmd_readme(args) -> None:
@@ -165,10 +168,10 @@ def cmd_readme(args) -> None:
     for table_id, profile in done:
         print(f"{path}: table {table_id} ({profile}) regenerated")
     if done:
-        from semcl.files import write_json_atomic
+        from semcl.report.run_values import write_runs_file
 
         runs_file = Path(args.runs_file or Path("reproduce") / f"{path.stem}.runs.json")
-        write_json_atomic(runs_file, {"page": path.name, "runs": runs})
+        write_runs_file(runs_file, path.name, runs)
         print(f"{runs_file}: the per-seed values of those blocks ({len(runs)} runs)")
     if not done:
         print(f"{path}: no '<!-- semcl:table <id> <profile> -->' block with runs in {results_root(args)}",
@@ -215,6 +218,9 @@ def add_parser(sub) -> None:
     sp.add_argument("--official-log", action="append", metavar="TABLE=FILE",
                     help="with --html: the table's training curves with the authors' training log drawn beside ours "
                          "(repeatable, one per table; formats as `semcl curves --official-log`, docs/verify.md)")
+    sp.add_argument("--runs-file", action="store_true", help="also write <paper>.<profile>.runs.json beside the page: "
+                    "the per-seed values it shows (tests/e2e/test_reproduce_pages.py renders the tracked pages in "
+                    "reproduce/ from them and retrains one seed of each)")
     add_numbers_option(sp)
     add_set(sp, "with --set: only this row varies (repeatable); the page goes to <out>/variants/<settings>/",
             seeds=False)

@@ -19,6 +19,7 @@ from semcl.csv_files import write_frame_csv
 from semcl.files import save_figure_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
+from semcl.report.figure_names import figure_stem
 from semcl.store import Store
 
 CURVE_FILES = {"pr_curve": "video_pr_curve.csv"}  # figure kind -> the run-folder file it reads
@@ -90,7 +91,7 @@ def write_curve_figure(table: Table, profile: str, store: Store, out_dir: Path) 
     fig.suptitle(f"{table.id} ({table.source}) — profile {profile}", fontsize=9)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{table.id.replace('/', '_')}.{profile}"
+    stem = figure_stem(table, profile)
     write_frame_csv(out_dir / f"{stem}.csv", data)
     save_figure_atomic(fig, out_dir / f"{stem}.png")
     plt.close(fig)

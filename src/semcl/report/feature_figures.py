@@ -27,6 +27,7 @@ from semcl.evals.protocols.features import FEATURES_FILE
 from semcl.files import save_figure_atomic
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table
+from semcl.report.figure_names import figure_stem
 from semcl.store import Store
 
 RANKS = ("same class", "same superclass", "other")
@@ -221,7 +222,7 @@ def write_feature_figure(table: Table, profile: str, store: Store, out_dir: Path
         _draw_key(fig, colour_key(data), key_title)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{table.id.replace('/', '_')}.{profile}"
+    stem = figure_stem(table, profile)
     write_frame_csv(out_dir / f"{stem}.csv", data)
     save_figure_atomic(fig, out_dir / f"{stem}.png", bbox_inches="tight")  # the key sits right of the panels
     plt.close(fig)

@@ -24,6 +24,7 @@ from semcl.csv_files import write_frame_csv
 from semcl.files import save_figure_atomic
 from semcl.registry.figure_kinds import CURVE_FIGURES, FEATURE_FIGURES
 from semcl.registry.tables import Table
+from semcl.report.figure_names import figure_stem
 from semcl.report.scatter_figure import draw, figure_points
 from semcl.report.tables import long_table, summary
 from semcl.store import Store
@@ -118,7 +119,7 @@ def _write_points(table: Table, profile: str, store: Store, out_dir: Path,
     points = points_of(table, profile, store)
     others = {o.name: points_of(table, profile, o.store) for o in origins or []}
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{table.id.replace('/', '_')}.{profile}"
+    stem = figure_stem(table, profile)
     shown = points if not others else pd.concat(
         [points.assign(origin="ours"), *[p.assign(origin=name) for name, p in others.items()]], ignore_index=True)
     if others:
@@ -139,6 +140,8 @@ FIGURE_WRITERS = {
 
 
 AGAINST_KINDS = ("scatter", "lines")  # the kinds drawn from the tables' cells, so from any origin's records
+
+
 
 
 def write_figure(table: Table, profile: str, store: Store, out_dir: Path | None = None,

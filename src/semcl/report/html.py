@@ -27,6 +27,7 @@ from semcl.report.reproduction import (
     Section,
     against_options,
     collect_report,
+    provenance,
     render_report_md,
 )
 from semcl.report.tables import DASH, notes, table_title, wide_cells
@@ -232,8 +233,8 @@ def render_report_html(data: ReportData) -> str:
     title = f"Reproduction report: {data.paper} (profile {data.profile})"
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="meta">Rebuilt by <code>semcl report {html.escape(data.paper)} --profile '
-             f"{html.escape(data.profile + data.options + against_options(data))} --html</code> on {html.escape(data.built)} from "
-             f"<code>{html.escape(shown_path(data.store.root))}</code>. {html.escape(LEGEND)} Hover a cell with a paper "
+             f"{html.escape(data.profile + data.options + against_options(data))} --html</code> "
+             f"{html.escape(provenance(data))}. {html.escape(LEGEND)} Hover a cell with a paper "
              "value for its provenance.</p>", *([f"<p>{html.escape(data.variant_line)}</p>"] if data.variant_line else []),
              overview(data)]
     if data.sections:

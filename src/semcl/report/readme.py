@@ -16,7 +16,8 @@ the demo's, a cluster's -- is rebuilt store by store, never emptied). Every bloc
 file is written (atomically), so a bad block leaves the README as it was.
 
 Beside the page, `semcl readme` keeps the per-seed values every rewritten block averages (run id, row, seed, the
-code commit it ran at, its metrics) in `reproduce/<page>.runs.json`: a test retrains some of them and compares bit
+code commit it ran at, its metrics: semcl.report.run_values, as `semcl report --runs-file` keeps a paper page's) in
+`reproduce/<page>.runs.json`: a test retrains some of them and compares bit
 for bit, so a change of the code that moves a published number fails until the block is rebuilt.
 """
 
@@ -67,27 +68,10 @@ def compact_table(table, profile: str, store, rows: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def block_runs(table, profile: str, store, rows: str | None = None) -> list[dict]:
-    """The finished runs a block averages: table, profile, row, seed, run_id, commit, cpu_isa, mkl_cbwr, metrics
-    (plan order)."""
-    from semcl.registry.plan import plan_runs
-
-    keep = re.compile(rows) if rows else None
-    out = []
-    for run in plan_runs(table, profile):
-        rec = store.read_record(run.run_id) if keep is None or keep.search(run.row_label) else None
-        if rec is not None:
-            git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
-            out.append({"table": table.id, "profile": profile, "row": run.row_label, "seed": run.seed,
-                        "run_id": run.run_id, "commit": git.get("commit"), "dirty": git.get("dirty"),
-                        "cpu_isa": rec.get("cpu_isa"), "mkl_cbwr": rec.get("mkl_cbwr"), "metrics": rec["metrics"]})
-    return out
-
-
 def update_readme(path: Path, store, get_table, runs: list[dict] | None = None) -> list[tuple[str, str]]:
     """Rewrite every marked block of `path` whose table has runs in `store`; returns (table, profile) of
-    each rewritten block, and appends each block's runs (block_runs) to `runs` when given. ConfigError naming
-    the file and the block for an unknown table or profile."""
+    each rewritten block, and appends each block's runs (semcl.report.run_values.table_values) to `runs` when
+    given. ConfigError naming the file and the block for an unknown table or profile."""
     from semcl.registry.plan import plan_runs
 
     text = path.read_text()
@@ -107,7 +91,9 @@ def update_readme(path: Path, store, get_table, runs: list[dict] | None = None) 
             return m.group(0)  # no runs here: keep what the block says
         done.append((table_id, profile))
         if runs is not None:
-            runs.extend(block_runs(table, profile, store, m["rows"]))
+            from semcl.report.run_values import table_values
+
+            runs.extend(table_values(table, profile, store, m["rows"]))
         return m["open"] + compact_table(table, profile, store, m["rows"]) + m["close"]
 
     new = BLOCK.sub(render, text)

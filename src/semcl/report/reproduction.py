@@ -7,22 +7,30 @@ then each table that has finished runs (the same rendering as `semcl table`) and
 entry declares one, then the verdicts of the paper's claims (the same rendering as `semcl claims`).
 Tables without runs are listed, not rendered, so the page stays readable while a grid is still
 running; rerunning the command replaces the page.
+
+The page is a function of the runs it shows and the code: it names no machine path (not the results root) and no
+build time, only the day its newest run finished. `--runs-file` keeps those runs' per-seed values beside it
+(<out>/<paper>.<profile>.runs.json, semcl.report.run_values), once the page renders from them alone;
+tests/e2e/test_reproduce_pages.py holds the tracked pages in reproduce/ to them and retrains one seed of each.
 """
 
 from __future__ import annotations
 
 import math
-import time
+import tempfile
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 import pandas as pd
 
+from semcl.errors import ConfigError, ResultsError
 from semcl.files import write_text_atomic
 from semcl.locations import shown_path
 from semcl.registry.plan import plan_runs
 from semcl.registry.tables import Table, load_registry
 from semcl.report.escape import md_cell
+from semcl.report.run_values import newest_finish, store_of, table_values, write_runs_file
 from semcl.report.tables import long_table, render, summary
 from semcl.store import Store
 
@@ -58,7 +66,7 @@ class ReportData:
     paper: str
     profile: str
     store: Store
-    built: str  # when, as printed
+    built: str | None  # the day the newest run shown finished (YYYY-MM-DD), None without runs
     overview: list[list[str]]  # one line per registry entry: OVERVIEW_HEADER's cells
     state: list[str]  # per overview line: "done" | "partial" | "none" | "no-profile"
     sections: list[Section] = field(default_factory=list)
@@ -68,10 +76,18 @@ class ReportData:
     origins: list = field(default_factory=list)  # --against (semcl.report.origins.Origin)
     against_claims: dict | None = None  # --against: origin name -> its verdicts of the claims, ours first
     official: list = field(default_factory=list)  # --official-log: semcl.report.official_log_pages.OfficialCurve
+    runs: list[dict] = field(default_factory=list)  # the per-seed values the page shows (semcl.report.run_values)
 
 
 OVERVIEW_HEADER = ["Table", "Source", "Rows implemented", "Runs done", "Cells with a paper value", "Cells flagged *"]
 LEGEND = "Cells: ours mean ± sample std (n), then / paper / Δ in the columns that have a paper value; * = |Δ| > 2 std."
+
+
+def provenance(data: ReportData) -> str:
+    """Where the numbers come from, as the page's header says it: never the machine's path or the build time."""
+    if data.built is None:
+        return "from a results root without a finished run of these tables"
+    return f"from a results root (the newest run shown finished on {data.built})"
 
 
 def _claims(paper: str, profile: str, store: Store, overlay=None, varied: dict | None = None,
@@ -100,7 +116,7 @@ def _claims_section(data: ReportData) -> list[str]:
     from semcl.report.claims import claims_path
 
     if data.claims is None:
-        return ["", "## Claims", "", f"No claims file ({claims_path(data.paper)})."]
+        return ["", "## Claims", "", f"No claims file ({shown_path(claims_path(data.paper))})."]
     cf, verdicts, registry = data.claims
     body = render_md(cf, data.profile, verdicts, data.store, heading=False, registry=registry)
     command = f"semcl claims {data.paper} --profile {data.profile}{data.options}"
@@ -114,17 +130,31 @@ def _claims_section(data: ReportData) -> list[str]:
     return out
 
 
+def _page_runs(tables: list[Table], profile: str, store: Store) -> list[dict]:
+    """The per-seed values of every finished run the tables show, the tables their `select` rows read included."""
+    seen, out = set(), []
+    for table in [*tables, *(t for tab in tables for t in tab.linked.values())]:
+        if profile in table.profiles:
+            for entry in table_values(table, profile, store):
+                if (entry["table"], entry["row"], entry["seed"]) not in seen:
+                    seen.add((entry["table"], entry["row"], entry["seed"]))
+                    out.append(entry)
+    return out
+
+
 def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
-                   rows: list[str] | None = None, origins: list | None = None) -> ReportData:
+                   rows: list[str] | None = None, origins: list | None = None, draw: bool = True) -> ReportData:
     """Every entry's status, the tables with finished runs (their figures drawn into <out_dir>/figures) and the
     claims' verdicts. `overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied.
     `sets` / `rows` (--set / --row): each table with its variant rows beside the registered ones (as `table --set`);
     with one variant, the claims on a varied row read the variant's runs (as `claims --set`). `origins` (--against):
     each table's cells compared with the origins' (as `table --against`), figures of a table's cells drawn with
-    them, the claims judged on each origin too (as `claims --against`)."""
+    them, the claims judged on each origin too (as `claims --against`). `draw=False`: the figures are named, not
+    drawn (the page's text is the same)."""
+    from semcl.report.figure_names import figure_png
     from semcl.report.figures import AGAINST_KINDS, write_figure
 
-    data = ReportData(paper, profile, store, time.strftime("%Y-%m-%d %H:%M %Z"), [], [], origins=list(origins or []))
+    data = ReportData(paper, profile, store, None, [], [], origins=list(origins or []))
     tables, varied, labels_of = paper_tables(paper), {}, {}
     if sets:
         import shlex
@@ -162,7 +192,10 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
         if not done and not imported:
             continue
         with_them = data.origins if table.figure is not None and table.figure.get("kind") in AGAINST_KINDS else None
-        png = write_figure(table, profile, store, out_dir / "figures", with_them)[1] if table.figure is not None else None
+        png = None
+        if table.figure is not None:  # draw=False: the same name, nothing drawn
+            png = write_figure(table, profile, store, out_dir / "figures", with_them)[1] if draw else \
+                figure_png(table, profile, out_dir / "figures")
         sec = Section(table, summ, png)
         if data.origins:
             from semcl.report.against import compare
@@ -171,6 +204,8 @@ def collect_report(paper: str, profile: str, store: Store, out_dir: Path, overla
             sec.long = long_with_origins(table, profile, store, data.origins)
             sec.against = compare(table, profile, sec.long, names(data.origins))
         data.sections.append(sec)
+    data.runs = _page_runs(list(varied.values()), profile, store)
+    data.built = newest_finish(data.runs)
     data.claims = _claims(paper, profile, store, overlay, varied if labels_of else None, labels_of)
     if data.origins and data.claims is not None:
         from semcl.report.claim_verdicts import judge_claims
@@ -191,8 +226,7 @@ def against_options(data: ReportData) -> str:
 def render_report_md(data: ReportData) -> str:
     lines = [f"# Reproduction report: {data.paper} (profile `{data.profile}`)", "",
              f"Rebuilt by `semcl report {data.paper} --profile {data.profile}{data.options}{against_options(data)}` "
-             f"on {data.built} from "
-             f"`{shown_path(data.store.root)}`. {LEGEND}", "", *([data.variant_line, ""] if data.variant_line else []),
+             f"{provenance(data)}. {LEGEND}", "", *([data.variant_line, ""] if data.variant_line else []),
              "| " + " | ".join(OVERVIEW_HEADER) + " |", "|" + "---|" * len(OVERVIEW_HEADER)]
     lines += ["| " + " | ".join(md_cell(c) for c in cells) + " |" for cells in data.overview]
     sections = []
@@ -217,11 +251,31 @@ def render_report_md(data: ReportData) -> str:
 
 
 def build_report(paper: str, profile: str, store: Store, out_dir: Path, overlay=None, sets: list[str] | None = None,
-                 rows: list[str] | None = None, origins: list | None = None) -> tuple[str, Path]:
+                 rows: list[str] | None = None, origins: list | None = None, runs_file: bool = False) -> tuple[str, Path]:
     """`overlay` (semcl.report.user_numbers.Overlay): the user's paper numbers, shown as user-supplied in every table;
-    `sets` / `rows`: the variant tables (collect_report); the caller picks the variants/<slug> folder."""
-    text = render_report_md(collect_report(paper, profile, store, out_dir, overlay, sets, rows, origins))
+    `sets` / `rows`: the variant tables (collect_report); the caller picks the variants/<slug> folder. `runs_file`:
+    the page's per-seed values go beside it (<paper>.<profile>.runs.json) once the page renders from them alone."""
+    if runs_file and origins:
+        raise ConfigError("--runs-file keeps this store's runs; the --against origins' pages have none to keep")
+    data = collect_report(paper, profile, store, out_dir, overlay, sets, rows, origins)
+    text = render_report_md(data)
+    if runs_file:
+        _same_from_runs(text, data, out_dir, overlay, sets, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.{profile}.md"
     write_text_atomic(path, text)
+    if runs_file:
+        write_runs_file(path.with_suffix(".runs.json"), path.name, data.runs)
     return text, path
+
+
+def _same_from_runs(text: str, data: ReportData, out_dir: Path, overlay, sets, rows) -> None:
+    """ResultsError naming the first line that differs when the page, rendered from its per-seed values alone,
+    is not `text`: it reads something the runs file does not keep (an imported cell, an authors' checkpoint)."""
+    with tempfile.TemporaryDirectory(prefix="semcl-page-") as tmp:
+        again = render_report_md(collect_report(data.paper, data.profile, store_of(data.runs, Path(tmp)), out_dir,
+                                                overlay, sets, rows, draw=False))
+    if again != text:
+        line = next(a for a, b in zip_longest(text.splitlines(), again.splitlines(), fillvalue="") if a != b)
+        raise ResultsError(f"{data.paper}.{data.profile}.md: the page reads more than its runs file keeps (semcl's "
+                           f"finished runs); from the runs alone this line differs: {line[:200]}")

@@ -53,11 +53,14 @@ def cold_check(jobs: int | None, timeout: float | None) -> dict:
     summary = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("# ")), "no report")
     return {"wall_s": wall, "cpu_s": cpu, "load": f"{before} -> {_load()}", "summary": summary.lstrip("# "),
             "rows": len(rows), "with_memory": sum(r["est_gpu_gb"] is not None for r in rows),
-            "reduced": sum(r["reduced"] is not None for r in rows)}
+            "reduced": sum(r["reduced"] is not None for r in rows),
+            "errors": [f"{t}: {e}" for t, doc in status.items() for e in doc["errors"]]}
 
 
 def run(jobs: int | None = None, timeout: float | None = None) -> list[Row]:
     res = cold_check(jobs, timeout)
+    for line in res["errors"]:  # which rows failed (user-supplied weights absent, a missing optional package)
+        print(f"  {line[:160]}", file=sys.stderr)
     note = (f"{res['summary']}; {res['with_memory']}/{res['rows']} rows with a memory figure, {res['reduced']} with a "
             f"reduced real step; {res['cpu_s']:.0f} CPU s; {res['load']}, {os.cpu_count()} CPUs")
     return [ratio_row("preflight of all tables (cold, --profile paper)", res["wall_s"], TARGET_S, "s", 1.0,

@@ -155,7 +155,8 @@ def test_rows_larger_than_the_real_step_side_step_at_64_px_and_are_faked_at_thei
     assert sorted(faked) == [(4, 160), (4, 160), (16, 160)]  # plain (and weighted), wide, batch 16
     assert all(r.real_step_px == 64 and r.fake_gpu_gb is not None and r.est_gpu_gb == r.fake_gpu_gb
                for r in res.values())
-    assert "real step at 64 px" in render(list(res.values()))
+    assert "reduced: input 160→64 px for the real step and evaluations" in render(list(res.values()))
+    assert all(r.input_px == 160 for r in res.values())
     # the same figures as a check whose real step runs at 160 px and covers its memory shape
     monkeypatch.setattr(check_module, "REAL_STEP_SIZE", 1000)
     whole = {r.row: r for r in check_tables([table], "smoke", tmp_path / "w2", 80.0)}

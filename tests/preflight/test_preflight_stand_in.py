@@ -53,7 +53,10 @@ def test_a_damaged_preflight_status_file_is_one_line_naming_it(tmp_path):
 
     path = tmp_path / "preflight" / "paper.json"
     write_status(path, "paper", [RowCheck("a/t", "row 1", "r1"), RowCheck("a/t", "row 2", "r2", error="x: boom")])
-    assert read_status(path) == {"a/t": {"ok": False, "run_ids": ["r1", "r2"], "errors": ["row 2: x: boom"]}}
+    row = {"run_id": "r1", "status": "ready", "est_gpu_gb": None, "memory": None, "memory_batch_per_gpu": None,
+           "memory_px": None, "real_step_px": None, "reduced": None}
+    assert read_status(path) == {"a/t": {"ok": False, "run_ids": ["r1", "r2"], "errors": ["row 2: x: boom"],
+                                         "rows": {"row 1": row, "row 2": {**row, "run_id": "r2", "status": "ERROR"}}}}
     path.write_text('{"a/t": {"ok": tr')  # cut short mid-write by something else
     with pytest.raises(ResultsError, match=r"paper\.json: not valid JSON .*rerun `semcl check`"):
         read_status(path)

@@ -102,6 +102,27 @@ def real_step_size(run, reduce: Reduce | None) -> int | None:
     return REAL_STEP_SIZE if (d.image_size or spec.size) > REAL_STEP_SIZE else None
 
 
+def own_side(run) -> int | None:
+    """The row's own input side (data.image_size, else a file-backed set's decode size); None: an in-memory set at
+    its native size."""
+    from semcl.data.registry import DATASETS
+
+    d = run.config.data
+    spec = DATASETS[d.name]
+    return d.image_size or (spec.size if spec.file_backed else None)
+
+
+def reductions(run, reduce: Reduce | None) -> str | None:
+    """What the row's small real step and its evaluations run below the row's own config, in words (the report's
+    `reduced`; the fake step runs the row's own: semcl.preflight.fake); None where nothing per row is."""
+    parts = []
+    if (side := real_step_size(run, reduce)) is not None:
+        parts.append(f"input {own_side(run)}→{side} px for the real step and evaluations")
+    if (accum := run.config.optim.accum_steps or 1) > REAL_STEP_ACCUM:
+        parts.append(f"gradient accumulation {accum}→{REAL_STEP_ACCUM} batches")
+    return "; ".join(parts) or None
+
+
 def check_config(run, reduce: Reduce | None, batch: int, train_per_class: int = 2, full_size: bool = False):
     """The run's config as the preflight runs it: synthetic data (`train_per_class` training and 1 test
     image per stand-in class, more where an evaluation's quick run needs it: Evaluation.quick_test_per_class),

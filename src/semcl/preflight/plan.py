@@ -30,7 +30,16 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
     on; with `cache` (a folder), passed checks are read from and written to it by key. `rows_per_method` is
     the CI sample: per table, the first row of each method not sampled in an earlier table (at least the
     table's first row), and what they build on."""
-    from semcl.preflight.check import TableRef, check_task, distinct_runs, real_step_cost, real_step_size, sample_runs
+    from semcl.preflight.check import (
+        TableRef,
+        check_task,
+        distinct_runs,
+        own_side,
+        real_step_cost,
+        real_step_size,
+        reductions,
+        sample_runs,
+    )
     from semcl.preflight.pool import run_ordered
     from semcl.preflight.shapes import ShapeCache, alias_folder, code_key, from_cache, memory_key, release_scratch
     from semcl.store import ResultsRoot, Store
@@ -181,6 +190,7 @@ def check_tables(tables: list, profile: str, work: Path, gpu_mem_gb: float | Non
         code_error = code.error if isinstance(code, RowCheck) else None
         step_px = code.real_step_px if isinstance(code, RowCheck) else code.get("real_step_px")
         res = dataclasses.replace(res, error=res.error or code_error, real_step_px=step_px,
+                                  reduced=reductions(run, reduce), input_px=own_side(run) if reduce is None else None,
                                   step_as=None if code_rid in (rid, None) else label(code_rid),
                                   cached=mem_rid is None and code_rid is None)
         reported[rid] = res

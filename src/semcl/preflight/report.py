@@ -35,6 +35,8 @@ class RowCheck:
     step_as: str | None = None  # "table / row" whose small real step covered this row's code path (plan.py)
     real_step_px: int | None = None  # the side the small real step ran at, below the row's (check.real_step_size)
     memory_note: str | None = None  # where a figure with no fake step comes from (published; no GPU)
+    reduced: str | None = None  # what the real step and evaluations ran below the row's config (check.reductions)
+    input_px: int | None = None  # the row's own input side, the fake step's (check.own_side); None: native
 
     @property
     def fits(self) -> bool | None:
@@ -98,8 +100,8 @@ def _origin(r: RowCheck) -> str:
         parts.append(f"memory as {r.same_shape_as} (same networks and batch)")
     if r.step_as:
         parts.append(f"real step as {r.step_as} (same code path)")
-    if r.real_step_px:
-        parts.append(f"real step at {r.real_step_px} px")
+    if r.reduced:
+        parts.append(f"reduced: {r.reduced}")
     if r.cached:
         parts.append("cached: passed with this code")
     return "; ".join(parts)
@@ -109,7 +111,8 @@ def _memory(r: RowCheck) -> str:
     """Where the GPU memory figure comes from: the fake-tensor step at the real batch, or the formula and why."""
     if r.fake_gpu_gb is not None:
         mining = f", kNN mining {r.mining_gpu_gb:.1f} GiB" if r.mining_gpu_gb is not None else ""
-        return f"memory: fake-tensor step at batch {r.batch_per_gpu:g}{mining}"
+        side = f", {r.input_px} px" if r.input_px else ""
+        return f"memory: fake-tensor step at batch {r.batch_per_gpu:g}{side}{mining}"
     if r.fake_note:
         return f"memory: formula from the small real step; {r.fake_note}"
     return r.memory_note or ""
@@ -122,8 +125,17 @@ def write_status(path: Path, profile: str, results: list[RowCheck]) -> None:
     for table in dict.fromkeys(r.table for r in results):
         rows = [r for r in results if r.table == table]
         old[table] = {"ok": all(r.ok for r in rows), "run_ids": sorted(r.run_id for r in rows),
-                      "errors": [f"{r.row}: {r.error or 'too big'}" for r in rows if not r.ok]}
+                      "errors": [f"{r.row}: {r.error or 'too big'}" for r in rows if not r.ok],
+                      "rows": {r.row: _row_doc(r) for r in rows}}
     write_json_atomic(path, old)  # readers never see half a file
+
+
+def _row_doc(r: RowCheck) -> dict:
+    """A row's line of the status file: its figure, the side it was measured at, and what its real step reduced."""
+    return {"run_id": r.run_id, "status": r.status(), "est_gpu_gb": r.est_gpu_gb,
+            "memory": "fake step" if r.fake_gpu_gb is not None else ("formula" if r.fake_note else r.memory_note),
+            "memory_batch_per_gpu": r.batch_per_gpu, "memory_px": r.input_px, "real_step_px": r.real_step_px,
+            "reduced": r.reduced}
 
 
 def require_passed(path: Path, table, run_ids: set[str]) -> str | None:

@@ -97,10 +97,13 @@ class Stepper:
     def __call__(self, batch: Batch, first_of_cycle: bool, last_of_cycle: bool) -> torch.Tensor:
         # several ranks: DDP all-reduces the gradients in buckets during the cycle's last backward
         with distributed.sync_context(self.ddp, last_of_cycle):
-            with self.step_context(batch) if self.step_context else nullcontext():
-                inputs = self.method.prepare(batch)  # host work, outside autocast (semcl.methods.base)
-                with torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.amp), enabled=self.amp is not None):
-                    loss = self.ddp(inputs) if self.ddp is not None else self.method.loss(inputs)["loss"]
+            # the hooks inside the autocast (the preflight's meter swaps a CPU fp16 autocast for bf16); the host work
+            # (semcl.methods.base) outside it, as on a GPU, where a CUDA autocast never reaches CPU tensors
+            with torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.amp), enabled=self.amp is not None), \
+                    self.step_context(batch) if self.step_context else nullcontext():
+                with torch.autocast(self.device.type, enabled=False):
+                    inputs = self.method.prepare(batch)
+                loss = self.ddp(inputs) if self.ddp is not None else self.method.loss(inputs)["loss"]
             if first_of_cycle:
                 self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss / self.accum if self.accum > 1 else loss).backward()

@@ -9,6 +9,7 @@ A change that moves a shown number fails until the pages are rebuilt (docs/usage
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -39,6 +40,12 @@ def _runs(runs_file: Path) -> list[dict]:
     return doc["runs"]
 
 
+@functools.cache
+def _plan(table_id: str, profile: str) -> tuple:
+    """A table's planned runs, once per table (a page's file names a table's runs many times: one entry a row)."""
+    return tuple(plan_runs(get_table(table_id), profile))
+
+
 @pytest.mark.parametrize("runs_file", PAGES, ids=lambda p: p.name)
 def test_the_page_renders_from_its_per_seed_values_under_todays_run_ids(runs_file, tmp_path):
     paper, profile, page = _page(runs_file)
@@ -49,7 +56,7 @@ def test_the_page_renders_from_its_per_seed_values_under_todays_run_ids(runs_fil
         f"{page.name} is not what {runs_file.name} renders to today: rebuild it (docs/usage.md, 'The reproduction pages')")
     assert [r["run_id"] for r in data.runs] == [r["run_id"] for r in runs], f"{runs_file.name}: runs the page no longer shows"
     for r in runs:
-        planned = {(p.row_label, p.seed): p.run_id for p in plan_runs(get_table(r["table"]), r["profile"])}
+        planned = {(p.row_label, p.seed): p.run_id for p in _plan(r["table"], r["profile"])}
         assert planned.get((r["row"], r["seed"])) == r["run_id"], f"{r['table']} {r['row']} seed {r['seed']}: its run id moved"
     assert not MACHINE_PATH.search(text), f"{page.name}: a machine path: {MACHINE_PATH.search(text)[0]!r}"
 
@@ -60,7 +67,7 @@ def cheapest(runs: list[dict]) -> dict | None:
     None for a page without runs."""
     best = None
     for r in runs:
-        run = next(p for p in plan_runs(get_table(r["table"]), r["profile"]) if p.run_id == r["run_id"])
+        run = next(p for p in _plan(r["table"], r["profile"]) if p.run_id == r["run_id"])
         if not run.after and run.released is None:
             cost = estimated_minutes(run.config, r["profile"])
             best = best if best is not None and best[0] <= cost else (cost, r)

@@ -52,12 +52,13 @@ def run(ctx) -> dict[str, float]:
 
 
 def quick_clips(section) -> dict:
-    """`semcl check`'s clips per test video: 2 evenly spaced, not 10 (the same multi-clip averaging; r3d_18: ~1 s a
-    clip)."""
+    """`semcl check`'s clips per test video (both video evaluations): 2 evenly spaced, not 10 (the same multi-clip
+    averaging; r3d_18: ~1 s a clip)."""
     return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
 
 
-def _clip_classifier(method) -> bool:
+def uses_clip_classifier(method) -> bool:
+    """Whether the built method is a fine-tuned clip classifier (video accuracy reads it; video retrieval skips it)."""
     from semcl.methods.clips import has_clip_classifier  # torch: only once a method is built
 
     return has_clip_classifier(method)
@@ -65,5 +66,5 @@ def _clip_classifier(method) -> bool:
 
 EVALUATION = Evaluation("video_accuracy", None, validate, metric_key, describe, eval_config,
                         enabled=lambda cfg, method: bool(cfg.eval.video_accuracy)
-                        and _clip_classifier(method), run=run,
+                        and uses_clip_classifier(method), run=run,
                         settings=Settings, quick=quick_clips)

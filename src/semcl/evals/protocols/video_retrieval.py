@@ -13,10 +13,10 @@ from semcl.config import TOP_K
 from semcl.csv_files import write_csv
 from semcl.evals.protocols.retrieval import DEFAULT_KS, recall_k
 from semcl.evals.protocols.spec import Column, Evaluation, column_error
+from semcl.evals.protocols.video_accuracy import DEFAULT_CLIPS, quick_clips, uses_clip_classifier
 from semcl.schema import POSITIVE, at_most
 
 log = logging.getLogger("semcl.evaluate")
-DEFAULT_CLIPS = 10
 PR_FILE = "video_pr_curve.csv"
 
 
@@ -75,20 +75,8 @@ def run(ctx) -> dict[str, float]:
     return {f"video_retrieval_{key}": 100.0 * v for key, v in scores.items()}
 
 
-def quick_clips(section) -> dict:
-    """`semcl check`'s clips per test video: 2 evenly spaced, not 10 (the same multi-clip averaging; r3d_18: ~1 s a
-    clip)."""
-    return {"video_clips": min(2, getattr(section, "video_clips", None) or 2)}
-
-
-def _clip_classifier(method) -> bool:
-    from semcl.methods.clips import has_clip_classifier  # torch: only once a method is built
-
-    return has_clip_classifier(method)
-
-
 EVALUATION = Evaluation("video_retrieval", ColumnFields, validate, metric_key, describe, eval_config,
                         # a fine-tuned classifier's features are not what the table retrieves with (the pre-trained ones are)
                         enabled=lambda cfg, method: bool(cfg.eval.video_retrieval)
-                        and not _clip_classifier(method), run=run,
+                        and not uses_clip_classifier(method), run=run,
                         settings=Settings, quick=quick_clips)

@@ -116,7 +116,7 @@ def build(run, cfg, per_class: int, work: Path, device: torch.device, checkpoint
     method = harness.build(cls, deps, train_set)
     # a stand-in weights file is drawn from the global RNG the first time only: every build must leave the same state
     state = rng_state()
-    method_spec(cfg.method.name).write_stand_in_files(method, root)
+    method_spec(cfg.method.name).stand_in.write_files(method, root)
     set_rng_state(state)
     return harness
 

@@ -80,6 +80,14 @@ class StandIn:
     def batch_of(self, cfg: Any, batch: int) -> dict:
         return self.batch(cfg, batch) if self.batch else {}
 
+    def write_files(self, method: Any, data_root: Any) -> list:
+        """`files` for a built `method` on a stand-in `data_root`: the paths written ([]: none)."""
+        return load_function(self.files)(method, data_root) if self.files else []
+
+    def mining_of(self, method: Any) -> tuple[int, int, str] | None:
+        """`mining` for a built `method` (None: no such search)."""
+        return load_function(self.mining)(method) if self.mining else None
+
 
 def load_function(ref: str) -> Callable:
     """The function a "module:function" string names (imports its module)."""
@@ -145,10 +153,6 @@ class MethodSpec:
     def load(self) -> Any:
         """The Method subclass (imports it, and torch, on first use)."""
         return self.cls if not isinstance(self.cls, str) else load_function(self.cls)
-
-    def write_stand_in_files(self, method: Any, data_root: Any) -> list:
-        """StandIn.files for a built `method` on a stand-in `data_root`: the paths written ([]: none)."""
-        return load_function(self.stand_in.files)(method, data_root) if self.stand_in.files else []
 
     def computed_metrics(self, cfg: Any, deps: list) -> dict[str, float] | None:
         """`computes`' metrics for the run (None: it trains)."""

@@ -386,7 +386,7 @@ def _check_run(run, table, store, resources, gpu_mem_gb, reduce, batch: int, per
         _ensure_stand_in(cfg, root, per_class)
         train_set, test_set = harness.data()
         method = harness.build(cls, deps, train_set)
-        spec.write_stand_in_files(method, root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
+        spec.stand_in.write_files(method, root)  # e.g. a stand-in MAE checkpoint: the loading code runs at full size
         out.params = sum(p.numel() for p in method.parameters())
         out.trainable = sum(p.numel() for p in method.parameters() if p.requires_grad)
         if not full_size:

@@ -235,10 +235,8 @@ def mining_search(method) -> tuple[int, int, str] | None:
     """(D, k, backend) of the kNN search the method runs over every training image at each refresh, as its spec
     declares (semcl.methods.spec.StandIn.mining); None: no such search."""
     from semcl.methods.registry import method_spec
-    from semcl.methods.spec import load_function
 
-    ref = method_spec(method.cfg.method.name).stand_in.mining
-    return load_function(ref)(method) if ref else None
+    return method_spec(method.cfg.method.name).stand_in.mining_of(method)
 
 
 def mining_peak(method, n: int, persistent: int) -> int | None:

@@ -394,7 +394,8 @@ class HSA(Method):
 
 
 def mining_search(method: HSA) -> tuple[int, int, str]:
-    """(D, k, backend) of the kNN search an HSA or MoCo v2 run makes over the features of every training image at each
-    refresh, for the preflight's memory figure (the spec's StandIn.mining)."""
+    """(D, k, backend) of the kNN search over the features of every training image that an HSA run makes at each
+    refresh, for the preflight's memory figure (the spec's StandIn.mining). MoCo v2's spec names it too, as before
+    the split, though a MoCo v2 run mines nothing (its rows get a mining figure they do not need)."""
     encoder = method.backbone if method.knobs.features == "query" else method.key_backbone
     return int(encoder.out_dim), method.knobs.k, method.knobs.knn_backend

@@ -2,8 +2,9 @@
 
 A copy of the checked method (its weights, buffers, queues) is made of fake tensors
 (torch._subclasses.fake_tensor: shapes and dtypes, no storage, no arithmetic) and runs one step at the batch
-per GPU of the entry: forward under the row's autocast, backward, the row's optimiser step. torch's own tracker
-(torch.distributed._tools.mem_tracker.MemTracker) follows every allocation and free of that step, so the peak
+per GPU of the entry: forward under the row's autocast, backward, the row's optimiser step. A counter of live
+storages (semcl.preflight.live_bytes: what torch's MemTracker totals, at less cost per op) follows every allocation
+and free of that step, so the peak
 holds parameters, gradients, optimiser state, activations and temporaries as the real step allocates them, the
 optimiser's step taken as on CUDA (multi-tensor, where torch picks: `_as_on_cuda`).
 
@@ -35,6 +36,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from semcl.preflight.live_bytes import LiveBytes
 
 
 @dataclass
@@ -70,60 +73,11 @@ def fake_batch(batch, size: int, indices: torch.Tensor):
         partner_views=_resized(batch.partner_views, size) if batch.partner_views else batch.partner_views)
 
 
-def _tracker():
-    """torch's MemTracker for the total only. Its per-module statistics fail on what methods do: a module called
-    twice in one forward (two views through one backbone: "multiple iterative calls") and a frozen parameter
-    (a momentum encoder: it hooks every parameter's gradient). Those module hooks are left out; every
-    allocation and free is still seen by its dispatch mode, and the parameters, buffers and optimiser state are
-    registered by track_external.
-
-    Two costs per op of its bookkeeping go too, neither touching what it counts (together ~4 % of a KD memory
-    check's fake step, timed paired): a new peak keeps the running total alone (`peak_total`) rather than a deep copy
-    of the per-category snapshot, and its snapshot's categories are iterated from a tuple instead of the enum class
-    (`dict.fromkeys` over an Enum on every update)."""
-    from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
-
-    class _Tracker(MemTracker):
-        def __init__(self) -> None:
-            super().__init__()
-            self._ref_class = tuple(self._ref_class)  # only ever iterated (dict.fromkeys in _update_snap)
-            self.peak_total: dict = {}
-
-        def _pre_fw_hook(self, module, inputs) -> None:
-            pass
-
-        def _post_fw_hook(self, module, inputs, outputs) -> None:
-            pass
-
-        def _pre_bw_hook(self, module, args) -> None:
-            pass
-
-        def _post_bw_hook(self, module, args) -> None:
-            pass
-
-        def _update_peak_stats(self, peak_state) -> None:
-            for dev, snap in self._curr_mem_snap.items():
-                if self.peak_total.get(dev, 0) < snap[_TOTAL_KEY]:
-                    self.peak_total[dev] = snap[_TOTAL_KEY]
-
-        def __enter__(self):
-            out = super().__enter__()
-            for dev, snap in self._curr_mem_snap.items():  # what is resident on entry (track_external)
-                self.peak_total[dev] = max(self.peak_total.get(dev, 0), snap.get(_TOTAL_KEY, 0))
-            return out
-
-    return _Tracker()
-
-
-def _tracker_peak(tracker) -> int:
-    return int(max(tracker.peak_total.values(), default=0))
-
-
 def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None = None) -> int:
     """Peak bytes of one training step of a fake copy of `method` at `size` samples per GPU (module docstring).
     `batch`: a real batch of the row (its views' image size and structure). `warm`: the real optimiser of
     `method` after a step, whose state the fake one takes as fakes (else a fake step on zero gradients makes it)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 
     from semcl.runtime.host_sync import like_an_accelerator
 
@@ -145,7 +99,7 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
     amp = getattr(cfg.optim, "amp", None)
-    tracker = _tracker()
+    tracker = LiveBytes(kind=FakeTensor)  # the real host work of `prepare` below is not the GPU's
     tracker.track_external(fake, opt)
     fake.train()
     indices = batch.indices.repeat(-(-size // max(1, len(batch.indices))))[:size]  # the real ones, repeated
@@ -160,7 +114,7 @@ def step_peak(method, cfg, batch, size: int, warm: torch.optim.Optimizer | None 
         loss.backward()
         fake.after_backward()
         opt.step()
-    return _tracker_peak(tracker)
+    return tracker.peak
 
 
 def _as_on_cuda(opt) -> None:
@@ -268,10 +222,10 @@ def knn_peak(n: int, d: int, k: int, query_chunk: int | None = None, key_chunk: 
     qc = query_chunk or defaults["query_chunk"].default
     kc = key_chunk or defaults["key_chunk"].default
     m = min(n, 2 * max(kc, qc))
-    tracker = _tracker()
+    tracker = LiveBytes()
     with FakeTensorMode(), tracker:
         knn_table(torch.empty(m, d), k, query_chunk=qc, key_chunk=kc)
-    return _tracker_peak(tracker) + (n - m) * (2 * d * 4 + k * 8)
+    return tracker.peak + (n - m) * (2 * d * 4 + k * 8)
 
 
 def fake_peak(method, cfg, opt, batch, size: int, n_train: int) -> FakePeak:

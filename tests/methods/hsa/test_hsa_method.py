@@ -354,3 +354,14 @@ def test_a_shapes_only_mining_encodes_two_images_and_repeats_them():
     torch.testing.assert_close(repeated, expected, rtol=1e-5, atol=1e-5)
     quick.on_epoch_start(0)
     assert quick.neighbours.table.shape == (N, quick.knobs.k)
+
+
+def test_only_a_run_with_knn_positives_declares_a_mining_search():
+    """The preflight's mining memory figure (semcl.preflight.fake.mining_search) is asked of the spec: HSA with kNN
+    positives searches D x k over every image at each refresh; MoCo v2 and HSA without neighbours never mine."""
+    from semcl.preflight.fake import mining_search
+
+    hsa = _method("hsa", k=4)
+    assert mining_search(hsa) == (hsa.backbone.out_dim, 4, "torch")
+    assert mining_search(_method("hsa", k=4, neighbours=False, cutmix=False)) is None
+    assert mining_search(_method("mocov2")) is None

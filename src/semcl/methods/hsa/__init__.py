@@ -150,5 +150,4 @@ HSA = MethodSpec("hsa", HSAMethod, _M, train_cost=hsa_train_cost,
                  stand_in=StandIn(neighbours="k", mining=f"{_M.partition(':')[0]}:mining_search"))
 # one query pass with gradients + one key forward
 MOCOV2 = MethodSpec("mocov2", MoCoV2Method, _M, train_cost=4 / 3,
-                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE", losses=("semcl.losses.hsa:info_nce",),
-                    stand_in=StandIn(mining=f"{_M.partition(':')[0]}:mining_search"))
+                    summary="MoCo v2: momentum key encoder, queue of keys, InfoNCE", losses=("semcl.losses.hsa:info_nce",))

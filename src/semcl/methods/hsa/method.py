@@ -393,9 +393,11 @@ class HSA(Method):
         return pooled_stage_features(self.backbone, x)
 
 
-def mining_search(method: HSA) -> tuple[int, int, str]:
+def mining_search(method: HSA) -> tuple[int, int, str] | None:
     """(D, k, backend) of the kNN search over the features of every training image that an HSA run makes at each
-    refresh, for the preflight's memory figure (the spec's StandIn.mining). MoCo v2's spec names it too, as before
-    the split, though a MoCo v2 run mines nothing (its rows get a mining figure they do not need)."""
+    refresh, for the preflight's memory figure (the spec's StandIn.mining); None where the run mines nothing (no
+    kNN positives: an ablation's row)."""
+    if method.neighbours is None:
+        return None
     encoder = method.backbone if method.knobs.features == "query" else method.key_backbone
     return int(encoder.out_dim), method.knobs.k, method.knobs.knn_backend

@@ -16,9 +16,10 @@ Rows of one code path share the real step and rows of one memory shape the fake 
 parallel processes and passed ones are cached (semcl.preflight.plan, semcl.preflight.shapes, semcl.preflight.pool).
 
 GPU memory, full-size checks: one more step of a fake-tensor copy of the checked method at the row's real batch
-per GPU, its peak followed by a live-storage counter (semcl.preflight.live_bytes; parameters, gradients, the row's optimiser state, activations,
-temporaries; HSA's kNN mining at the real training-set size), plus CONTEXT_GB (semcl.preflight.fake). A method
-that cannot run faked keeps the formula below, and the report says why. The formula (also the reduced check's):
+per GPU, its peak followed by a live-storage counter (semcl.preflight.live_bytes; parameters, gradients, the row's
+optimiser state, activations, temporaries; HSA's kNN mining at the real training-set size), plus CONTEXT_GB
+(semcl.preflight.fake). A method that cannot run faked keeps the formula below, and the report says why. The
+formula (also the reduced check's):
 
 Activation memory per sample is measured, not guessed: the bytes of the tensors autograd saves for
 backward during the training step (torch.autograd.graph.saved_tensors_hooks, storages counted once),

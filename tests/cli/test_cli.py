@@ -81,6 +81,18 @@ def test_plan_is_fast_and_imports_no_torch(tmp_path):
     assert lines[1].split()[1:4] == ["Cross-entropy", "seed=123", "missing"]
 
 
+def test_table_of_a_table_with_released_rows_imports_no_torch(tmp_path):
+    """`semcl table` reads records, the released files' index and the environment notes; none of them needs torch
+    (its import was 1.1 s of a 901-record table's 2.5 s: bench/bench_cli.py)."""
+    code = ("import sys; from semcl.cli.main import main; from semcl.registry.tables import get_table; "
+            "assert any(r.released for r in get_table('rince/tab2').rows); "
+            "main(['--results', sys.argv[1], 'table', 'rince/tab2', '--profile', 'smoke']); "
+            "assert 'torch' not in sys.modules, [m for m in sys.modules if m.startswith('semcl.')][-3:]")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert "| Cross-entropy |" in res.stdout
+
+
 def test_plan_prints_totals_per_table_and_overall(capsys):
     import re
 

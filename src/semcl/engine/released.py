@@ -13,18 +13,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from semcl.config import hashable_config
 from semcl.errors import ConfigError, DataError, ResultsError
 from semcl.files import sha256_file, write_json_atomic
-from semcl.models.released import layout_module
-from semcl.models.released.common import convert, read_official
 from semcl.registry.plan import ReleasedFile, Run
 from semcl.registry.plan import released_run_id as run_id_of
 from semcl.registry.tables import Row, Table, get_table
 from semcl.store import Store
+
+if TYPE_CHECKING:
+    import torch
 
 INDEX = "released"  # results/released/<table id with / as __>.<profile>.json: released row -> run id
 
@@ -66,6 +66,8 @@ def spec_info(cfg):
     entry holds them (CIFAR-100's), placeholder class names (ImageNet-100's real wnids, from the shipped list, for
     RINCE's name similarities) and uniform class counts. These set only what a method trains with (loss offsets,
     ranks), never what a loaded network computes."""
+    import torch
+
     from semcl.data.registry import DATASETS
     from semcl.methods.base import DataInfo
 
@@ -85,6 +87,10 @@ def spec_info(cfg):
 def load_weights(method: torch.nn.Module, table_id: str, row: Row, path: Path, sha256: str | None = None) -> Loaded:
     """Put the file's tensors into `method` (its whole state, semcl's names): DataError in one line naming the
     file, the row and the first offending keys when the file is not the row's network; nothing loads then."""
+    # here, not at the top: `semcl table` reads the verified files' index from this module without torch (~1 s)
+    from semcl.models.released import layout_module
+    from semcl.models.released.common import convert, read_official
+
     ck = row.released
     where = f"{path}: row {row.label!r} of {table_id} (layout {ck.layout})"
     layout = layout_module(ck.layout)

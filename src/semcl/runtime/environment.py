@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from semcl.runtime.lockfile import installed_lock
+
+if TYPE_CHECKING:
+    import torch
 
 # the fields that change numbers: two seeds of one cell that differ in any is a cell of two environments (the
 # host name, the driver's patch level or the container's path do not; torch's version sits in `versions`)
@@ -26,6 +28,8 @@ NVIDIA_PROC = Path("/proc/driver/nvidia/version")
 
 
 def _cudnn() -> str | None:
+    import torch  # here, not at the top: `semcl table` reads SAME_RESULTS and describe_key without torch (~1 s)
+
     try:
         v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     except RuntimeError:
@@ -34,6 +38,8 @@ def _cudnn() -> str | None:
 
 
 def _nccl() -> str | None:
+    import torch
+
     try:
         v = torch.cuda.nccl.version() if torch.version.cuda else None
     except (AttributeError, RuntimeError):
@@ -76,6 +82,8 @@ def container_digest() -> dict | None:
 
 def environment(device: torch.device) -> dict:
     """What the record's `environment` holds for a run on `device`."""
+    import torch
+
     gpu = device.type == "cuda"
     lock = installed_lock()
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": _cudnn(), "nccl": _nccl(),
